@@ -1,0 +1,114 @@
+//! The backend trait every device implements.
+
+use std::fmt::Debug;
+
+use oxidelake_core::{BackendKind, DeviceId, EngineError};
+
+use crate::{DeviceBuffer, DeviceStream, HostBuffer};
+
+/// Memory of one device, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Total memory of the device.
+    pub total_bytes: u64,
+    /// Memory currently free.
+    pub free_bytes: u64,
+}
+
+/// One compute device, selected at runtime and used as `Arc<dyn GpuBackend>`.
+///
+/// The trait is synchronous on purpose: copies and kernels are *enqueued* on a
+/// [`DeviceStream`] and [`GpuBackend::synchronize`] waits for them. Handles are opaque
+/// and tagged with the backend that made them; passing a handle to another backend is an
+/// error, not undefined behaviour.
+///
+/// Destinations are `&mut` (the spec's sketch had `&DeviceBuffer` for the host-to-device
+/// destination): a copy writes the buffer, and Rust should say so.
+///
+/// The four operator kernels (filter+project, hash join, aggregate, vector distance) are
+/// added to this trait together with the operators that call them.
+pub trait GpuBackend: Send + Sync + Debug {
+    /// The kind of backend.
+    fn kind(&self) -> BackendKind;
+
+    /// The device this backend drives.
+    fn device(&self) -> DeviceId;
+
+    /// Total and free memory of the device.
+    fn memory_info(&self) -> Result<MemoryInfo, EngineError>;
+
+    /// Allocates `bytes` of zeroed device memory, 128-byte aligned or better.
+    fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError>;
+
+    /// Allocates `bytes` of zeroed host memory for transfers: pinned where the backend can
+    /// pin, pageable otherwise (see [`HostBuffer::memory_class`]).
+    fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError>;
+
+    /// Creates a stream (an in-order queue of copies and kernels).
+    fn create_stream(&self) -> Result<DeviceStream, EngineError>;
+
+    /// Enqueues a copy of all of `src` into `dst`; the lengths must be equal.
+    fn copy_h2d(
+        &self,
+        stream: &DeviceStream,
+        src: &HostBuffer,
+        dst: &mut DeviceBuffer,
+    ) -> Result<(), EngineError>;
+
+    /// Enqueues a copy of all of `src` into `dst`; the lengths must be equal.
+    fn copy_d2h(
+        &self,
+        stream: &DeviceStream,
+        src: &DeviceBuffer,
+        dst: &mut HostBuffer,
+    ) -> Result<(), EngineError>;
+
+    /// Blocks until everything enqueued on `stream` has finished.
+    fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError>;
+
+    /// Counts the unset bits (nulls) in `len_bits` bits of an Arrow validity bitmap held
+    /// in device memory, starting at bit `offset_bits`. Used to check that a copy kept the
+    /// null count the host saw before it.
+    fn null_count(
+        &self,
+        stream: &DeviceStream,
+        validity: &DeviceBuffer,
+        offset_bits: usize,
+        len_bits: usize,
+    ) -> Result<u64, EngineError>;
+}
+
+/// Checks that a bitmap of `bitmap_bytes` bytes covers `offset_bits + len_bits` bits.
+pub(crate) fn check_bitmap_range(
+    bitmap_bytes: usize,
+    offset_bits: usize,
+    len_bits: usize,
+) -> Result<(), EngineError> {
+    let end_bits =
+        offset_bits
+            .checked_add(len_bits)
+            .ok_or_else(|| EngineError::InvalidArgument {
+                what: "bitmap range",
+                detail: "offset + length overflows".into(),
+            })?;
+    if end_bits.div_ceil(8) > bitmap_bytes {
+        return Err(EngineError::InvalidArgument {
+            what: "bitmap range",
+            detail: format!(
+                "bits {offset_bits}..{end_bits} exceed a bitmap of {bitmap_bytes} bytes"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that a copy's source and destination have the same length.
+pub(crate) fn check_copy_lengths(src_bytes: usize, dst_bytes: usize) -> Result<(), EngineError> {
+    if src_bytes != dst_bytes {
+        return Err(EngineError::InvalidArgument {
+            what: "copy length",
+            detail: format!("source has {src_bytes} bytes, destination {dst_bytes}"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! `CpuBackend`: the always-available reference backend.
+
+use arrow::util::bit_chunk_iterator::UnalignedBitChunk;
+use oxidelake_core::{BackendKind, DeviceId, EngineError};
+use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
+
+use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::handles::{DeviceMem, StreamInner, foreign_handle};
+use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+
+/// The CPU as a backend: device memory is aligned host memory, copies are `memcpy`,
+/// streams execute synchronously, kernels are Arrow compute kernels plus rayon.
+#[derive(Debug, Clone)]
+pub struct CpuBackend {
+    host: HostAllocator,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CpuBackend {
+    /// The CPU backend. Its transfer buffers are pageable: there is no DMA engine to pin
+    /// them for.
+    pub fn new() -> Self {
+        Self {
+            host: HostAllocator::pageable("the CPU backend has no DMA engine to pin memory for"),
+        }
+    }
+
+    fn host_bytes<'a>(&self, buf: &'a DeviceBuffer) -> Result<&'a [u8], EngineError> {
+        match &buf.mem {
+            DeviceMem::Host(b) if buf.device == DeviceId::CPU => Ok(b.as_slice()),
+            _ => Err(foreign_handle(DeviceId::CPU, buf.device, "device buffer")),
+        }
+    }
+
+    fn check_stream(&self, stream: &DeviceStream) -> Result<(), EngineError> {
+        match stream.inner {
+            StreamInner::Cpu if stream.device == DeviceId::CPU => Ok(()),
+            #[allow(unreachable_patterns)]
+            _ => Err(foreign_handle(DeviceId::CPU, stream.device, "stream")),
+        }
+    }
+}
+
+/// Reads `MemTotal` and `MemAvailable` from `/proc/meminfo` text.
+fn parse_meminfo(text: &str) -> Option<MemoryInfo> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map(|kib| kib * 1024)
+    };
+    Some(MemoryInfo {
+        total_bytes: field("MemTotal:")?,
+        free_bytes: field("MemAvailable:")?,
+    })
+}
+
+impl GpuBackend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::CpuSimd
+    }
+
+    fn device(&self) -> DeviceId {
+        DeviceId::CPU
+    }
+
+    fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
+        let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| {
+            EngineError::unsupported(
+                "host memory info",
+                format!("/proc/meminfo is not readable on this platform: {e}"),
+            )
+        })?;
+        parse_meminfo(&text).ok_or_else(|| EngineError::Format {
+            path: "/proc/meminfo".into(),
+            detail: "MemTotal or MemAvailable missing".into(),
+            source: None,
+        })
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+        let buf = AlignedBuf::device_bound(bytes)?;
+        Ok(DeviceBuffer {
+            device: DeviceId::CPU,
+            len_bytes: bytes,
+            address: buf.as_ptr() as usize,
+            mem: DeviceMem::Host(buf),
+        })
+    }
+
+    fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
+        let mem: HostMemory = self.host.alloc(bytes)?;
+        Ok(HostBuffer {
+            device: DeviceId::CPU,
+            mem,
+        })
+    }
+
+    fn create_stream(&self) -> Result<DeviceStream, EngineError> {
+        Ok(DeviceStream {
+            device: DeviceId::CPU,
+            inner: StreamInner::Cpu,
+        })
+    }
+
+    fn copy_h2d(
+        &self,
+        stream: &DeviceStream,
+        src: &HostBuffer,
+        dst: &mut DeviceBuffer,
+    ) -> Result<(), EngineError> {
+        self.check_stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let src_bytes = src.as_slice()?;
+        match &mut dst.mem {
+            DeviceMem::Host(b) if dst.device == DeviceId::CPU => {
+                b.as_mut_slice().copy_from_slice(src_bytes);
+                Ok(())
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(foreign_handle(DeviceId::CPU, dst.device, "device buffer")),
+        }
+    }
+
+    fn copy_d2h(
+        &self,
+        stream: &DeviceStream,
+        src: &DeviceBuffer,
+        dst: &mut HostBuffer,
+    ) -> Result<(), EngineError> {
+        self.check_stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let bytes = self.host_bytes(src)?;
+        dst.as_mut_slice()?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
+        // Every CPU operation completed before it returned.
+        self.check_stream(stream)
+    }
+
+    fn null_count(
+        &self,
+        stream: &DeviceStream,
+        validity: &DeviceBuffer,
+        offset_bits: usize,
+        len_bits: usize,
+    ) -> Result<u64, EngineError> {
+        self.check_stream(stream)?;
+        let bytes = self.host_bytes(validity)?;
+        check_bitmap_range(bytes.len(), offset_bits, len_bits)?;
+        let set = UnalignedBitChunk::new(bytes, offset_bits, len_bits).count_ones();
+        Ok((len_bits - set) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxidelake_memory::MemoryClass;
+
+    fn upload(backend: &dyn GpuBackend, bytes: &[u8]) -> (DeviceStream, DeviceBuffer) {
+        let stream = backend.create_stream().unwrap();
+        let mut host = backend.alloc_pinned_host(bytes.len()).unwrap();
+        host.as_mut_slice().unwrap().copy_from_slice(bytes);
+        let mut dev = backend.alloc_device(bytes.len()).unwrap();
+        backend.copy_h2d(&stream, &host, &mut dev).unwrap();
+        (stream, dev)
+    }
+
+    #[test]
+    fn device_buffers_are_128_byte_aligned() {
+        let cpu = CpuBackend::new();
+        for len in [0, 1, 100, 4096] {
+            assert_eq!(cpu.alloc_device(len).unwrap().address() % 128, 0);
+        }
+    }
+
+    #[test]
+    fn bytes_survive_a_host_device_host_round_trip() {
+        let cpu = CpuBackend::new();
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (stream, dev) = upload(&cpu, &data);
+        let mut back = cpu.alloc_pinned_host(data.len()).unwrap();
+        cpu.copy_d2h(&stream, &dev, &mut back).unwrap();
+        cpu.synchronize(&stream).unwrap();
+        assert_eq!(back.as_slice().unwrap(), &data[..]);
+        assert_eq!(back.memory_class(), MemoryClass::Pageable);
+    }
+
+    #[test]
+    fn copies_between_buffers_of_different_lengths_are_rejected() {
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let host = cpu.alloc_pinned_host(10).unwrap();
+        let mut dev = cpu.alloc_device(11).unwrap();
+        let err = cpu.copy_h2d(&stream, &host, &mut dev).unwrap_err();
+        assert!(matches!(
+            err,
+            EngineError::InvalidArgument {
+                what: "copy length",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn null_count_matches_arrow_for_any_offset_and_length() {
+        let cpu = CpuBackend::new();
+        let validity: Vec<u8> = (0..37u32).map(|i| (i * 97 % 256) as u8).collect();
+        let (stream, dev) = upload(&cpu, &validity);
+        let buffer = arrow::buffer::Buffer::from_slice_ref(&validity);
+        for (offset, len) in [(0, 0), (0, 296), (3, 200), (7, 1), (13, 283)] {
+            let expected = (len - buffer.count_set_bits_offset(offset, len)) as u64;
+            assert_eq!(
+                cpu.null_count(&stream, &dev, offset, len).unwrap(),
+                expected,
+                "{offset}+{len}"
+            );
+        }
+        assert!(
+            cpu.null_count(&stream, &dev, 290, 7).is_err(),
+            "range past the bitmap"
+        );
+    }
+
+    #[test]
+    fn meminfo_parsing_reads_total_and_available() {
+        let text = "MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:   20000000 kB\n";
+        let info = parse_meminfo(text).unwrap();
+        assert_eq!(info.total_bytes, 24_000_000 * 1024);
+        assert_eq!(info.free_bytes, 20_000_000 * 1024);
+        assert!(parse_meminfo("MemTotal: 1 kB\n").is_none());
+    }
+}

@@ -1,0 +1,383 @@
+//! `CudaBackend`: NVIDIA GPUs through cudarc's driver API (feature `cuda`).
+//!
+//! cudarc is loaded dynamically, so this code builds on machines without CUDA; the
+//! backend is only constructed after [`crate::probe_cuda`] found a driver and a device.
+//! Kernels are compiled by [`crate::nvrtc::compile`] on first use, for the newest virtual
+//! architecture the device supports, and the loaded module is cached per kernel (each
+//! backend instance drives one device, so that is per (kernel, device)).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use oxidelake_core::{BackendKind, DeviceId, EngineError};
+use oxidelake_memory::HostAllocator;
+
+use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::handles::{DeviceMem, StreamInner, foreign_handle};
+use crate::kernels::CudaKernel;
+use crate::{CudaAvailability, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+
+/// Threads per block for the 1-D kernels (a multiple of the warp size).
+const BLOCK_THREADS: u32 = 256;
+/// Upper bound on blocks for grid-stride kernels.
+const MAX_GRID_BLOCKS: u32 = 4096;
+
+/// One CUDA device.
+pub struct CudaBackend {
+    device: DeviceId,
+    ctx: Arc<CudaContext>,
+    arch: &'static str,
+    host: HostAllocator,
+    modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.device)
+            .field("arch", &self.arch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`. Fails with [`EngineError::BackendUnavailable`] when there
+    /// is no driver or no such device; never panics.
+    pub fn try_new(ordinal: usize) -> Result<Self, EngineError> {
+        let unavailable = |reason: String| EngineError::BackendUnavailable {
+            requested: BackendKind::Cuda,
+            reason,
+        };
+        match crate::probe_cuda() {
+            CudaAvailability::Unavailable { reason } => return Err(unavailable(reason)),
+            CudaAvailability::Available { devices } if ordinal >= devices => {
+                return Err(unavailable(format!(
+                    "device {ordinal} requested but the driver reports {devices}"
+                )));
+            }
+            CudaAvailability::Available { .. } => {}
+        }
+        let device = DeviceId::new(
+            BackendKind::Cuda,
+            u32::try_from(ordinal).unwrap_or(u32::MAX),
+        );
+        let driver = |operation: &str| {
+            let operation = operation.to_string();
+            move |e: cudarc::driver::DriverError| EngineError::Device {
+                device,
+                operation,
+                detail: e.to_string(),
+            }
+        };
+        let ctx = CudaContext::new(ordinal).map_err(driver("cuCtxCreate"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
+        let arch = crate::nvrtc::arch_for(major, minor);
+        tracing::info!(%device, major, minor, arch, "CUDA backend ready");
+        Ok(Self {
+            device,
+            host: HostAllocator::pinned(Arc::clone(&ctx)),
+            ctx,
+            arch,
+            modules: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The virtual architecture kernels are compiled for.
+    pub fn arch(&self) -> &'static str {
+        self.arch
+    }
+
+    fn driver_err(&self, operation: &str, e: cudarc::driver::DriverError) -> EngineError {
+        EngineError::Device {
+            device: self.device,
+            operation: operation.to_string(),
+            detail: e.to_string(),
+        }
+    }
+
+    /// The function `entry` of `kernel`, compiling and loading the module on first use.
+    fn function(&self, kernel: CudaKernel, entry: &str) -> Result<CudaFunction, EngineError> {
+        let module = {
+            let mut modules = self
+                .modules
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match modules.get(&kernel) {
+                Some(m) => Arc::clone(m),
+                None => {
+                    let ptx = crate::nvrtc::compile(kernel, self.arch)?;
+                    let m = self
+                        .ctx
+                        .load_module(ptx)
+                        .map_err(|e| self.driver_err("cuModuleLoadData", e))?;
+                    modules.insert(kernel, Arc::clone(&m));
+                    m
+                }
+            }
+        };
+        module
+            .load_function(entry)
+            .map_err(|e| self.driver_err("cuModuleGetFunction", e))
+    }
+
+    fn stream<'a>(
+        &self,
+        stream: &'a DeviceStream,
+    ) -> Result<&'a Arc<cudarc::driver::CudaStream>, EngineError> {
+        match &stream.inner {
+            StreamInner::Cuda(s) if stream.device == self.device => Ok(s),
+            _ => Err(foreign_handle(self.device, stream.device, "stream")),
+        }
+    }
+}
+
+impl GpuBackend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
+        let (free, total) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| self.driver_err("cuMemGetInfo", e))?;
+        Ok(MemoryInfo {
+            total_bytes: total as u64,
+            free_bytes: free as u64,
+        })
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+        let stream = self.ctx.default_stream();
+        // cuMemAlloc rejects zero bytes; an empty buffer still owns one byte.
+        let slice = stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| {
+            if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                EngineError::OutOfMemory {
+                    tier: oxidelake_core::MemoryTier::Device,
+                    requested_bytes: bytes as u64,
+                    available_bytes: self.memory_info().map(|m| m.free_bytes).unwrap_or(0),
+                }
+            } else {
+                self.driver_err("cuMemAlloc", e)
+            }
+        })?;
+        let address = {
+            let (ptr, _sync) = slice.device_ptr(&stream);
+            usize::try_from(ptr).unwrap_or(usize::MAX)
+        };
+        Ok(DeviceBuffer {
+            device: self.device,
+            len_bytes: bytes,
+            address,
+            mem: DeviceMem::Cuda(slice),
+        })
+    }
+
+    fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
+        Ok(HostBuffer {
+            device: self.device,
+            mem: self.host.alloc(bytes)?,
+        })
+    }
+
+    fn create_stream(&self) -> Result<DeviceStream, EngineError> {
+        let stream = self
+            .ctx
+            .new_stream()
+            .map_err(|e| self.driver_err("cuStreamCreate", e))?;
+        Ok(DeviceStream {
+            device: self.device,
+            inner: StreamInner::Cuda(stream),
+        })
+    }
+
+    fn copy_h2d(
+        &self,
+        stream: &DeviceStream,
+        src: &HostBuffer,
+        dst: &mut DeviceBuffer,
+    ) -> Result<(), EngineError> {
+        let s = self.stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let len = dst.len_bytes;
+        let DeviceMem::Cuda(slice) = &mut dst.mem else {
+            return Err(foreign_handle(self.device, dst.device, "device buffer"));
+        };
+        if len == 0 {
+            return Ok(());
+        }
+        let mut view = slice.slice_mut(0..len);
+        let result = match src.mem.pinned() {
+            Some(pinned) => s.memcpy_htod(pinned, &mut view),
+            None => s.memcpy_htod(src.as_slice()?, &mut view),
+        };
+        result.map_err(|e| self.driver_err("cuMemcpyHtoDAsync", e))
+    }
+
+    fn copy_d2h(
+        &self,
+        stream: &DeviceStream,
+        src: &DeviceBuffer,
+        dst: &mut HostBuffer,
+    ) -> Result<(), EngineError> {
+        let s = self.stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let len = src.len_bytes;
+        let DeviceMem::Cuda(slice) = &src.mem else {
+            return Err(foreign_handle(self.device, src.device, "device buffer"));
+        };
+        if len == 0 {
+            return Ok(());
+        }
+        let view = slice.slice(0..len);
+        let result = match dst.mem.pinned_mut() {
+            Some(pinned) => s.memcpy_dtoh(&view, pinned),
+            None => s.memcpy_dtoh(&view, dst.as_mut_slice()?),
+        };
+        result.map_err(|e| self.driver_err("cuMemcpyDtoHAsync", e))
+    }
+
+    fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
+        self.stream(stream)?
+            .synchronize()
+            .map_err(|e| self.driver_err("cuStreamSynchronize", e))
+    }
+
+    fn null_count(
+        &self,
+        stream: &DeviceStream,
+        validity: &DeviceBuffer,
+        offset_bits: usize,
+        len_bits: usize,
+    ) -> Result<u64, EngineError> {
+        let s = self.stream(stream)?;
+        check_bitmap_range(validity.len(), offset_bits, len_bits)?;
+        let DeviceMem::Cuda(bitmap) = &validity.mem else {
+            return Err(foreign_handle(
+                self.device,
+                validity.device,
+                "device buffer",
+            ));
+        };
+        if len_bits == 0 {
+            return Ok(0);
+        }
+        let function = self.function(CudaKernel::NullCount, "count_unset_bits")?;
+        let mut out = s
+            .alloc_zeros::<u64>(1)
+            .map_err(|e| self.driver_err("cuMemAlloc", e))?;
+        let blocks = u32::try_from(len_bits.div_ceil(BLOCK_THREADS as usize))
+            .unwrap_or(MAX_GRID_BLOCKS)
+            .clamp(1, MAX_GRID_BLOCKS);
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // Scalars are bound to locals: the builder borrows them until launch.
+        let (bitmap_bytes, offset, len) =
+            (validity.len() as u64, offset_bits as u64, len_bits as u64);
+        let mut launch = s.launch_builder(&function);
+        launch
+            .arg(bitmap)
+            .arg(&bitmap_bytes)
+            .arg(&offset)
+            .arg(&len)
+            .arg(&mut out);
+        // SAFETY: the argument list matches `count_unset_bits(const u8*, u64, u64, u64,
+        // u64*)` in null_count.cu; `bitmap` holds at least `bitmap_bytes` bytes (the
+        // kernel guards every read with that bound), `out` holds one u64, and the block
+        // size is a multiple of 32 as the warp reduction requires.
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(config) }
+            .map_err(|e| self.driver_err("cuLaunchKernel(count_unset_bits)", e))?;
+        let result = s
+            .clone_dtoh(&out)
+            .map_err(|e| self.driver_err("cuMemcpyDtoH", e))?;
+        result
+            .first()
+            .copied()
+            .ok_or_else(|| EngineError::Internal("count_unset_bits returned no value".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oxidelake_memory::MemoryClass;
+
+    fn backend() -> CudaBackend {
+        CudaBackend::try_new(0).unwrap_or_else(|e| panic!("needs a CUDA device: {e}"))
+    }
+
+    #[test]
+    fn without_a_driver_construction_is_a_typed_error_not_a_panic() {
+        if crate::probe_cuda().devices() > 0 {
+            eprintln!("skipping: a CUDA device is present");
+            return;
+        }
+        assert!(matches!(
+            CudaBackend::try_new(0),
+            Err(EngineError::BackendUnavailable {
+                requested: BackendKind::Cuda,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; run with --features cuda -- --ignored"]
+    fn cuda_device_buffers_are_128_byte_aligned_and_round_trip_bytes() {
+        let cuda = backend();
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 13 % 251) as u8).collect();
+        let stream = cuda.create_stream().unwrap();
+        let mut host = cuda.alloc_pinned_host(data.len()).unwrap();
+        assert_eq!(host.memory_class(), MemoryClass::Pinned);
+        host.as_mut_slice().unwrap().copy_from_slice(&data);
+        let mut dev = cuda.alloc_device(data.len()).unwrap();
+        assert_eq!(dev.address() % 128, 0);
+        cuda.copy_h2d(&stream, &host, &mut dev).unwrap();
+        let mut back = cuda.alloc_pinned_host(data.len()).unwrap();
+        cuda.copy_d2h(&stream, &dev, &mut back).unwrap();
+        cuda.synchronize(&stream).unwrap();
+        assert_eq!(back.as_slice().unwrap(), &data[..]);
+        let info = cuda.memory_info().unwrap();
+        assert!(info.total_bytes > 0 && info.free_bytes <= info.total_bytes);
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; run with --features cuda -- --ignored"]
+    fn cuda_null_count_kernel_matches_the_cpu_backend() {
+        let cuda = backend();
+        let cpu = crate::CpuBackend::new();
+        let validity: Vec<u8> = (0..100_003u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let upload = |b: &dyn GpuBackend| {
+            let s = b.create_stream().unwrap();
+            let mut h = b.alloc_pinned_host(validity.len()).unwrap();
+            h.as_mut_slice().unwrap().copy_from_slice(&validity);
+            let mut d = b.alloc_device(validity.len()).unwrap();
+            b.copy_h2d(&s, &h, &mut d).unwrap();
+            (s, d)
+        };
+        let (cs, cd) = upload(&cuda);
+        let (ps, pd) = upload(&cpu);
+        for (offset, len) in [(0, 0), (0, 800_024), (5, 799_000), (3, 1), (31, 33)] {
+            assert_eq!(
+                cuda.null_count(&cs, &cd, offset, len).unwrap(),
+                cpu.null_count(&ps, &pd, offset, len).unwrap(),
+                "{offset}+{len}"
+            );
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `HardwareDetector`: which backend this process uses.
+
+use std::sync::Arc;
+
+use oxidelake_core::{BackendKind, EngineError};
+
+use crate::{CpuBackend, GpuBackend};
+
+/// Picks the backend at startup.
+///
+/// With `OXIDE_BACKEND` unset the order is CUDA (a driver reporting at least one device),
+/// then Metal, then the CPU. Setting `OXIDE_BACKEND=cpu|cuda|metal` forces one; if the
+/// forced backend cannot be used the result is [`EngineError::BackendUnavailable`] with
+/// the reason: a user who asked for a GPU must not silently get the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HardwareDetector {
+    requested: Option<BackendKind>,
+}
+
+impl HardwareDetector {
+    /// The environment variable that forces a backend.
+    pub const ENV_VAR: &'static str = "OXIDE_BACKEND";
+
+    /// A detector that auto-detects (`None`) or forces `requested`.
+    pub fn new(requested: Option<BackendKind>) -> Self {
+        Self { requested }
+    }
+
+    /// A detector configured from a value of `OXIDE_BACKEND` (`None` or empty = auto).
+    pub fn from_setting(value: Option<&str>) -> Result<Self, EngineError> {
+        match value.map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(Self::new(None)),
+            Some(v) => v
+                .parse::<BackendKind>()
+                .map(|kind| Self::new(Some(kind)))
+                .map_err(|e| EngineError::InvalidArgument {
+                    what: "OXIDE_BACKEND",
+                    detail: e.to_string(),
+                }),
+        }
+    }
+
+    /// A detector configured from the process environment.
+    pub fn from_env() -> Result<Self, EngineError> {
+        Self::from_setting(std::env::var(Self::ENV_VAR).ok().as_deref())
+    }
+
+    /// The backend that was forced, if any.
+    pub fn requested(&self) -> Option<BackendKind> {
+        self.requested
+    }
+
+    /// Reads `OXIDE_BACKEND` and returns the backend to use.
+    pub fn select() -> Result<Arc<dyn GpuBackend>, EngineError> {
+        Self::from_env()?.backend()
+    }
+
+    /// The backend this detector chooses on this machine.
+    pub fn backend(&self) -> Result<Arc<dyn GpuBackend>, EngineError> {
+        match self.requested {
+            Some(BackendKind::CpuSimd) => Ok(Arc::new(CpuBackend::new())),
+            Some(BackendKind::Cuda) => cuda_backend(),
+            Some(BackendKind::Metal) => metal_backend(),
+            None => {
+                for (kind, attempt) in [
+                    (BackendKind::Cuda, cuda_backend as fn() -> _),
+                    (BackendKind::Metal, metal_backend),
+                ] {
+                    match attempt() {
+                        Ok(backend) => return Ok(backend),
+                        Err(e) => tracing::debug!(%kind, reason = %e, "backend not used"),
+                    }
+                }
+                tracing::info!("using the CPU backend");
+                Ok(Arc::new(CpuBackend::new()))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
+    Ok(Arc::new(crate::CudaBackend::try_new(0)?))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
+    Err(EngineError::BackendUnavailable {
+        requested: BackendKind::Cuda,
+        reason: "this build does not include the `cuda` feature".into(),
+    })
+}
+
+fn metal_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
+    let reason = if cfg!(not(target_os = "macos")) {
+        "Metal exists only on macOS"
+    } else if cfg!(not(feature = "metal")) {
+        "this build does not include the `metal` feature"
+    } else {
+        "the Metal backend is not implemented yet (see STATUS.md)"
+    };
+    Err(EngineError::BackendUnavailable {
+        requested: BackendKind::Metal,
+        reason: reason.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_detection_yields_the_cpu_backend_on_a_machine_without_a_gpu() {
+        if crate::probe_cuda().devices() > 0 {
+            eprintln!("skipping: a CUDA device is present");
+            return;
+        }
+        let backend = HardwareDetector::from_setting(None)
+            .unwrap()
+            .backend()
+            .unwrap();
+        assert_eq!(backend.kind(), BackendKind::CpuSimd);
+    }
+
+    #[test]
+    fn forcing_cpu_always_yields_the_cpu_backend() {
+        let backend = HardwareDetector::from_setting(Some("cpu"))
+            .unwrap()
+            .backend()
+            .unwrap();
+        assert_eq!(backend.kind(), BackendKind::CpuSimd);
+    }
+
+    #[test]
+    fn forcing_cuda_without_a_device_is_a_typed_startup_error() {
+        if crate::probe_cuda().devices() > 0 {
+            eprintln!("skipping: a CUDA device is present");
+            return;
+        }
+        let detector = HardwareDetector::from_setting(Some("cuda")).unwrap();
+        assert_eq!(detector.requested(), Some(BackendKind::Cuda));
+        match detector.backend() {
+            Err(EngineError::BackendUnavailable { requested, reason }) => {
+                assert_eq!(requested, BackendKind::Cuda);
+                assert!(!reason.is_empty());
+            }
+            other => panic!("expected BackendUnavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn forcing_metal_off_macos_is_a_typed_startup_error() {
+        let result = HardwareDetector::from_setting(Some("METAL"))
+            .unwrap()
+            .backend();
+        assert!(matches!(
+            result,
+            Err(EngineError::BackendUnavailable {
+                requested: BackendKind::Metal,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_backend_name_is_rejected_with_the_valid_choices() {
+        match HardwareDetector::from_setting(Some("tpu")) {
+            Err(EngineError::InvalidArgument { what, detail }) => {
+                assert_eq!(what, "OXIDE_BACKEND");
+                assert!(detail.contains("cpu, cuda, metal"), "{detail}");
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        assert_eq!(
+            HardwareDetector::from_setting(Some("  "))
+                .unwrap()
+                .requested(),
+            None
+        );
+    }
+}

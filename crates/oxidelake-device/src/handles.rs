@@ -1,0 +1,140 @@
+//! Opaque RAII handles for device memory, transfer buffers and streams.
+//!
+//! Each handle owns a backend-tagged resource and releases it exactly once when dropped
+//! (an `AlignedBuf`'s deallocation, `cuMemFree`, `cuMemFreeHost`, `cuStreamDestroy`, all
+//! done by the owning types' own `Drop`). The variants are private: code outside this
+//! crate can only pass handles back to the backend that made them.
+
+use oxidelake_core::{DeviceId, EngineError};
+use oxidelake_memory::{AlignedBuf, HostMemory, MemoryClass};
+
+pub(crate) enum DeviceMem {
+    /// CPU backend: device memory is 128-byte-aligned host memory.
+    Host(AlignedBuf),
+    /// CUDA backend: a device allocation (at least one byte, even for empty buffers).
+    #[cfg(feature = "cuda")]
+    Cuda(cudarc::driver::CudaSlice<u8>),
+}
+
+/// Memory on a device.
+pub struct DeviceBuffer {
+    pub(crate) device: DeviceId,
+    pub(crate) len_bytes: usize,
+    pub(crate) address: usize,
+    pub(crate) mem: DeviceMem,
+}
+
+impl DeviceBuffer {
+    /// The device that owns the memory.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len_bytes
+    }
+
+    /// Whether the buffer holds zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len_bytes == 0
+    }
+
+    /// The buffer's address in the device's address space (for alignment checks and
+    /// diagnostics; it cannot be dereferenced from safe code).
+    pub fn address(&self) -> usize {
+        self.address
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("device", &self.device)
+            .field("len_bytes", &self.len_bytes)
+            .finish()
+    }
+}
+
+/// Host memory used as the source or destination of device copies.
+pub struct HostBuffer {
+    pub(crate) device: DeviceId,
+    pub(crate) mem: HostMemory,
+}
+
+impl HostBuffer {
+    /// The device whose backend allocated this buffer.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Whether the buffer holds zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+
+    /// Pinned (page-locked, DMA-able) or pageable.
+    pub fn memory_class(&self) -> MemoryClass {
+        self.mem.memory_class()
+    }
+
+    /// The bytes; waits for copies still writing into a pinned buffer.
+    pub fn as_slice(&self) -> Result<&[u8], EngineError> {
+        Ok(self.mem.as_slice()?)
+    }
+
+    /// The bytes, mutably; waits for copies still writing into a pinned buffer.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8], EngineError> {
+        Ok(self.mem.as_mut_slice()?)
+    }
+}
+
+impl std::fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("device", &self.device)
+            .field("mem", &self.mem)
+            .finish()
+    }
+}
+
+pub(crate) enum StreamInner {
+    /// CPU backend: work runs synchronously on the calling thread.
+    Cpu,
+    #[cfg(feature = "cuda")]
+    Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
+}
+
+/// An in-order queue of copies and kernels on one device.
+pub struct DeviceStream {
+    pub(crate) device: DeviceId,
+    pub(crate) inner: StreamInner,
+}
+
+impl DeviceStream {
+    /// The device the stream belongs to.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+}
+
+impl std::fmt::Debug for DeviceStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceStream")
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+/// The error for a handle passed to a backend that did not create it.
+pub(crate) fn foreign_handle(expected: DeviceId, found: DeviceId, what: &str) -> EngineError {
+    EngineError::InvalidArgument {
+        what: "device handle",
+        detail: format!("{what} belongs to {found}, but this backend drives {expected}"),
+    }
+}

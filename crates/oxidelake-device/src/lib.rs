@@ -1,0 +1,42 @@
+//! # oxidelake-device
+//!
+//! The hardware abstraction: one object-safe, synchronous [`GpuBackend`] trait with
+//! opaque RAII handles ([`DeviceBuffer`], [`HostBuffer`], [`DeviceStream`]), and the
+//! backends behind it:
+//!
+//! - [`CpuBackend`] — always present; "device" memory is 128-byte-aligned host memory and
+//!   copies are `memcpy`. It is the semantic reference every GPU backend must match.
+//! - `CudaBackend` (feature `cuda`) — cudarc's driver API, loaded dynamically so the
+//!   feature builds and runs on machines without a driver; kernels are NVRTC-compiled on
+//!   first use and cached per (kernel, device).
+//! - Metal (feature `metal`, macOS only) — a compiling no-op elsewhere.
+//!
+//! [`HardwareDetector::select`] picks the backend at startup: `OXIDE_BACKEND=cpu|cuda|metal`
+//! forces one (an unavailable choice is a typed error, never a silent fallback); without
+//! it, CUDA then Metal then CPU.
+//!
+//! **Allowed internal dependencies:** `oxidelake-core`, `oxidelake-memory` (spec §3).
+//!
+//! Why the trait has no associated types and no async methods: the backend is chosen at
+//! runtime, so it must be usable as `Arc<dyn GpuBackend>`; asynchrony lives on device
+//! streams and in the operators that bridge them into futures.
+#![deny(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod backend;
+mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
+mod detector;
+mod handles;
+pub mod kernels;
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
+
+pub use backend::{GpuBackend, MemoryInfo};
+pub use cpu::CpuBackend;
+#[cfg(feature = "cuda")]
+pub use cuda::CudaBackend;
+pub use detector::HardwareDetector;
+pub use handles::{DeviceBuffer, DeviceStream, HostBuffer};
+pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};

@@ -1,0 +1,54 @@
+//! Errors of the managed object store.
+
+use oxidelake_core::EngineError;
+
+use crate::Sha256Digest;
+
+/// Everything that can go wrong storing or reading a managed object.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError {
+    /// The bytes read do not hash to the digest recorded when they were written.
+    #[error("object {uri} is corrupt: expected sha256 {expected}, read {actual}")]
+    DigestMismatch {
+        /// The object.
+        uri: String,
+        /// The recorded digest.
+        expected: Sha256Digest,
+        /// The digest of what was read.
+        actual: Sha256Digest,
+    },
+    /// A digest string that is not 64 hex characters.
+    #[error("invalid sha256 digest {0:?}")]
+    InvalidDigest(String),
+    /// Reading or writing the object failed.
+    #[error("I/O on {uri} failed: {source}")]
+    Io {
+        /// The object or local file.
+        uri: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<ObjectError> for EngineError {
+    fn from(err: ObjectError) -> Self {
+        match err {
+            ObjectError::Io { uri, source } => EngineError::io(uri, source),
+            ObjectError::DigestMismatch {
+                uri,
+                expected,
+                actual,
+            } => EngineError::Format {
+                path: uri,
+                detail: format!("corrupt object: expected sha256 {expected}, read {actual}"),
+                source: None,
+            },
+            ObjectError::InvalidDigest(text) => EngineError::InvalidArgument {
+                what: "sha256 digest",
+                detail: text,
+            },
+        }
+    }
+}

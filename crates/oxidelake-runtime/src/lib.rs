@@ -1,0 +1,22 @@
+//! # oxidelake-runtime
+//!
+//! Runs plans: `OxideSession::local()` (in-process DataFusion with the placement rule,
+//! UDFs and object store) and `OxideSession::connect("df://host:port")` (a Ballista
+//! cluster with `OxidePhysicalCodec` installed), plus the `oxide` CLI and the
+//! `oxide-scheduler` / `oxide-worker` wrappers over Ballista.
+//!
+//! **Allowed internal dependencies:** every other engine crate (core, memory, device,
+//! compute, storage, planner, tui) plus the Ballista crates (spec §3).
+//!
+//! Features `cuda`, `metal` and `io-uring` are forwarded to the crates that implement
+//! them, which makes `cargo check -p oxidelake-runtime --features cuda` the single GPU
+//! compile gate.
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod cluster_url;
+mod error;
+
+pub use cluster_url::ClusterUrl;
+pub use error::RuntimeError;
+pub use oxidelake_core::EngineError;
