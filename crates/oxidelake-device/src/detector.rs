@@ -91,13 +91,17 @@ fn cuda_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
     })
 }
 
+#[cfg(all(feature = "metal", target_os = "macos"))]
+fn metal_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
+    Ok(Arc::new(crate::MetalBackend::try_new()?))
+}
+
+#[cfg(not(all(feature = "metal", target_os = "macos")))]
 fn metal_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
     let reason = if cfg!(not(target_os = "macos")) {
         "Metal exists only on macOS"
-    } else if cfg!(not(feature = "metal")) {
-        "this build does not include the `metal` feature"
     } else {
-        "the Metal backend is not implemented yet (see STATUS.md)"
+        "this build does not include the `metal` feature"
     };
     Err(EngineError::BackendUnavailable {
         requested: BackendKind::Metal,

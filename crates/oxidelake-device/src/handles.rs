@@ -14,6 +14,9 @@ pub(crate) enum DeviceMem {
     /// CUDA backend: a device allocation (at least one byte, even for empty buffers).
     #[cfg(feature = "cuda")]
     Cuda(cudarc::driver::CudaSlice<u8>),
+    /// Metal backend: a shared-storage buffer on unified memory.
+    #[cfg(all(feature = "metal", target_os = "macos"))]
+    Metal(crate::metal::SharedBuffer),
 }
 
 /// Memory on a device.
@@ -108,6 +111,8 @@ pub(crate) enum StreamInner {
     Cpu,
     #[cfg(feature = "cuda")]
     Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
+    #[cfg(all(feature = "metal", target_os = "macos"))]
+    Metal(crate::metal::MetalQueue),
 }
 
 /// An in-order queue of copies and kernels on one device.

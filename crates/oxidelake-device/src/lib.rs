@@ -9,7 +9,8 @@
 //! - `CudaBackend` (feature `cuda`) — cudarc's driver API, loaded dynamically so the
 //!   feature builds and runs on machines without a driver; kernels are NVRTC-compiled on
 //!   first use and cached per (kernel, device).
-//! - Metal (feature `metal`, macOS only) — a compiling no-op elsewhere.
+//! - `MetalBackend` (feature `metal`, macOS only) — shared-storage buffers on unified
+//!   memory; a compiling no-op on every other platform.
 //!
 //! [`HardwareDetector::select`] picks the backend at startup: `OXIDE_BACKEND=cpu|cuda|metal`
 //! forces one (an unavailable choice is a typed error, never a silent fallback); without
@@ -30,6 +31,8 @@ mod cuda;
 mod detector;
 mod handles;
 pub mod kernels;
+#[cfg(all(feature = "metal", target_os = "macos"))]
+mod metal;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 
@@ -39,4 +42,6 @@ pub use cpu::CpuBackend;
 pub use cuda::CudaBackend;
 pub use detector::HardwareDetector;
 pub use handles::{DeviceBuffer, DeviceStream, HostBuffer};
+#[cfg(all(feature = "metal", target_os = "macos"))]
+pub use metal::MetalBackend;
 pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};

@@ -65,7 +65,7 @@ impl SpillConfig {
     fn validate(&self) -> Result<(), MemoryError> {
         let hw = self.high_watermark;
         let lw = self.low_watermark;
-        if !(hw > 0.0 && hw <= 1.0) || !(0.0..=hw).contains(&lw) {
+        if !(hw > 0.0 && hw <= 1.0 && (0.0..=hw).contains(&lw)) {
             return Err(MemoryError::Config(format!(
                 "watermarks must satisfy 0 <= low <= high <= 1 and high > 0, got low {lw}, high {hw}"
             )));

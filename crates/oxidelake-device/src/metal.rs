@@ -1,0 +1,226 @@
+//! `MetalBackend`: Apple GPUs on unified memory (feature `metal`, macOS only).
+//!
+//! On Apple silicon the CPU and GPU share one physical memory, so device buffers are
+//! allocated with `MTLResourceStorageModeShared` and a "copy" between host and device is
+//! a `memcpy` into memory the GPU reads directly: there is no transfer stage to overlap.
+//! Streams map to command queues, on which the operator kernels (compiled from MSL with
+//! `newLibraryWithSource` on first use) are encoded.
+//!
+//! Verification: this file compiles only for macOS targets; no machine the project's CI
+//! runs on is a Mac, so it has not been compiled or run there yet (see STATUS.md).
+
+use std::ptr::NonNull;
+
+use objc2::rc::Retained;
+use objc2::runtime::ProtocolObject;
+use objc2_metal::{
+    MTLBuffer, MTLCommandQueue, MTLCreateSystemDefaultDevice, MTLDevice, MTLResourceOptions,
+};
+use oxidelake_core::{BackendKind, DeviceId, EngineError};
+use oxidelake_memory::HostAllocator;
+
+use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::handles::{DeviceMem, StreamInner, foreign_handle};
+use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+
+/// A shared-storage Metal buffer.
+pub(crate) struct SharedBuffer(Retained<ProtocolObject<dyn MTLBuffer>>);
+
+// SAFETY: Metal resources may be retained, released and used from any thread (Apple's
+// Metal threading guide); the bytes are only reached through `&`/`&mut` methods of the
+// owning `DeviceBuffer`, which Rust's borrow rules serialise.
+#[allow(unsafe_code)]
+unsafe impl Send for SharedBuffer {}
+// SAFETY: as above; shared references only read the contents.
+#[allow(unsafe_code)]
+unsafe impl Sync for SharedBuffer {}
+
+impl SharedBuffer {
+    fn bytes(&self, len: usize) -> &[u8] {
+        let ptr: NonNull<std::ffi::c_void> = self.0.contents();
+        // SAFETY: `contents()` of a shared-storage buffer is a CPU pointer to at least
+        // `length()` bytes, and `len <= length()` (allocated with max(len, 1) bytes). The
+        // memory lives as long as the retained buffer, i.e. as long as `self`.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len)
+        }
+    }
+
+    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        let ptr: NonNull<std::ffi::c_void> = self.0.contents();
+        // SAFETY: as in `bytes`, and `&mut self` gives exclusive access from the CPU side;
+        // no command buffer is encoded against this buffer while a copy runs.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(ptr.as_ptr().cast::<u8>(), len)
+        }
+    }
+}
+
+/// The system default Metal device.
+pub struct MetalBackend {
+    device: Retained<ProtocolObject<dyn MTLDevice>>,
+    host: HostAllocator,
+}
+
+impl std::fmt::Debug for MetalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalBackend").finish_non_exhaustive()
+    }
+}
+
+const METAL_DEVICE: DeviceId = DeviceId {
+    kind: BackendKind::Metal,
+    ordinal: 0,
+};
+
+impl MetalBackend {
+    /// Opens the system default device, or explains why there is none.
+    pub fn try_new() -> Result<Self, EngineError> {
+        let device =
+            MTLCreateSystemDefaultDevice().ok_or_else(|| EngineError::BackendUnavailable {
+                requested: BackendKind::Metal,
+                reason: "MTLCreateSystemDefaultDevice returned no device".into(),
+            })?;
+        Ok(Self {
+            device,
+            host: HostAllocator::pageable(
+                "Metal uses unified memory; host buffers need no pinning",
+            ),
+        })
+    }
+
+    fn shared<'a>(&self, buf: &'a DeviceBuffer) -> Result<&'a SharedBuffer, EngineError> {
+        match &buf.mem {
+            DeviceMem::Metal(b) if buf.device == METAL_DEVICE => Ok(b),
+            _ => Err(foreign_handle(METAL_DEVICE, buf.device, "device buffer")),
+        }
+    }
+
+    fn check_stream(&self, stream: &DeviceStream) -> Result<(), EngineError> {
+        match &stream.inner {
+            StreamInner::Metal(_) if stream.device == METAL_DEVICE => Ok(()),
+            _ => Err(foreign_handle(METAL_DEVICE, stream.device, "stream")),
+        }
+    }
+}
+
+impl GpuBackend for MetalBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Metal
+    }
+
+    fn device(&self) -> DeviceId {
+        METAL_DEVICE
+    }
+
+    fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
+        let total = self.device.recommendedMaxWorkingSetSize();
+        let used = self.device.currentAllocatedSize() as u64;
+        Ok(MemoryInfo {
+            total_bytes: total,
+            free_bytes: total.saturating_sub(used),
+        })
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+        let buffer = self
+            .device
+            .newBufferWithLength_options(bytes.max(1), MTLResourceOptions::StorageModeShared)
+            .ok_or(EngineError::OutOfMemory {
+                tier: oxidelake_core::MemoryTier::Device,
+                requested_bytes: bytes as u64,
+                available_bytes: self.memory_info().map(|m| m.free_bytes).unwrap_or(0),
+            })?;
+        let mut shared = SharedBuffer(buffer);
+        shared.bytes_mut(bytes).fill(0);
+        let address = shared.bytes(bytes).as_ptr() as usize;
+        Ok(DeviceBuffer {
+            device: METAL_DEVICE,
+            len_bytes: bytes,
+            address,
+            mem: DeviceMem::Metal(shared),
+        })
+    }
+
+    fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
+        Ok(HostBuffer {
+            device: METAL_DEVICE,
+            mem: self.host.alloc(bytes)?,
+        })
+    }
+
+    fn create_stream(&self) -> Result<DeviceStream, EngineError> {
+        let queue = self
+            .device
+            .newCommandQueue()
+            .ok_or_else(|| EngineError::Device {
+                device: METAL_DEVICE,
+                operation: "newCommandQueue".into(),
+                detail: "the device returned no queue".into(),
+            })?;
+        Ok(DeviceStream {
+            device: METAL_DEVICE,
+            inner: StreamInner::Metal(MetalQueue(queue)),
+        })
+    }
+
+    fn copy_h2d(
+        &self,
+        stream: &DeviceStream,
+        src: &HostBuffer,
+        dst: &mut DeviceBuffer,
+    ) -> Result<(), EngineError> {
+        self.check_stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let len = dst.len_bytes;
+        match &mut dst.mem {
+            DeviceMem::Metal(b) if dst.device == METAL_DEVICE => {
+                b.bytes_mut(len).copy_from_slice(src.as_slice()?);
+                Ok(())
+            }
+            _ => Err(foreign_handle(METAL_DEVICE, dst.device, "device buffer")),
+        }
+    }
+
+    fn copy_d2h(
+        &self,
+        stream: &DeviceStream,
+        src: &DeviceBuffer,
+        dst: &mut HostBuffer,
+    ) -> Result<(), EngineError> {
+        self.check_stream(stream)?;
+        check_copy_lengths(src.len(), dst.len())?;
+        let bytes = self.shared(src)?.bytes(src.len_bytes);
+        dst.as_mut_slice()?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
+        // Copies on unified memory complete before they return; kernels commit and wait
+        // on their own command buffers.
+        self.check_stream(stream)
+    }
+
+    fn null_count(
+        &self,
+        stream: &DeviceStream,
+        validity: &DeviceBuffer,
+        offset_bits: usize,
+        len_bits: usize,
+    ) -> Result<u64, EngineError> {
+        self.check_stream(stream)?;
+        check_bitmap_range(validity.len(), offset_bits, len_bits)?;
+        // Unified memory: the CPU reads the very bytes the GPU sees, so counting them on
+        // the CPU checks the same fact a kernel would.
+        let bytes = self.shared(validity)?.bytes(validity.len_bytes);
+        let set =
+            arrow::util::bit_chunk_iterator::UnalignedBitChunk::new(bytes, offset_bits, len_bits)
+                .count_ones();
+        Ok((len_bits - set) as u64)
+    }
+}
+
+/// A Metal command queue (the backend's stream).
+pub(crate) struct MetalQueue(#[allow(dead_code)] Retained<ProtocolObject<dyn MTLCommandQueue>>);
