@@ -1,22 +1,41 @@
 //! # oxidelake-compute
 //!
-//! OxideLake's own physical operators — fused filter+project, hash join, grouped
-//! aggregate and vector distance — as DataFusion `ExecutionPlan`s (`Gpu*Exec`). Each
-//! picks its backend at `execute()` time from the local `HardwareDetector`, so the same
-//! plan is correct on an executor with or without a GPU; the CPU path (Arrow compute
-//! kernels plus rayon) is the semantic reference the device paths must match.
+//! OxideLake's own physical operators as DataFusion `ExecutionPlan`s:
+//!
+//! | operator | replaces | v1 coverage |
+//! |---|---|---|
+//! | [`GpuFilterExec`] | `FilterExec` + column `ProjectionExec` | `= < <= > >=` AND-ed, Int64/Float64 vs literal |
+//! | [`GpuHashJoinExec`] | inner `HashJoinExec` | one Int64 key |
+//! | [`GpuAggregateExec`] | `AggregateExec` | SUM/COUNT/MIN/MAX over Int64/Float64 by one Int64 key |
+//! | [`GpuVectorDistanceExec`] | `array_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
+//!
+//! Each operator picks its backend when it executes, from the local `HardwareDetector`,
+//! so one plan is correct on an executor with or without a GPU; a batch the backend
+//! cannot take (`Unsupported`) runs on the CPU instead and is counted in the
+//! `cpu_fallback_batches` metric. The CPU path (Arrow compute kernels plus rayon, in
+//! `oxidelake-device`'s `CpuBackend`) is the semantic reference: the conformance suite in
+//! `tests/` checks it against stock DataFusion.
+//!
+//! Every operator displays its placement in EXPLAIN, e.g. `GpuFilterExec[cuda]`, and
+//! reports rows in/out, batch latency and bytes moved to DataFusion metrics (EXPLAIN
+//! ANALYZE) and to the `TelemetryHub`.
 //!
 //! **Allowed internal dependencies:** `oxidelake-core`, `oxidelake-memory`,
 //! `oxidelake-device` (spec §3).
-//!
-//! Errors: inside operators DataFusion's `exec_err!`/`internal_err!`; at this crate's
-//! boundary [`oxidelake_core::EngineError`], which converts both ways.
-//!
-//! Status: the operators arrive with the operators issue; today the crate provides the
-//! placement label every operator displays.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod aggregate;
+mod exec_support;
+mod filter;
+mod hash_join;
 mod placement;
+mod vector_distance;
 
+pub use aggregate::GpuAggregateExec;
+pub use exec_support::BackendChoice;
+pub use filter::GpuFilterExec;
+pub use hash_join::GpuHashJoinExec;
+pub use oxidelake_device::ops;
 pub use placement::placement_label;
+pub use vector_distance::GpuVectorDistanceExec;

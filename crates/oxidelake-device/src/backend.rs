@@ -2,9 +2,12 @@
 
 use std::fmt::Debug;
 
+use arrow::array::{Float64Array, Int64Array};
+use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 
-use crate::{DeviceBuffer, DeviceStream, HostBuffer};
+use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
+use crate::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 
 /// Memory of one device, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +28,10 @@ pub struct MemoryInfo {
 /// Destinations are `&mut` (the spec's sketch had `&DeviceBuffer` for the host-to-device
 /// destination): a copy writes the buffer, and Rust should say so.
 ///
-/// The four operator kernels (filter+project, hash join, aggregate, vector distance) are
-/// added to this trait together with the operators that call them.
+/// The operator kernels take and return host Arrow data (see [`crate::ops`]); each
+/// backend moves the bytes it needs to the device and back, overlapping copies with
+/// compute where it can. Inputs outside the v1 coverage return
+/// [`EngineError::Unsupported`], and the calling operator runs that batch on the CPU.
 pub trait GpuBackend: Send + Sync + Debug {
     /// The kind of backend.
     fn kind(&self) -> BackendKind;
@@ -76,6 +81,42 @@ pub trait GpuBackend: Send + Sync + Debug {
         offset_bits: usize,
         len_bits: usize,
     ) -> Result<u64, EngineError>;
+
+    /// Fused filter + projection of one batch.
+    fn filter_project(
+        &self,
+        stream: &DeviceStream,
+        args: FilterProjectArgs<'_>,
+    ) -> Result<RecordBatch, EngineError>;
+
+    /// Builds a hash table over the (Int64) build-side join keys.
+    fn build_join_table(
+        &self,
+        stream: &DeviceStream,
+        build_keys: &Int64Array,
+    ) -> Result<JoinTable, EngineError>;
+
+    /// Probes a table built by this backend with one batch of probe keys.
+    fn probe_join_table(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        probe_keys: &Int64Array,
+    ) -> Result<JoinMatches, EngineError>;
+
+    /// Grouped aggregation of one batch (partial results; see [`AggregateArgs`]).
+    fn aggregate(
+        &self,
+        stream: &DeviceStream,
+        args: AggregateArgs<'_>,
+    ) -> Result<RecordBatch, EngineError>;
+
+    /// Distances between a vector column and a query vector.
+    fn vector_distance(
+        &self,
+        stream: &DeviceStream,
+        args: VectorDistanceArgs<'_>,
+    ) -> Result<Float64Array, EngineError>;
 }
 
 /// Checks that a bitmap of `bitmap_bytes` bytes covers `offset_bits + len_bits` bits.

@@ -1,12 +1,22 @@
 //! `CpuBackend`: the always-available reference backend.
 
+mod aggregate;
+mod filter_project;
+mod hash_join;
+mod vector_distance;
+
+use arrow::array::{Float64Array, Int64Array};
+use arrow::record_batch::RecordBatch;
 use arrow::util::bit_chunk_iterator::UnalignedBitChunk;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 
+pub(crate) use hash_join::CpuJoinTable;
+
 use crate::backend::{check_bitmap_range, check_copy_lengths};
-use crate::handles::{DeviceMem, StreamInner, foreign_handle};
-use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+use crate::handles::{DeviceMem, JoinTableInner, StreamInner, foreign_handle};
+use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
+use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable, MemoryInfo};
 
 /// The CPU as a backend: device memory is aligned host memory, copies are `memcpy`,
 /// streams execute synchronously, kernels are Arrow compute kernels plus rayon.
@@ -163,6 +173,62 @@ impl GpuBackend for CpuBackend {
         check_bitmap_range(bytes.len(), offset_bits, len_bits)?;
         let set = UnalignedBitChunk::new(bytes, offset_bits, len_bits).count_ones();
         Ok((len_bits - set) as u64)
+    }
+
+    fn filter_project(
+        &self,
+        stream: &DeviceStream,
+        args: FilterProjectArgs<'_>,
+    ) -> Result<RecordBatch, EngineError> {
+        self.check_stream(stream)?;
+        filter_project::filter_project(args)
+    }
+
+    fn build_join_table(
+        &self,
+        stream: &DeviceStream,
+        build_keys: &Int64Array,
+    ) -> Result<JoinTable, EngineError> {
+        self.check_stream(stream)?;
+        let table = CpuJoinTable::build(build_keys)?;
+        Ok(JoinTable {
+            device: DeviceId::CPU,
+            build_rows: build_keys.len(),
+            allocated_bytes: table.allocated_bytes(),
+            inner: JoinTableInner::Cpu(table),
+        })
+    }
+
+    fn probe_join_table(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        probe_keys: &Int64Array,
+    ) -> Result<JoinMatches, EngineError> {
+        self.check_stream(stream)?;
+        match &table.inner {
+            JoinTableInner::Cpu(t) if table.device == DeviceId::CPU => t.probe(probe_keys),
+            #[allow(unreachable_patterns)]
+            _ => Err(foreign_handle(DeviceId::CPU, table.device, "join table")),
+        }
+    }
+
+    fn aggregate(
+        &self,
+        stream: &DeviceStream,
+        args: AggregateArgs<'_>,
+    ) -> Result<RecordBatch, EngineError> {
+        self.check_stream(stream)?;
+        aggregate::aggregate(args)
+    }
+
+    fn vector_distance(
+        &self,
+        stream: &DeviceStream,
+        args: VectorDistanceArgs<'_>,
+    ) -> Result<Float64Array, EngineError> {
+        self.check_stream(stream)?;
+        vector_distance::vector_distance(args)
     }
 }
 

@@ -308,6 +308,59 @@ impl GpuBackend for CudaBackend {
             .copied()
             .ok_or_else(|| EngineError::Internal("count_unset_bits returned no value".into()))
     }
+
+    fn filter_project(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::FilterProjectArgs<'_>,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        Err(EngineError::unsupported(
+            "CUDA filter_project",
+            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn build_join_table(
+        &self,
+        _stream: &DeviceStream,
+        _build_keys: &arrow::array::Int64Array,
+    ) -> Result<crate::JoinTable, EngineError> {
+        Err(EngineError::unsupported(
+            "CUDA hash join",
+            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn probe_join_table(
+        &self,
+        _stream: &DeviceStream,
+        table: &crate::JoinTable,
+        _probe_keys: &arrow::array::Int64Array,
+    ) -> Result<crate::ops::JoinMatches, EngineError> {
+        Err(foreign_handle(self.device(), table.device(), "join table"))
+    }
+
+    fn aggregate(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::AggregateArgs<'_>,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        Err(EngineError::unsupported(
+            "CUDA aggregate",
+            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn vector_distance(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::VectorDistanceArgs<'_>,
+    ) -> Result<arrow::array::Float64Array, EngineError> {
+        Err(EngineError::unsupported(
+            "CUDA vector_distance",
+            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -143,3 +143,41 @@ pub(crate) fn foreign_handle(expected: DeviceId, found: DeviceId, what: &str) ->
         detail: format!("{what} belongs to {found}, but this backend drives {expected}"),
     }
 }
+
+pub(crate) enum JoinTableInner {
+    Cpu(crate::cpu::CpuJoinTable),
+}
+
+/// A hash table over the build side of a join, owned by the backend that built it.
+pub struct JoinTable {
+    pub(crate) device: DeviceId,
+    pub(crate) build_rows: usize,
+    pub(crate) allocated_bytes: usize,
+    pub(crate) inner: JoinTableInner,
+}
+
+impl JoinTable {
+    /// The device holding the table.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// Number of build-side rows indexed (including rows with NULL keys, which never match).
+    pub fn build_rows(&self) -> usize {
+        self.build_rows
+    }
+
+    /// Memory held by the table, in bytes.
+    pub fn allocated_bytes(&self) -> usize {
+        self.allocated_bytes
+    }
+}
+
+impl std::fmt::Debug for JoinTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinTable")
+            .field("device", &self.device)
+            .field("build_rows", &self.build_rows)
+            .finish()
+    }
+}

@@ -10,16 +10,34 @@
 pub enum CudaKernel {
     /// Null counting over Arrow validity bitmaps (`null_count.cu`).
     NullCount,
+    /// Fused filter + projection with stream compaction (`filter_project.cu`).
+    FilterProject,
+    /// Open-addressing hash join, atomic-CAS build and parallel probe (`hash_join.cu`).
+    HashJoin,
+    /// Grouped SUM/COUNT/MIN/MAX with atomics (`aggregation.cu`).
+    Aggregation,
+    /// L2 and cosine distance, warp per row (`vector_distance.cu`).
+    VectorDistance,
 }
 
 impl CudaKernel {
     /// Every embedded CUDA source; the NVRTC compile check iterates this list.
-    pub const ALL: &'static [CudaKernel] = &[CudaKernel::NullCount];
+    pub const ALL: &'static [CudaKernel] = &[
+        CudaKernel::NullCount,
+        CudaKernel::FilterProject,
+        CudaKernel::HashJoin,
+        CudaKernel::Aggregation,
+        CudaKernel::VectorDistance,
+    ];
 
     /// The source file name, e.g. `null_count.cu`.
     pub fn file_name(self) -> &'static str {
         match self {
             CudaKernel::NullCount => "null_count.cu",
+            CudaKernel::FilterProject => "filter_project.cu",
+            CudaKernel::HashJoin => "hash_join.cu",
+            CudaKernel::Aggregation => "aggregation.cu",
+            CudaKernel::VectorDistance => "vector_distance.cu",
         }
     }
 
@@ -27,6 +45,10 @@ impl CudaKernel {
     pub fn source(self) -> &'static str {
         match self {
             CudaKernel::NullCount => include_str!("../kernels/cuda/null_count.cu"),
+            CudaKernel::FilterProject => include_str!("../kernels/cuda/filter_project.cu"),
+            CudaKernel::HashJoin => include_str!("../kernels/cuda/hash_join.cu"),
+            CudaKernel::Aggregation => include_str!("../kernels/cuda/aggregation.cu"),
+            CudaKernel::VectorDistance => include_str!("../kernels/cuda/vector_distance.cu"),
         }
     }
 
@@ -34,6 +56,55 @@ impl CudaKernel {
     pub fn entry_points(self) -> &'static [&'static str] {
         match self {
             CudaKernel::NullCount => &["count_unset_bits"],
+            CudaKernel::FilterProject => &[
+                "eval_predicates",
+                "count_flags",
+                "exclusive_scan_blocks",
+                "compact_rows",
+                "gather_8byte",
+            ],
+            CudaKernel::HashJoin => &["join_build", "join_probe_count", "join_probe_write"],
+            CudaKernel::Aggregation => &["agg_assign_groups", "agg_update_i64", "agg_update_f64"],
+            CudaKernel::VectorDistance => &["l2_distance", "cosine_distance"],
+        }
+    }
+}
+
+/// A Metal Shading Language source and the kernel functions it defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MetalKernel {
+    /// Predicate evaluation and compaction (`filter_project.metal`).
+    FilterProject,
+    /// L2 and cosine distance (`vector_distance.metal`).
+    VectorDistance,
+}
+
+impl MetalKernel {
+    /// Every embedded Metal source.
+    pub const ALL: &'static [MetalKernel] =
+        &[MetalKernel::FilterProject, MetalKernel::VectorDistance];
+
+    /// The source file name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            MetalKernel::FilterProject => "filter_project.metal",
+            MetalKernel::VectorDistance => "vector_distance.metal",
+        }
+    }
+
+    /// The MSL source text.
+    pub fn source(self) -> &'static str {
+        match self {
+            MetalKernel::FilterProject => include_str!("../kernels/metal/filter_project.metal"),
+            MetalKernel::VectorDistance => include_str!("../kernels/metal/vector_distance.metal"),
+        }
+    }
+
+    /// The `kernel` functions the source defines.
+    pub fn entry_points(self) -> &'static [&'static str] {
+        match self {
+            MetalKernel::FilterProject => &["eval_predicate", "compact_rows"],
+            MetalKernel::VectorDistance => &["vector_distance"],
         }
     }
 }
@@ -41,6 +112,36 @@ impl CudaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_metal_entry_point_is_a_kernel_function_in_its_source() {
+        for kernel in MetalKernel::ALL {
+            for entry in kernel.entry_points() {
+                assert!(
+                    kernel.source().contains(&format!("kernel void {entry}(")),
+                    "{} does not define {entry}",
+                    kernel.file_name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_cuda_kernel_bounds_checks_its_thread_index() {
+        for kernel in CudaKernel::ALL {
+            let src = kernel.source();
+            assert!(
+                src.contains("Grid math"),
+                "{} documents no grid math",
+                kernel.file_name()
+            );
+            assert!(
+                src.contains(">= rows") || src.contains("< rows") || src.contains("< len_bits"),
+                "{} has no row bound",
+                kernel.file_name()
+            );
+        }
+    }
 
     #[test]
     fn every_entry_point_is_an_extern_c_global_in_its_source() {

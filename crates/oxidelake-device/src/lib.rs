@@ -35,13 +35,14 @@ pub mod kernels;
 mod metal;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+pub mod ops;
 
 pub use backend::{GpuBackend, MemoryInfo};
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 pub use cuda::CudaBackend;
 pub use detector::HardwareDetector;
-pub use handles::{DeviceBuffer, DeviceStream, HostBuffer};
+pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 #[cfg(all(feature = "metal", target_os = "macos"))]
 pub use metal::MetalBackend;
 pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};

@@ -220,6 +220,59 @@ impl GpuBackend for MetalBackend {
                 .count_ones();
         Ok((len_bits - set) as u64)
     }
+
+    fn filter_project(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::FilterProjectArgs<'_>,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        Err(EngineError::unsupported(
+            "Metal filter_project",
+            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn build_join_table(
+        &self,
+        _stream: &DeviceStream,
+        _build_keys: &arrow::array::Int64Array,
+    ) -> Result<crate::JoinTable, EngineError> {
+        Err(EngineError::unsupported(
+            "Metal hash join",
+            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn probe_join_table(
+        &self,
+        _stream: &DeviceStream,
+        table: &crate::JoinTable,
+        _probe_keys: &arrow::array::Int64Array,
+    ) -> Result<crate::ops::JoinMatches, EngineError> {
+        Err(foreign_handle(self.device(), table.device(), "join table"))
+    }
+
+    fn aggregate(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::AggregateArgs<'_>,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        Err(EngineError::unsupported(
+            "Metal aggregate",
+            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
+        ))
+    }
+
+    fn vector_distance(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::VectorDistanceArgs<'_>,
+    ) -> Result<arrow::array::Float64Array, EngineError> {
+        Err(EngineError::unsupported(
+            "Metal vector_distance",
+            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
+        ))
+    }
 }
 
 /// A Metal command queue (the backend's stream).

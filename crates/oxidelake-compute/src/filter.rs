@@ -1,0 +1,255 @@
+//! `GpuFilterExec`: fused filter + projection.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::ops::{ColumnPredicate, FilterProjectArgs, Literal};
+
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::placement_label;
+
+/// Keeps the rows where every `column <op> literal` predicate is true, and outputs the
+/// projected columns. Equivalent to `ProjectionExec(columns) <- FilterExec(a AND b ...)`,
+/// but the dropped columns are never filtered or copied.
+#[derive(Debug)]
+pub struct GpuFilterExec {
+    input: Arc<dyn ExecutionPlan>,
+    predicates: Vec<ColumnPredicate>,
+    projection: Vec<usize>,
+    placement: BackendKind,
+    backend: BackendChoice,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GpuFilterExec {
+    /// A filter over `input`, placed (for EXPLAIN) on `placement`. Fails with
+    /// `Unsupported` for predicates outside the Int64/Float64 coverage.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        predicates: Vec<ColumnPredicate>,
+        projection: Vec<usize>,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        let input_schema = input.schema();
+        for p in &predicates {
+            let field = input_schema.fields().get(p.column).ok_or_else(|| {
+                DataFusionError::Plan(format!("predicate column {} out of range", p.column))
+            })?;
+            let ok = matches!(
+                (field.data_type(), p.literal),
+                (arrow::datatypes::DataType::Int64, Literal::Int64(_))
+                    | (arrow::datatypes::DataType::Float64, Literal::Float64(_))
+            );
+            if !ok {
+                return Err(EngineError::unsupported(
+                    "GpuFilterExec predicate",
+                    format!(
+                        "{} is {}; only Int64/Float64 against a literal of the same type",
+                        field.name(),
+                        field.data_type()
+                    ),
+                )
+                .into());
+            }
+        }
+        let schema = Arc::new(input_schema.project(&projection)?);
+        let ip = input.properties();
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            ip.output_partitioning().clone(),
+            ip.emission_type,
+            ip.boundedness,
+        );
+        Ok(Self {
+            input,
+            predicates,
+            projection,
+            placement,
+            backend: BackendChoice::Detect,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Runs on `backend` instead of asking the hardware detector at execute time.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The conjunction of predicates.
+    pub fn predicates(&self) -> &[ColumnPredicate] {
+        &self.predicates
+    }
+
+    /// The projected input columns.
+    pub fn projection(&self) -> &[usize] {
+        &self.projection
+    }
+
+    /// Where the planner placed the operator.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
+
+    fn predicate_text(&self) -> String {
+        let input_schema = self.input.schema();
+        let text: Vec<String> = self
+            .predicates
+            .iter()
+            .map(|p| {
+                let name = input_schema
+                    .fields()
+                    .get(p.column)
+                    .map(|f| f.name().as_str())
+                    .unwrap_or("?");
+                format!("{name}@{} {} {}", p.column, p.op.symbol(), p.literal)
+            })
+            .collect();
+        if text.is_empty() {
+            "true".into()
+        } else {
+            text.join(" AND ")
+        }
+    }
+}
+
+impl DisplayAs for GpuFilterExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let input_schema = self.input.schema();
+        let projection: Vec<String> = self
+            .projection
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}@{i}",
+                    input_schema
+                        .fields()
+                        .get(*i)
+                        .map(|f| f.name().as_str())
+                        .unwrap_or("?")
+                )
+            })
+            .collect();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "{}: predicate={}, projection=[{}]",
+                placement_label("GpuFilterExec", self.placement),
+                self.predicate_text(),
+                projection.join(", ")
+            ),
+            DisplayFormatType::TreeRender => write!(
+                f,
+                "placement={}\npredicate={}",
+                self.placement,
+                self.predicate_text()
+            ),
+        }
+    }
+}
+
+impl ExecutionPlan for GpuFilterExec {
+    fn name(&self) -> &str {
+        "GpuFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // Predicates are plain (column, op, literal) values, not PhysicalExprs.
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal(format!(
+                "GpuFilterExec takes 1 child, got {}",
+                children.len()
+            )));
+        }
+        let exec = GpuFilterExec::try_new(
+            children.swap_remove(0),
+            self.predicates.clone(),
+            self.projection.clone(),
+            self.placement,
+        )?
+        .with_backend(self.backend.clone());
+        Ok(Arc::new(exec))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let exec = ExecBackend::new(&self.backend)?;
+        let metrics = OperatorMetrics::new(&self.metrics, partition, "GpuFilterExec", exec.kind());
+        let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            let started = Instant::now();
+            let out = exec.run(&metrics, |backend, stream| {
+                backend.filter_project(
+                    stream,
+                    FilterProjectArgs {
+                        batch: &batch,
+                        predicates: &predicates,
+                        projection: &projection,
+                    },
+                )
+            })?;
+            let moved = if exec.kind() == BackendKind::CpuSimd {
+                0
+            } else {
+                batch.get_array_memory_size() + out.get_array_memory_size()
+            };
+            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+            Ok(out)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

@@ -1,0 +1,300 @@
+//! `GpuHashJoinExec`: inner equi-join on one Int64 key.
+//!
+//! The left input is the build side: all of its partitions are collected once, shared by
+//! every output partition, and indexed by the backend (`build_join_table`). Each right
+//! (probe) partition then streams through `probe_join_table`, and the matching rows of
+//! both sides are gathered with Arrow's `take`. NULL keys never match.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::compute::{concat_batches, take};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect_partitioned,
+};
+use futures::TryStreamExt;
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::JoinTable;
+
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::placement_label;
+
+/// The collected build side and its hash table.
+#[derive(Debug)]
+struct BuildSide {
+    batch: RecordBatch,
+    table: JoinTable,
+}
+
+/// Inner hash join of `left.left_key = right.right_key`; output is every left column
+/// followed by every right column.
+#[derive(Debug)]
+pub struct GpuHashJoinExec {
+    left: Arc<dyn ExecutionPlan>,
+    right: Arc<dyn ExecutionPlan>,
+    left_key: usize,
+    right_key: usize,
+    placement: BackendKind,
+    backend: BackendChoice,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    build: Arc<tokio::sync::OnceCell<Arc<BuildSide>>>,
+}
+
+impl GpuHashJoinExec {
+    /// Joins `left` (build) and `right` (probe) on their Int64 key columns.
+    pub fn try_new(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        left_key: usize,
+        right_key: usize,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        let (ls, rs) = (left.schema(), right.schema());
+        for (schema, key, side) in [(&ls, left_key, "left"), (&rs, right_key, "right")] {
+            let field = schema.fields().get(key).ok_or_else(|| {
+                DataFusionError::Plan(format!("{side} join key {key} out of range"))
+            })?;
+            if field.data_type() != &DataType::Int64 {
+                return Err(EngineError::unsupported(
+                    "GpuHashJoinExec key",
+                    format!(
+                        "{side} key {} is {}; only one Int64 key is covered",
+                        field.name(),
+                        field.data_type()
+                    ),
+                )
+                .into());
+            }
+        }
+        let fields: Vec<_> = ls
+            .fields()
+            .iter()
+            .chain(rs.fields().iter())
+            .cloned()
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let rp = right.properties();
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            rp.output_partitioning().clone(),
+            rp.emission_type,
+            rp.boundedness,
+        );
+        Ok(Self {
+            left,
+            right,
+            left_key,
+            right_key,
+            placement,
+            backend: BackendChoice::Detect,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+            build: Arc::new(tokio::sync::OnceCell::new()),
+        })
+    }
+
+    /// Runs on `backend` instead of asking the hardware detector at execute time.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The build side.
+    pub fn left(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.left
+    }
+
+    /// The probe side.
+    pub fn right(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.right
+    }
+
+    /// Key column indices (left, right).
+    pub fn keys(&self) -> (usize, usize) {
+        (self.left_key, self.right_key)
+    }
+
+    /// Where the planner placed the operator.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
+}
+
+impl DisplayAs for GpuHashJoinExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (ls, rs) = (self.left.schema(), self.right.schema());
+        let name = |s: &SchemaRef, i: usize| {
+            s.fields()
+                .get(i)
+                .map(|f| f.name().clone())
+                .unwrap_or_default()
+        };
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "{}: join_type=Inner, on=[({}@{}, {}@{})]",
+                placement_label("GpuHashJoinExec", self.placement),
+                name(&ls, self.left_key),
+                self.left_key,
+                name(&rs, self.right_key),
+                self.right_key
+            ),
+            DisplayFormatType::TreeRender => {
+                write!(f, "placement={}\njoin_type=Inner", self.placement)
+            }
+        }
+    }
+}
+
+fn key_column(batch: &RecordBatch, key: usize) -> Result<&Int64Array> {
+    batch
+        .column(key)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| DataFusionError::Internal("join key is not Int64".into()))
+}
+
+impl ExecutionPlan for GpuHashJoinExec {
+    fn name(&self) -> &str {
+        "GpuHashJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.left, &self.right]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).map_err(|c| {
+            DataFusionError::Internal(format!("GpuHashJoinExec takes 2 children, got {}", c.len()))
+        })?;
+        let exec =
+            GpuHashJoinExec::try_new(left, right, self.left_key, self.right_key, self.placement)?
+                .with_backend(self.backend.clone());
+        Ok(Arc::new(exec))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let probe = self.right.execute(partition, Arc::clone(&context))?;
+        let exec = Arc::new(ExecBackend::new(&self.backend)?);
+        let metrics = Arc::new(OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuHashJoinExec",
+            exec.kind(),
+        ));
+        let (left, left_key, right_key) = (Arc::clone(&self.left), self.left_key, self.right_key);
+        let (once, schema) = (Arc::clone(&self.build), Arc::clone(&self.schema));
+        let build_exec = Arc::clone(&exec);
+        let build_metrics = Arc::clone(&metrics);
+        let build = async move {
+            once.get_or_try_init(|| async move {
+                let started = Instant::now();
+                let partitions = collect_partitioned(Arc::clone(&left), context).await?;
+                let batches: Vec<RecordBatch> = partitions.into_iter().flatten().collect();
+                let batch = concat_batches(&left.schema(), &batches)?;
+                let keys = key_column(&batch, left_key)?;
+                let table = build_exec.run(&build_metrics, |backend, stream| {
+                    backend.build_join_table(stream, keys)
+                })?;
+                build_metrics
+                    .telemetry
+                    .set_allocated_bytes(table.allocated_bytes() as u64);
+                build_metrics.rows_in.add(batch.num_rows());
+                build_metrics
+                    .baseline
+                    .elapsed_compute()
+                    .add_duration(started.elapsed());
+                Ok::<_, DataFusionError>(Arc::new(BuildSide { batch, table }))
+            })
+            .await
+            .cloned()
+        };
+        let stream = futures::stream::once(async move {
+            let side = build.await?;
+            Ok::<_, DataFusionError>(probe.and_then(move |batch| {
+                futures::future::ready(probe_batch(
+                    &exec, &metrics, &side, &batch, right_key, &schema,
+                ))
+            }))
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+fn probe_batch(
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    side: &BuildSide,
+    batch: &RecordBatch,
+    right_key: usize,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    let started = Instant::now();
+    let keys = key_column(batch, right_key)?;
+    let matches = if side.table.device() == exec.backend.device() {
+        exec.run(metrics, |backend, stream| {
+            backend.probe_join_table(stream, &side.table, keys)
+        })?
+    } else {
+        // The table fell back to the CPU when it was built; probe it there too.
+        metrics.cpu_fallback_batches.add(1);
+        use oxidelake_device::GpuBackend;
+        exec.cpu
+            .probe_join_table(&exec.cpu_stream, &side.table, keys)
+            .map_err(DataFusionError::from)?
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for column in side.batch.columns() {
+        columns.push(take(column.as_ref(), &matches.build_indices, None)?);
+    }
+    for column in batch.columns() {
+        columns.push(take(column.as_ref(), &matches.probe_indices, None)?);
+    }
+    let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
+    let moved = if exec.kind() == BackendKind::CpuSimd {
+        0
+    } else {
+        keys.get_array_memory_size()
+    };
+    metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+    Ok(out)
+}

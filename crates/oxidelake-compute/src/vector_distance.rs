@@ -1,0 +1,275 @@
+//! `GpuVectorDistanceExec`: appends the distance of a vector column to a query vector.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, ArrayRef, FixedSizeListArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::ops::{DistanceMetric, VectorDistanceArgs};
+
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::placement_label;
+
+/// Outputs every input column plus a nullable Float64 column with the L2 or cosine
+/// distance between a `FixedSizeList<Float32>` column and a query vector.
+#[derive(Debug)]
+pub struct GpuVectorDistanceExec {
+    input: Arc<dyn ExecutionPlan>,
+    column: usize,
+    query: Vec<f32>,
+    metric: DistanceMetric,
+    output_name: String,
+    placement: BackendKind,
+    backend: BackendChoice,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GpuVectorDistanceExec {
+    /// Distances of `input`'s column `column` to `query`, output as `output_name`.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        column: usize,
+        query: Vec<f32>,
+        metric: DistanceMetric,
+        output_name: impl Into<String>,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        let input_schema = input.schema();
+        let field = input_schema
+            .fields()
+            .get(column)
+            .ok_or_else(|| DataFusionError::Plan(format!("vector column {column} out of range")))?;
+        match field.data_type() {
+            DataType::FixedSizeList(item, dim) if item.data_type() == &DataType::Float32 => {
+                if usize::try_from(*dim).ok() != Some(query.len()) {
+                    return Err(DataFusionError::Plan(format!(
+                        "query vector has {} elements but {} holds vectors of {dim}",
+                        query.len(),
+                        field.name()
+                    )));
+                }
+            }
+            other => {
+                return Err(EngineError::unsupported(
+                    "GpuVectorDistanceExec input",
+                    format!(
+                        "{} is {other}; only FixedSizeList<Float32> is covered",
+                        field.name()
+                    ),
+                )
+                .into());
+            }
+        }
+        let output_name = output_name.into();
+        let mut fields: Vec<Arc<Field>> = input_schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(&output_name, DataType::Float64, true)));
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            input_schema.metadata().clone(),
+        ));
+        let ip = input.properties();
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            ip.output_partitioning().clone(),
+            ip.emission_type,
+            ip.boundedness,
+        );
+        Ok(Self {
+            input,
+            column,
+            query,
+            metric,
+            output_name,
+            placement,
+            backend: BackendChoice::Detect,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Runs on `backend` instead of asking the hardware detector at execute time.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// Index of the vector column.
+    pub fn column(&self) -> usize {
+        self.column
+    }
+
+    /// The query vector.
+    pub fn query(&self) -> &[f32] {
+        &self.query
+    }
+
+    /// The distance metric.
+    pub fn metric(&self) -> DistanceMetric {
+        self.metric
+    }
+
+    /// Name of the appended distance column.
+    pub fn output_name(&self) -> &str {
+        &self.output_name
+    }
+
+    /// Where the planner placed the operator.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
+}
+
+impl DisplayAs for GpuVectorDistanceExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let column = self
+            .input
+            .schema()
+            .fields()
+            .get(self.column)
+            .map(|f| f.name().clone())
+            .unwrap_or_default();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "{}: {}={}({column}@{}, query[{}])",
+                placement_label("GpuVectorDistanceExec", self.placement),
+                self.output_name,
+                self.metric.name(),
+                self.column,
+                self.query.len()
+            ),
+            DisplayFormatType::TreeRender => write!(
+                f,
+                "placement={}\nmetric={}",
+                self.placement,
+                self.metric.name()
+            ),
+        }
+    }
+}
+
+impl ExecutionPlan for GpuVectorDistanceExec {
+    fn name(&self) -> &str {
+        "GpuVectorDistanceExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal(format!(
+                "GpuVectorDistanceExec takes 1 child, got {}",
+                children.len()
+            )));
+        }
+        let exec = GpuVectorDistanceExec::try_new(
+            children.swap_remove(0),
+            self.column,
+            self.query.clone(),
+            self.metric,
+            self.output_name.clone(),
+            self.placement,
+        )?
+        .with_backend(self.backend.clone());
+        Ok(Arc::new(exec))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let exec = ExecBackend::new(&self.backend)?;
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuVectorDistanceExec",
+            exec.kind(),
+        );
+        let (column, query, metric, schema) = (
+            self.column,
+            self.query.clone(),
+            self.metric,
+            Arc::clone(&self.schema),
+        );
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            let started = Instant::now();
+            let vectors = batch
+                .column(column)
+                .as_any()
+                .downcast_ref::<FixedSizeListArray>()
+                .ok_or_else(|| {
+                    DataFusionError::Internal("vector column is not a FixedSizeList".into())
+                })?;
+            let distances = exec.run(&metrics, |backend, stream| {
+                backend.vector_distance(
+                    stream,
+                    VectorDistanceArgs {
+                        vectors,
+                        query: &query,
+                        metric,
+                    },
+                )
+            })?;
+            let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+            columns.push(Arc::new(distances));
+            let out = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+            let moved = if exec.kind() == BackendKind::CpuSimd {
+                0
+            } else {
+                vectors.get_array_memory_size()
+            };
+            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+            Ok(out)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

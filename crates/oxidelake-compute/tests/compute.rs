@@ -1,0 +1,9 @@
+//! Cross-crate tests of the compute crate, in one binary (each test binary links
+//! DataFusion, which costs minutes on two cores).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod compute {
+    pub mod conformance;
+    pub mod data;
+    pub mod rows;
+}

@@ -1,0 +1,113 @@
+// hash_join.cu — inner equi-join on one Int64 key: an open-addressing, linear-probing
+// multi-map in device memory, built with atomic compare-and-swap and probed in parallel.
+//
+//   1. join_build        one thread per build row: claims a free slot with atomicCAS on
+//                        slot_state (0 = empty, 1 = taken), starting at hash(key) and
+//                        stepping linearly; stores (key, row). Duplicate keys take
+//                        separate slots. NULL keys are not inserted (they never join).
+//   2. join_probe_count  one thread per probe row: walks the cluster from hash(key) to
+//                        the first empty slot and counts equal keys -> counts[row].
+//   3. (host or a scan kernel) exclusive prefix sum of counts -> offsets, total.
+//   4. join_probe_write  same walk, writing (build row, probe row) pairs at offsets[row].
+//
+// capacity must be a power of two and larger than the number of build rows (the host
+// sizes it at >= 2x), so every walk ends at an empty slot. Grid math: a 1-D grid of
+// ceil(rows / blockDim.x) blocks for each kernel. Every global access is bounds-checked;
+// a walk gives up after `capacity` steps even if the table were full.
+
+__device__ __forceinline__ unsigned long long hash_key(long long key)
+{
+    // MurmurHash3 fmix64: cheap, and spreads sequential keys across the table.
+    unsigned long long h = (unsigned long long)key;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+__device__ __forceinline__ bool is_valid(const unsigned char* bitmap, unsigned long long i)
+{
+    return bitmap == 0 || ((bitmap[i >> 3] >> (i & 7ull)) & 1u);
+}
+
+extern "C" __global__ void join_build(const long long* __restrict__ keys,
+                                      const unsigned char* __restrict__ valid,
+                                      unsigned long long rows,
+                                      unsigned long long capacity,
+                                      unsigned int* __restrict__ slot_state,
+                                      long long* __restrict__ slot_keys,
+                                      unsigned int* __restrict__ slot_rows)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows || !is_valid(valid, row)) {
+        return;
+    }
+    const long long key = keys[row];
+    const unsigned long long mask = capacity - 1ull;
+    unsigned long long slot = hash_key(key) & mask;
+    for (unsigned long long step = 0; step < capacity; ++step) {
+        if (atomicCAS(&slot_state[slot], 0u, 1u) == 0u) {
+            slot_keys[slot] = key;
+            slot_rows[slot] = (unsigned int)row;
+            return;
+        }
+        slot = (slot + 1ull) & mask;
+    }
+}
+
+extern "C" __global__ void join_probe_count(const long long* __restrict__ keys,
+                                            const unsigned char* __restrict__ valid,
+                                            unsigned long long rows,
+                                            unsigned long long capacity,
+                                            const unsigned int* __restrict__ slot_state,
+                                            const long long* __restrict__ slot_keys,
+                                            unsigned int* __restrict__ counts)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    unsigned int found = 0;
+    if (is_valid(valid, row)) {
+        const long long key = keys[row];
+        const unsigned long long mask = capacity - 1ull;
+        unsigned long long slot = hash_key(key) & mask;
+        for (unsigned long long step = 0; step < capacity && slot_state[slot] != 0u; ++step) {
+            found += (slot_keys[slot] == key) ? 1u : 0u;
+            slot = (slot + 1ull) & mask;
+        }
+    }
+    counts[row] = found;
+}
+
+extern "C" __global__ void join_probe_write(const long long* __restrict__ keys,
+                                            const unsigned char* __restrict__ valid,
+                                            unsigned long long rows,
+                                            unsigned long long capacity,
+                                            const unsigned int* __restrict__ slot_state,
+                                            const long long* __restrict__ slot_keys,
+                                            const unsigned int* __restrict__ slot_rows,
+                                            const unsigned long long* __restrict__ offsets,
+                                            unsigned long long out_capacity,
+                                            unsigned int* __restrict__ out_build,
+                                            unsigned int* __restrict__ out_probe)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows || !is_valid(valid, row)) {
+        return;
+    }
+    const long long key = keys[row];
+    const unsigned long long mask = capacity - 1ull;
+    unsigned long long slot = hash_key(key) & mask;
+    unsigned long long dst = offsets[row];
+    for (unsigned long long step = 0; step < capacity && slot_state[slot] != 0u; ++step) {
+        if (slot_keys[slot] == key && dst < out_capacity) {
+            out_build[dst] = slot_rows[slot];
+            out_probe[dst] = (unsigned int)row;
+            ++dst;
+        }
+        slot = (slot + 1ull) & mask;
+    }
+}

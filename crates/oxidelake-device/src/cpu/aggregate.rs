@@ -1,0 +1,261 @@
+//! CPU grouped aggregation: one pass assigns each row its group, then one pass per
+//! aggregate updates a dense accumulator vector indexed by group. Groups are numbered in
+//! order of first appearance, so the output is deterministic for a given input.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use hashbrown::HashMap;
+use oxidelake_core::EngineError;
+
+use crate::ops::{AggFunc, AggSpec, AggregateArgs};
+
+/// Checks column types against the v1 coverage.
+pub(crate) fn validate(args: &AggregateArgs<'_>) -> Result<(), EngineError> {
+    let schema = args.batch.schema();
+    let column_type = |i: usize| {
+        schema
+            .fields()
+            .get(i)
+            .map(|f| f.data_type().clone())
+            .ok_or_else(|| EngineError::InvalidArgument {
+                what: "aggregate column",
+                detail: format!("index {i} out of {} columns", schema.fields().len()),
+            })
+    };
+    if column_type(args.group_column)? != DataType::Int64 {
+        return Err(EngineError::unsupported(
+            "group-by key",
+            "only a single Int64 key is covered in v1",
+        ));
+    }
+    for spec in args.aggregates {
+        let dt = column_type(spec.column)?;
+        if !matches!(dt, DataType::Int64 | DataType::Float64) {
+            return Err(EngineError::unsupported(
+                "aggregate input",
+                format!(
+                    "{}({dt}) is outside the Int64/Float64 coverage",
+                    spec.func.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
+    let mut index: HashMap<Option<i64>, u32> = HashMap::new();
+    let mut distinct: Vec<Option<i64>> = Vec::new();
+    let mut ids = Vec::with_capacity(keys.len());
+    for row in 0..keys.len() {
+        let key = keys.is_valid(row).then(|| keys.value(row));
+        let id = *index.entry(key).or_insert_with(|| {
+            distinct.push(key);
+            (distinct.len() - 1) as u32
+        });
+        ids.push(id);
+    }
+    (ids, distinct)
+}
+
+fn accumulate_i64(func: AggFunc, values: &Int64Array, ids: &[u32], groups: usize) -> ArrayRef {
+    let mut acc = vec![0i64; groups];
+    let mut seen = vec![false; groups];
+    for (row, g) in ids.iter().enumerate() {
+        if values.is_null(row) {
+            continue;
+        }
+        let (g, v) = (*g as usize, values.value(row));
+        acc[g] = match (func, seen[g]) {
+            (AggFunc::Count, _) => acc[g] + 1,
+            (_, false) if func != AggFunc::Sum => v,
+            (AggFunc::Sum, _) => acc[g].wrapping_add(v),
+            (AggFunc::Min, _) => acc[g].min(v),
+            (AggFunc::Max, _) => acc[g].max(v),
+        };
+        seen[g] = true;
+    }
+    if func == AggFunc::Count {
+        return Arc::new(Int64Array::from(acc));
+    }
+    Arc::new(Int64Array::from_iter(
+        acc.into_iter().zip(seen).map(|(v, s)| s.then_some(v)),
+    ))
+}
+
+fn accumulate_f64(func: AggFunc, values: &Float64Array, ids: &[u32], groups: usize) -> ArrayRef {
+    if func == AggFunc::Count {
+        let mut counts = vec![0i64; groups];
+        for (row, g) in ids.iter().enumerate() {
+            if values.is_valid(row) {
+                counts[*g as usize] += 1;
+            }
+        }
+        return Arc::new(Int64Array::from(counts));
+    }
+    let mut acc = vec![0f64; groups];
+    let mut seen = vec![false; groups];
+    for (row, g) in ids.iter().enumerate() {
+        if values.is_null(row) {
+            continue;
+        }
+        let (g, v) = (*g as usize, values.value(row));
+        acc[g] = if !seen[g] {
+            v
+        } else {
+            match func {
+                AggFunc::Sum => acc[g] + v,
+                AggFunc::Min if v.total_cmp(&acc[g]).is_lt() => v,
+                AggFunc::Max if v.total_cmp(&acc[g]).is_gt() => v,
+                _ => acc[g],
+            }
+        };
+        seen[g] = true;
+    }
+    Arc::new(Float64Array::from_iter(
+        acc.into_iter().zip(seen).map(|(v, s)| s.then_some(v)),
+    ))
+}
+
+/// Aggregates one batch on the CPU (see [`AggregateArgs`] for the output layout).
+pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineError> {
+    validate(&args)?;
+    let batch = args.batch;
+    let keys = batch
+        .column(args.group_column)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| {
+            EngineError::Internal("group column is not Int64 after validation".into())
+        })?;
+    let (ids, distinct) = group_ids(keys);
+    let schema = batch.schema();
+    let key_field = schema.field(args.group_column);
+    let mut fields = vec![Field::new(key_field.name(), DataType::Int64, true)];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(distinct.clone()))];
+    for AggSpec { func, column } in args.aggregates {
+        let input = batch.column(*column);
+        let input_field = schema.field(*column);
+        let out = match input.data_type() {
+            DataType::Int64 => input
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .map(|a| accumulate_i64(*func, a, &ids, distinct.len())),
+            _ => input
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .map(|a| accumulate_f64(*func, a, &ids, distinct.len())),
+        }
+        .ok_or_else(|| {
+            EngineError::Internal("aggregate column type changed after validation".into())
+        })?;
+        fields.push(Field::new(
+            format!("{}({})", func.name(), input_field.name()),
+            func.output_type(input.data_type()),
+            *func != AggFunc::Count,
+        ));
+        columns.push(out);
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch() -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("i", DataType::Int64, true),
+            Field::new("f", DataType::Float64, true),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    Some(2),
+                    Some(1),
+                    None,
+                    Some(2),
+                ])),
+                Arc::new(Int64Array::from(vec![
+                    Some(i64::MAX),
+                    None,
+                    Some(1),
+                    Some(5),
+                    None,
+                ])),
+                Arc::new(Float64Array::from(vec![
+                    Some(1.5),
+                    None,
+                    Some(f64::NAN),
+                    Some(2.0),
+                    None,
+                ])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn run(func: AggFunc, column: usize) -> (Vec<Option<i64>>, ArrayRef) {
+        let b = batch();
+        let out = aggregate(AggregateArgs {
+            batch: &b,
+            group_column: 0,
+            aggregates: &[AggSpec { func, column }],
+        })
+        .unwrap();
+        let keys = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .iter()
+            .collect();
+        (keys, Arc::clone(out.column(1)))
+    }
+
+    #[test]
+    fn groups_appear_in_first_seen_order_with_null_as_its_own_group() {
+        let (keys, _) = run(AggFunc::Count, 1);
+        assert_eq!(keys, vec![Some(1), Some(2), None]);
+    }
+
+    #[test]
+    fn integer_sum_wraps_on_overflow_and_is_null_without_values() {
+        let (_, sums) = run(AggFunc::Sum, 1);
+        let sums = sums.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(
+            sums.iter().collect::<Vec<_>>(),
+            vec![Some(i64::MIN), None, Some(5)]
+        );
+    }
+
+    #[test]
+    fn count_of_nothing_is_zero_not_null() {
+        let (_, counts) = run(AggFunc::Count, 2);
+        let counts = counts.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(
+            counts.iter().collect::<Vec<_>>(),
+            vec![Some(2), Some(0), Some(1)]
+        );
+    }
+
+    #[test]
+    fn nan_is_the_largest_float_for_min_and_max() {
+        let (_, max) = run(AggFunc::Max, 2);
+        let max = max.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert!(max.value(0).is_nan());
+        let (_, min) = run(AggFunc::Min, 2);
+        let min = min.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(min.value(0), 1.5);
+        assert!(min.is_null(1));
+    }
+}

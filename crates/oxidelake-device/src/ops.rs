@@ -1,0 +1,187 @@
+//! Arguments and results of the operator kernels every backend implements.
+//!
+//! The kernels take host Arrow data and return host Arrow data: moving bytes to and from
+//! the device (and overlapping those copies with compute) is the backend's business, so
+//! an operator reads the same on every backend and the CPU backend needs no copies at all.
+//!
+//! Coverage is deliberately narrow (spec §2.3). Anything outside it is rejected with
+//! [`oxidelake_core::EngineError::Unsupported`] before any work starts, and the operator
+//! falls back to the CPU for that batch.
+
+use arrow::array::{Float64Array, UInt32Array};
+
+/// A comparison between a column and a literal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `=`
+    Eq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+impl CmpOp {
+    /// The SQL operator text.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "=",
+            CmpOp::Lt => "<",
+            CmpOp::LtEq => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::GtEq => ">=",
+        }
+    }
+}
+
+/// A literal a column is compared with; its type must equal the column's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Literal {
+    /// A 64-bit integer.
+    Int64(i64),
+    /// A 64-bit float (NaN allowed; compared with IEEE total order, like Arrow).
+    Float64(f64),
+}
+
+impl std::fmt::Display for Literal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Literal::Int64(v) => write!(f, "{v}"),
+            Literal::Float64(v) => write!(f, "{v:?}"),
+        }
+    }
+}
+
+/// `column <op> literal`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ColumnPredicate {
+    /// Index of the column in the input batch.
+    pub column: usize,
+    /// The comparison.
+    pub op: CmpOp,
+    /// The right-hand side.
+    pub literal: Literal,
+}
+
+/// A fused filter and projection: keep rows where every predicate is true (a NULL
+/// comparison is not true, as in SQL), then keep the `projection` columns in that order.
+#[derive(Debug, Clone, Copy)]
+pub struct FilterProjectArgs<'a> {
+    /// The input rows.
+    pub batch: &'a arrow::record_batch::RecordBatch,
+    /// Conjunction of comparisons (empty = keep every row).
+    pub predicates: &'a [ColumnPredicate],
+    /// Input column indices to output.
+    pub projection: &'a [usize],
+}
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggFunc {
+    /// Sum of non-null values; NULL when there are none; integers wrap on overflow.
+    Sum,
+    /// Number of non-null values (0 when there are none).
+    Count,
+    /// Smallest non-null value (NaN is the largest float); NULL when there are none.
+    Min,
+    /// Largest non-null value (NaN is the largest float); NULL when there are none.
+    Max,
+}
+
+impl AggFunc {
+    /// The SQL name, lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggFunc::Sum => "sum",
+            AggFunc::Count => "count",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+        }
+    }
+
+    /// The result type over an input column of type `input`: Int64 for COUNT, the
+    /// input type otherwise (as in DataFusion).
+    pub fn output_type(self, input: &arrow::datatypes::DataType) -> arrow::datatypes::DataType {
+        match self {
+            AggFunc::Count => arrow::datatypes::DataType::Int64,
+            _ => input.clone(),
+        }
+    }
+
+    /// The function that merges partial results of this one.
+    pub fn merge_func(self) -> AggFunc {
+        match self {
+            AggFunc::Count => AggFunc::Sum,
+            other => other,
+        }
+    }
+}
+
+/// One aggregate over one input column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AggSpec {
+    /// The function.
+    pub func: AggFunc,
+    /// Index of the Int64 or Float64 input column.
+    pub column: usize,
+}
+
+/// A grouped aggregation of one batch: one output row per distinct value of the Int64
+/// group column (NULL is a group of its own), in order of first appearance; column 0 is
+/// the key, then one column per aggregate (Int64 for COUNT, the input type otherwise).
+#[derive(Debug, Clone, Copy)]
+pub struct AggregateArgs<'a> {
+    /// The input rows.
+    pub batch: &'a arrow::record_batch::RecordBatch,
+    /// Index of the Int64 group-by column.
+    pub group_column: usize,
+    /// The aggregates to compute.
+    pub aggregates: &'a [AggSpec],
+}
+
+/// The distance between vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DistanceMetric {
+    /// Euclidean distance `sqrt(sum((a - q)^2))`.
+    L2,
+    /// `1 - dot(a, q) / (|a| |q|)`; NULL when either vector is all zeros.
+    Cosine,
+}
+
+impl DistanceMetric {
+    /// The name used in plans and SQL.
+    pub fn name(self) -> &'static str {
+        match self {
+            DistanceMetric::L2 => "l2",
+            DistanceMetric::Cosine => "cosine",
+        }
+    }
+}
+
+/// Distances between each row of a `FixedSizeList<Float32>` column and one query vector,
+/// accumulated in f64; a NULL row (or one with a NULL element) gives NULL.
+#[derive(Debug, Clone, Copy)]
+pub struct VectorDistanceArgs<'a> {
+    /// The vectors.
+    pub vectors: &'a arrow::array::FixedSizeListArray,
+    /// The query vector; its length must equal the list size.
+    pub query: &'a [f32],
+    /// Which distance.
+    pub metric: DistanceMetric,
+}
+
+/// Result type of [`crate::GpuBackend::vector_distance`].
+pub type Distances = Float64Array;
+
+/// Matching row pairs of a hash-join probe: `build_indices[i]` joins `probe_indices[i]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinMatches {
+    /// Row indices into the build side.
+    pub build_indices: UInt32Array,
+    /// Row indices into the probe batch.
+    pub probe_indices: UInt32Array,
+}
