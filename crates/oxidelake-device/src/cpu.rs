@@ -11,7 +11,16 @@ use arrow::util::bit_chunk_iterator::UnalignedBitChunk;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 
+#[cfg(feature = "cuda")]
+pub(crate) use aggregate::{
+    aggregate as aggregate_on_cpu, output_schema as aggregate_schema,
+    validate as validate_aggregate,
+};
+#[cfg(feature = "cuda")]
+pub(crate) use filter_project::validate as validate_filter_project;
 pub(crate) use hash_join::CpuJoinTable;
+#[cfg(feature = "cuda")]
+pub(crate) use vector_distance::validate as validate_vector_distance;
 
 use crate::backend::{check_bitmap_range, check_copy_lengths};
 use crate::handles::{DeviceMem, JoinTableInner, StreamInner, foreign_handle};

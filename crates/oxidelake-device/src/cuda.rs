@@ -6,6 +6,8 @@
 //! architecture the device supports, and the loaded module is cached per kernel (each
 //! backend instance drives one device, so that is per (kernel, device)).
 
+mod launch;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +21,8 @@ use crate::backend::{check_bitmap_range, check_copy_lengths};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::kernels::CudaKernel;
 use crate::{CudaAvailability, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+
+pub(crate) use launch::CudaJoinTable;
 
 /// Threads per block for the 1-D kernels (a multiple of the warp size).
 const BLOCK_THREADS: u32 = 256;
@@ -311,55 +315,74 @@ impl GpuBackend for CudaBackend {
 
     fn filter_project(
         &self,
-        _stream: &DeviceStream,
-        _args: crate::ops::FilterProjectArgs<'_>,
+        stream: &DeviceStream,
+        args: crate::ops::FilterProjectArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        Err(EngineError::unsupported(
-            "CUDA filter_project",
-            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
-        ))
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        launch::filter_project(&dev, args)
     }
 
     fn build_join_table(
         &self,
-        _stream: &DeviceStream,
-        _build_keys: &arrow::array::Int64Array,
+        stream: &DeviceStream,
+        build_keys: &arrow::array::Int64Array,
     ) -> Result<crate::JoinTable, EngineError> {
-        Err(EngineError::unsupported(
-            "CUDA hash join",
-            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
-        ))
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        let table = launch::build_join_table(&dev, build_keys)?;
+        Ok(crate::JoinTable {
+            device: self.device,
+            build_rows: arrow::array::Array::len(build_keys),
+            allocated_bytes: table.allocated_bytes(),
+            inner: crate::handles::JoinTableInner::Cuda(table),
+        })
     }
 
     fn probe_join_table(
         &self,
-        _stream: &DeviceStream,
+        stream: &DeviceStream,
         table: &crate::JoinTable,
-        _probe_keys: &arrow::array::Int64Array,
+        probe_keys: &arrow::array::Int64Array,
     ) -> Result<crate::ops::JoinMatches, EngineError> {
-        Err(foreign_handle(self.device(), table.device(), "join table"))
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        match &table.inner {
+            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
+                launch::probe_join_table(&dev, t, probe_keys)
+            }
+            _ => Err(foreign_handle(self.device, table.device, "join table")),
+        }
     }
 
     fn aggregate(
         &self,
-        _stream: &DeviceStream,
-        _args: crate::ops::AggregateArgs<'_>,
+        stream: &DeviceStream,
+        args: crate::ops::AggregateArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        Err(EngineError::unsupported(
-            "CUDA aggregate",
-            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
-        ))
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        launch::aggregate(&dev, args)
     }
 
     fn vector_distance(
         &self,
-        _stream: &DeviceStream,
-        _args: crate::ops::VectorDistanceArgs<'_>,
+        stream: &DeviceStream,
+        args: crate::ops::VectorDistanceArgs<'_>,
     ) -> Result<arrow::array::Float64Array, EngineError> {
-        Err(EngineError::unsupported(
-            "CUDA vector_distance",
-            "the CUDA operator path is not wired to its kernel yet; the operator runs this batch on the CPU",
-        ))
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        launch::vector_distance(&dev, args)
     }
 }
 

@@ -146,6 +146,8 @@ pub(crate) fn foreign_handle(expected: DeviceId, found: DeviceId, what: &str) ->
 
 pub(crate) enum JoinTableInner {
     Cpu(crate::cpu::CpuJoinTable),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaJoinTable),
 }
 
 /// A hash table over the build side of a join, owned by the backend that built it.

@@ -46,6 +46,24 @@ pub(crate) fn validate(args: &AggregateArgs<'_>) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// The layout of [`aggregate`]'s output: the key, then `func(column)` per aggregate.
+pub(crate) fn output_schema(
+    args: &AggregateArgs<'_>,
+) -> Result<arrow::datatypes::SchemaRef, EngineError> {
+    let schema = args.batch.schema();
+    let key_field = schema.field(args.group_column);
+    let mut fields = vec![Field::new(key_field.name(), DataType::Int64, true)];
+    for AggSpec { func, column } in args.aggregates {
+        let input_field = schema.field(*column);
+        fields.push(Field::new(
+            format!("{}({})", func.name(), input_field.name()),
+            func.output_type(input_field.data_type()),
+            *func != AggFunc::Count,
+        ));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
 fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
     let mut index: HashMap<Option<i64>, u32> = HashMap::new();
     let mut distinct: Vec<Option<i64>> = Vec::new();
@@ -132,13 +150,9 @@ pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineEr
             EngineError::Internal("group column is not Int64 after validation".into())
         })?;
     let (ids, distinct) = group_ids(keys);
-    let schema = batch.schema();
-    let key_field = schema.field(args.group_column);
-    let mut fields = vec![Field::new(key_field.name(), DataType::Int64, true)];
     let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(distinct.clone()))];
     for AggSpec { func, column } in args.aggregates {
         let input = batch.column(*column);
-        let input_field = schema.field(*column);
         let out = match input.data_type() {
             DataType::Int64 => input
                 .as_any()
@@ -152,17 +166,9 @@ pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineEr
         .ok_or_else(|| {
             EngineError::Internal("aggregate column type changed after validation".into())
         })?;
-        fields.push(Field::new(
-            format!("{}({})", func.name(), input_field.name()),
-            func.output_type(input.data_type()),
-            *func != AggFunc::Count,
-        ));
         columns.push(out);
     }
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns,
-    )?)
+    Ok(RecordBatch::try_new(output_schema(&args)?, columns)?)
 }
 
 #[cfg(test)]

@@ -1,0 +1,604 @@
+//! The CUDA operator paths: upload the columns a kernel needs, launch the kernels of
+//! `kernels/cuda/*.cu`, download the results, and hand Arrow arrays back.
+//!
+//! Inputs outside what the kernels cover (element-level NULLs in vectors, more distinct
+//! group keys than the device table holds) return `Unsupported`, so the operator runs
+//! that batch on the CPU. Verified on this project's machines only by compilation and
+//! NVRTC; see STATUS.md for what has executed on a GPU.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int64Array, UInt32Array,
+};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
+use oxidelake_core::EngineError;
+
+use super::CudaBackend;
+use crate::kernels::CudaKernel;
+use crate::ops::{
+    AggFunc, AggregateArgs, DistanceMetric, FilterProjectArgs, JoinMatches, Literal,
+    VectorDistanceArgs,
+};
+
+/// Threads per block; a multiple of the warp size, and `FP_BLOCK` in filter_project.cu.
+const BLOCK: u32 = 256;
+/// Slots of the device group table (v1 covers low-cardinality keys).
+const AGG_CAPACITY: usize = 1 << 12;
+
+fn grid(rows: usize) -> LaunchConfig {
+    let blocks = u32::try_from(rows.div_ceil(BLOCK as usize))
+        .unwrap_or(u32::MAX)
+        .max(1);
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Device-side helpers bound to one backend and stream.
+pub(super) struct Dev<'a> {
+    pub(super) backend: &'a CudaBackend,
+    pub(super) stream: &'a Arc<CudaStream>,
+}
+
+impl Dev<'_> {
+    fn err(&self, op: &str) -> impl Fn(cudarc::driver::DriverError) -> EngineError + '_ {
+        let op = op.to_string();
+        move |e| self.backend.driver_err(&op, e)
+    }
+
+    fn upload<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        values: &[T],
+    ) -> Result<CudaSlice<T>, EngineError> {
+        if values.is_empty() {
+            // Zero-byte allocations are rejected by the driver; kernels never read it.
+            return self.zeros::<T>(1);
+        }
+        self.stream
+            .clone_htod(values)
+            .map_err(self.err("cuMemcpyHtoD"))
+    }
+
+    fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>, EngineError> {
+        self.stream
+            .alloc_zeros::<T>(len.max(1))
+            .map_err(self.err("cuMemAlloc"))
+    }
+
+    fn download<T: DeviceRepr>(&self, slice: &CudaSlice<T>) -> Result<Vec<T>, EngineError> {
+        self.stream
+            .clone_dtoh(slice)
+            .map_err(self.err("cuMemcpyDtoH"))
+    }
+
+    /// A packed validity bitmap starting at bit 0 (all ones when there are no NULLs).
+    fn validity(
+        &self,
+        nulls: Option<&NullBuffer>,
+        rows: usize,
+    ) -> Result<CudaSlice<u8>, EngineError> {
+        let bytes: Vec<u8> = match nulls {
+            Some(n) => n.inner().sliced().as_slice().to_vec(),
+            None => vec![0xFF; rows.div_ceil(8)],
+        };
+        self.upload(&bytes)
+    }
+
+    fn ptr<T>(&self, slice: &CudaSlice<T>) -> u64 {
+        let (ptr, _sync) = slice.device_ptr(self.stream);
+        ptr
+    }
+
+    fn sync(&self) -> Result<(), EngineError> {
+        self.stream
+            .synchronize()
+            .map_err(self.err("cuStreamSynchronize"))
+    }
+}
+
+fn unsupported(detail: impl Into<String>) -> EngineError {
+    EngineError::unsupported("CUDA operator input", detail)
+}
+
+/// Filter on the device, projection gathered on the host with the kept row indices.
+pub(super) fn filter_project(
+    dev: &Dev<'_>,
+    args: FilterProjectArgs<'_>,
+) -> Result<RecordBatch, EngineError> {
+    crate::cpu::validate_filter_project(&args)?;
+    let batch = args.batch;
+    let rows = batch.num_rows();
+    let projected = batch.project(args.projection)?;
+    if rows == 0 || args.predicates.is_empty() {
+        return Ok(projected);
+    }
+    let rows_u64 = rows as u64;
+    // Column values (8-byte Int64/Float64, offset applied) and validity, per predicate.
+    let mut columns = Vec::with_capacity(args.predicates.len());
+    let mut bitmaps = Vec::with_capacity(args.predicates.len());
+    let (mut ops, mut types, mut literals) = (Vec::new(), Vec::new(), Vec::new());
+    for p in args.predicates {
+        let column = batch.column(p.column);
+        let bits: Vec<i64> = match column.data_type() {
+            DataType::Int64 => column
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .map(|a| a.values().to_vec()),
+            _ => column
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .map(|a| a.values().iter().map(|v| v.to_bits() as i64).collect()),
+        }
+        .ok_or_else(|| unsupported("predicate column is neither Int64 nor Float64"))?;
+        columns.push(dev.upload(&bits)?);
+        bitmaps.push(dev.validity(column.nulls(), rows)?);
+        ops.push(p.op as i32);
+        let (ty, lit) = match p.literal {
+            Literal::Int64(v) => (0i32, v),
+            Literal::Float64(v) => (1i32, v.to_bits() as i64),
+        };
+        types.push(ty);
+        literals.push(lit);
+    }
+    let col_ptrs: Vec<u64> = columns.iter().map(|c| dev.ptr(c)).collect();
+    let valid_ptrs: Vec<u64> = bitmaps.iter().map(|c| dev.ptr(c)).collect();
+    let (d_cols, d_valid) = (dev.upload(&col_ptrs)?, dev.upload(&valid_ptrs)?);
+    let (d_ops, d_types, d_lits) = (
+        dev.upload(&ops)?,
+        dev.upload(&types)?,
+        dev.upload(&literals)?,
+    );
+    let mut flags = dev.zeros::<u8>(rows)?;
+    let num_preds = args.predicates.len() as i32;
+    let f = dev
+        .backend
+        .function(CudaKernel::FilterProject, "eval_predicates")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_cols)
+        .arg(&d_valid)
+        .arg(&d_ops)
+        .arg(&d_types)
+        .arg(&d_lits)
+        .arg(&num_preds)
+        .arg(&rows_u64)
+        .arg(&mut flags);
+    // SAFETY: arguments match eval_predicates(const u64*, const u64*, const int*, const
+    // int*, const i64*, int, u64, u8*); every pointer in d_cols/d_valid addresses a live
+    // allocation of at least `rows` values / ceil(rows/8) bytes (kept alive until the
+    // synchronize below), and `flags` holds `rows` bytes; the kernel bounds rows itself.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch eval_predicates"))?;
+
+    let blocks = rows.div_ceil(BLOCK as usize);
+    let blocks_u32 =
+        u32::try_from(blocks).map_err(|_| unsupported("batch too large for one launch"))?;
+    let mut block_counts = dev.zeros::<u32>(blocks + 1)?;
+    let f = dev
+        .backend
+        .function(CudaKernel::FilterProject, "count_flags")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&flags)
+        .arg(&rows_u64)
+        .arg(&mut block_counts)
+        .arg(&blocks_u32);
+    // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has `rows` bytes,
+    // block_counts has blocks + 1 entries and the kernel writes only index blockIdx.x <
+    // blocks; the grid has exactly `blocks` blocks of BLOCK (= FP_BLOCK) threads.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch count_flags"))?;
+    let f = dev
+        .backend
+        .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch.arg(&mut block_counts).arg(&blocks_u32);
+    // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block of FP_BLOCK threads and
+    // touches indices 0..=blocks of block_counts, which has blocks + 1 entries.
+    #[allow(unsafe_code)]
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
+    .map_err(dev.err("launch exclusive_scan_blocks"))?;
+    let offsets = dev.download(&block_counts)?;
+    let kept = offsets.get(blocks).copied().unwrap_or(0) as usize;
+    if kept == 0 {
+        return Ok(projected.slice(0, 0));
+    }
+    let mut out_rows = dev.zeros::<u32>(kept)?;
+    let kept_u64 = kept as u64;
+    let f = dev
+        .backend
+        .function(CudaKernel::FilterProject, "compact_rows")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&flags)
+        .arg(&rows_u64)
+        .arg(&block_counts)
+        .arg(&blocks_u32)
+        .arg(&mut out_rows)
+        .arg(&kept_u64);
+    // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): out_rows holds
+    // `kept` entries and the kernel checks dst < out_capacity before every write.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch compact_rows"))?;
+    let indices = UInt32Array::from(dev.download(&out_rows)?);
+    dev.sync()?;
+    let columns: Vec<ArrayRef> = projected
+        .columns()
+        .iter()
+        .map(|c| arrow::compute::take(c.as_ref(), &indices, None))
+        .collect::<Result<_, _>>()?;
+    Ok(RecordBatch::try_new(projected.schema(), columns)?)
+}
+
+/// Device state of a built join table.
+pub(crate) struct CudaJoinTable {
+    capacity: u64,
+    slot_state: CudaSlice<u32>,
+    slot_keys: CudaSlice<i64>,
+    slot_rows: CudaSlice<u32>,
+}
+
+impl CudaJoinTable {
+    /// Device bytes held by the table.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        (self.capacity as usize) * (4 + 8 + 4)
+    }
+}
+
+pub(super) fn build_join_table(
+    dev: &Dev<'_>,
+    keys: &Int64Array,
+) -> Result<CudaJoinTable, EngineError> {
+    let rows = keys.len();
+    if rows >= u32::MAX as usize / 2 {
+        return Err(unsupported("join build side over 2^31 rows"));
+    }
+    let capacity = (rows.max(1) * 2).next_power_of_two();
+    let (mut slot_state, mut slot_keys, mut slot_rows) = (
+        dev.zeros::<u32>(capacity)?,
+        dev.zeros::<i64>(capacity)?,
+        dev.zeros::<u32>(capacity)?,
+    );
+    let capacity_u64 = capacity as u64;
+    if rows > 0 {
+        let d_keys = dev.upload(keys.values())?;
+        let d_valid = dev.validity(keys.nulls(), rows)?;
+        let rows_u64 = rows as u64;
+        let f = dev.backend.function(CudaKernel::HashJoin, "join_build")?;
+        let mut launch = dev.stream.launch_builder(&f);
+        launch
+            .arg(&d_keys)
+            .arg(&d_valid)
+            .arg(&rows_u64)
+            .arg(&capacity_u64)
+            .arg(&mut slot_state)
+            .arg(&mut slot_keys)
+            .arg(&mut slot_rows);
+        // SAFETY: join_build(const i64*, const u8*, u64, u64, u32*, i64*, u32*): keys and
+        // validity cover `rows`, the three slot arrays hold `capacity` entries (a power of
+        // two above rows, so every insert finds a slot) and the kernel masks every index.
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_build"))?;
+        dev.sync()?;
+    }
+    Ok(CudaJoinTable {
+        capacity: capacity_u64,
+        slot_state,
+        slot_keys,
+        slot_rows,
+    })
+}
+
+pub(super) fn probe_join_table(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: &Int64Array,
+) -> Result<JoinMatches, EngineError> {
+    let rows = keys.len();
+    if rows == 0 {
+        return Ok(JoinMatches {
+            build_indices: UInt32Array::from(Vec::<u32>::new()),
+            probe_indices: UInt32Array::from(Vec::<u32>::new()),
+        });
+    }
+    let rows_u64 = rows as u64;
+    let d_keys = dev.upload(keys.values())?;
+    let d_valid = dev.validity(keys.nulls(), rows)?;
+    let mut counts = dev.zeros::<u32>(rows)?;
+    let f = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_probe_count")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_keys)
+        .arg(&d_valid)
+        .arg(&rows_u64)
+        .arg(&table.capacity)
+        .arg(&table.slot_state)
+        .arg(&table.slot_keys)
+        .arg(&mut counts);
+    // SAFETY: join_probe_count(const i64*, const u8*, u64, u64, const u32*, const i64*,
+    // u32*): inputs cover `rows`, the table arrays hold `capacity` slots, counts holds rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_count"))?;
+    let counts_host = dev.download(&counts)?;
+    let mut offsets = Vec::with_capacity(rows);
+    let mut total = 0u64;
+    for c in &counts_host {
+        offsets.push(total);
+        total += u64::from(*c);
+    }
+    if total == 0 {
+        return Ok(JoinMatches {
+            build_indices: UInt32Array::from(Vec::<u32>::new()),
+            probe_indices: UInt32Array::from(Vec::<u32>::new()),
+        });
+    }
+    let d_offsets = dev.upload(&offsets)?;
+    let total_usize = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
+    let (mut out_build, mut out_probe) = (
+        dev.zeros::<u32>(total_usize)?,
+        dev.zeros::<u32>(total_usize)?,
+    );
+    let f = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_probe_write")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_keys)
+        .arg(&d_valid)
+        .arg(&rows_u64)
+        .arg(&table.capacity)
+        .arg(&table.slot_state)
+        .arg(&table.slot_keys)
+        .arg(&table.slot_rows)
+        .arg(&d_offsets)
+        .arg(&total)
+        .arg(&mut out_build)
+        .arg(&mut out_probe);
+    // SAFETY: join_probe_write's arguments in order; the outputs hold `total` pairs and
+    // the kernel checks dst < out_capacity before each write.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_write"))?;
+    let build = dev.download(&out_build)?;
+    let probe = dev.download(&out_probe)?;
+    Ok(JoinMatches {
+        build_indices: UInt32Array::from(build),
+        probe_indices: UInt32Array::from(probe),
+    })
+}
+
+pub(super) fn aggregate(
+    dev: &Dev<'_>,
+    args: AggregateArgs<'_>,
+) -> Result<RecordBatch, EngineError> {
+    crate::cpu::validate_aggregate(&args)?;
+    let batch = args.batch;
+    let rows = batch.num_rows();
+    if rows == 0 {
+        return crate::cpu::aggregate_on_cpu(args);
+    }
+    let keys = batch
+        .column(args.group_column)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| unsupported("group key is not Int64"))?;
+    let rows_u64 = rows as u64;
+    let capacity = AGG_CAPACITY as u64;
+    let slots = AGG_CAPACITY + 1; // + the NULL group
+    let (mut slot_state, mut slot_keys) = (dev.zeros::<u32>(slots)?, dev.zeros::<i64>(slots)?);
+    let (mut group_of_row, mut overflow) = (dev.zeros::<u32>(rows)?, dev.zeros::<u32>(1)?);
+    let d_keys = dev.upload(keys.values())?;
+    let d_valid = dev.validity(keys.nulls(), rows)?;
+    let f = dev
+        .backend
+        .function(CudaKernel::Aggregation, "agg_assign_groups")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_keys)
+        .arg(&d_valid)
+        .arg(&rows_u64)
+        .arg(&capacity)
+        .arg(&mut slot_state)
+        .arg(&mut slot_keys)
+        .arg(&mut group_of_row)
+        .arg(&mut overflow);
+    // SAFETY: agg_assign_groups' arguments in order; the slot arrays hold capacity + 1
+    // entries (the last is the NULL group), group_of_row holds `rows`, overflow one u32.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_assign_groups"))?;
+    if dev.download(&overflow)?.first().copied().unwrap_or(0) != 0 {
+        return Err(unsupported(format!(
+            "more than {AGG_CAPACITY} distinct keys in one batch"
+        )));
+    }
+    let state = dev.download(&slot_state)?;
+    let key_values = dev.download(&slot_keys)?;
+    let used: Vec<usize> = (0..slots).filter(|s| state[*s] == 2).collect();
+    let groups_u64 = slots as u64;
+    let mut out_columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(
+        used.iter()
+            .map(|s| (*s < AGG_CAPACITY).then_some(key_values[*s]))
+            .collect::<Vec<_>>(),
+    ))];
+    for spec in args.aggregates {
+        let column = batch.column(spec.column);
+        let d_valid = dev.validity(column.nulls(), rows)?;
+        let mut counts = dev.zeros::<u64>(slots)?;
+        let op = match spec.func {
+            AggFunc::Sum => 0i32,
+            AggFunc::Count => 1,
+            AggFunc::Min => 2,
+            AggFunc::Max => 3,
+        };
+        let init: i64 = match spec.func {
+            AggFunc::Min => i64::MAX,
+            AggFunc::Max => i64::MIN,
+            _ => 0,
+        };
+        let mut acc = dev.upload(&vec![init; slots])?;
+        let is_float = column.data_type() == &DataType::Float64;
+        let mut acc_sum = dev.zeros::<f64>(slots)?;
+        if is_float {
+            let values = column
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .ok_or_else(|| unsupported("not Float64"))?;
+            let d_values = dev.upload(values.values())?;
+            let f = dev
+                .backend
+                .function(CudaKernel::Aggregation, "agg_update_f64")?;
+            let mut launch = dev.stream.launch_builder(&f);
+            launch
+                .arg(&d_values)
+                .arg(&d_valid)
+                .arg(&group_of_row)
+                .arg(&rows_u64)
+                .arg(&groups_u64)
+                .arg(&op)
+                .arg(&mut acc_sum)
+                .arg(&mut acc)
+                .arg(&mut counts);
+            // SAFETY: agg_update_f64's arguments in order; values/validity/group_of_row
+            // cover `rows`, accumulators and counts hold `slots` entries and the kernel
+            // skips group ids >= groups.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_update_f64"))?;
+        } else {
+            let values = column
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or_else(|| unsupported("not Int64"))?;
+            let d_values = dev.upload(values.values())?;
+            let f = dev
+                .backend
+                .function(CudaKernel::Aggregation, "agg_update_i64")?;
+            let mut launch = dev.stream.launch_builder(&f);
+            launch
+                .arg(&d_values)
+                .arg(&d_valid)
+                .arg(&group_of_row)
+                .arg(&rows_u64)
+                .arg(&groups_u64)
+                .arg(&op)
+                .arg(&mut acc)
+                .arg(&mut counts);
+            // SAFETY: agg_update_i64's arguments in order, sized as for agg_update_f64.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_update_i64"))?;
+        }
+        let counts = dev.download(&counts)?;
+        let acc = dev.download(&acc)?;
+        let sums = dev.download(&acc_sum)?;
+        let seen = |s: usize| counts[s] > 0;
+        let column: ArrayRef = match (spec.func, is_float) {
+            (AggFunc::Count, _) => Arc::new(Int64Array::from(
+                used.iter().map(|s| counts[*s] as i64).collect::<Vec<_>>(),
+            )),
+            (AggFunc::Sum, true) => Arc::new(Float64Array::from(
+                used.iter()
+                    .map(|s| seen(*s).then_some(sums[*s]))
+                    .collect::<Vec<_>>(),
+            )),
+            (_, true) => Arc::new(Float64Array::from(
+                used.iter()
+                    .map(|s| {
+                        // Undo the total-order integer image (an involution).
+                        let k = acc[*s];
+                        let bits = k ^ (((k >> 63) as u64) >> 1) as i64;
+                        seen(*s).then_some(f64::from_bits(bits as u64))
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            (_, false) => Arc::new(Int64Array::from(
+                used.iter()
+                    .map(|s| seen(*s).then_some(acc[*s]))
+                    .collect::<Vec<_>>(),
+            )),
+        };
+        out_columns.push(column);
+    }
+    let schema = crate::cpu::aggregate_schema(&args)?;
+    Ok(RecordBatch::try_new(schema, out_columns)?)
+}
+
+pub(super) fn vector_distance(
+    dev: &Dev<'_>,
+    args: VectorDistanceArgs<'_>,
+) -> Result<Float64Array, EngineError> {
+    crate::cpu::validate_vector_distance(&args)?;
+    let list: &FixedSizeListArray = args.vectors;
+    let rows = list.len();
+    if rows == 0 {
+        return Ok(Float64Array::from(Vec::<Option<f64>>::new()));
+    }
+    let dim = list.value_length() as usize;
+    let values = list
+        .values()
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(|| unsupported("vector values are not Float32"))?;
+    let start = list.offset() * dim;
+    if values.slice(start, rows * dim).null_count() > 0 {
+        return Err(unsupported("NULL elements inside vectors"));
+    }
+    let d_vectors = dev.upload(&values.values()[start..start + rows * dim])?;
+    let d_query = dev.upload(args.query)?;
+    let d_valid = dev.validity(list.nulls(), rows)?;
+    let (mut out, mut out_valid) = (dev.zeros::<f64>(rows)?, dev.zeros::<u8>(rows)?);
+    let (dim_i32, rows_u64) = (
+        i32::try_from(dim).map_err(|_| unsupported("vector dimension"))?,
+        rows as u64,
+    );
+    let entry = match args.metric {
+        DistanceMetric::L2 => "l2_distance",
+        DistanceMetric::Cosine => "cosine_distance",
+    };
+    let f = dev.backend.function(CudaKernel::VectorDistance, entry)?;
+    let warps_per_block = (BLOCK / 32) as usize;
+    let blocks = u32::try_from(rows.div_ceil(warps_per_block).min(65_535)).unwrap_or(65_535);
+    let config = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: u32::try_from(dim * 4).map_err(|_| unsupported("vector dimension"))?,
+    };
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_vectors)
+        .arg(&d_valid)
+        .arg(&d_query)
+        .arg(&dim_i32)
+        .arg(&rows_u64)
+        .arg(&mut out)
+        .arg(&mut out_valid);
+    // SAFETY: l2_distance/cosine_distance(const f32*, const u8*, const f32*, int, u64,
+    // f64*, u8*): vectors hold rows * dim floats, query dim floats, outputs `rows`
+    // entries; dynamic shared memory is dim floats as the kernel stages the query there.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(config) }.map_err(dev.err("launch vector distance"))?;
+    let out = dev.download(&out)?;
+    let valid = dev.download(&out_valid)?;
+    Ok(Float64Array::from(
+        out.into_iter()
+            .zip(valid)
+            .map(|(v, ok)| (ok != 0).then_some(v))
+            .collect::<Vec<_>>(),
+    ))
+}
