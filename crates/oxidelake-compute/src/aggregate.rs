@@ -245,44 +245,70 @@ impl ExecutionPlan for GpuAggregateExec {
                 "GpuAggregateExec has one output partition, asked for {partition}"
             )));
         }
-        let inputs = (0..self.input.output_partitioning().partition_count())
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<Result<Vec<_>>>()?;
-        let exec = ExecBackend::new(&self.backend)?;
-        let metrics =
-            OperatorMetrics::new(&self.metrics, partition, "GpuAggregateExec", exec.kind());
+        let partitions = self.input.output_partitioning().partition_count();
+        let exec = Arc::new(ExecBackend::new(&self.backend)?);
+        let metrics = Arc::new(OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuAggregateExec",
+            exec.kind(),
+        ));
         let (group_column, aggregates, schema) = (
             self.group_column,
-            self.aggregates.clone(),
+            Arc::new(self.aggregates.clone()),
             Arc::clone(&self.schema),
         );
+        // One task per input partition reduces its batches to partials in parallel.
+        let mut tasks = Vec::with_capacity(partitions);
+        for p in 0..partitions {
+            let mut input = self.input.execute(p, Arc::clone(&context))?;
+            let (exec, metrics, aggregates, schema) = (
+                Arc::clone(&exec),
+                Arc::clone(&metrics),
+                Arc::clone(&aggregates),
+                Arc::clone(&schema),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut partials = Vec::new();
+                while let Some(batch) = input.try_next().await? {
+                    let started = Instant::now();
+                    let partial = exec.run(&metrics, |backend, stream| {
+                        backend.aggregate(
+                            stream,
+                            AggregateArgs {
+                                batch: &batch,
+                                group_column,
+                                aggregates: &aggregates,
+                            },
+                        )
+                    })?;
+                    // Partials have the output layout (same names, types and nullability).
+                    partials.push(RecordBatch::try_new(
+                        Arc::clone(&schema),
+                        partial.columns().to_vec(),
+                    )?);
+                    metrics.rows_in.add(batch.num_rows());
+                    metrics
+                        .baseline
+                        .elapsed_compute()
+                        .add_duration(started.elapsed());
+                    metrics.telemetry.record_batch(
+                        batch.num_rows() as u64,
+                        0,
+                        started.elapsed(),
+                        0,
+                    );
+                }
+                Ok::<_, DataFusionError>(partials)
+            }));
+        }
         let fut = async move {
             let mut partials = Vec::new();
-            let mut merged_inputs = futures::stream::select_all(inputs);
-            while let Some(batch) = merged_inputs.try_next().await? {
-                let started = Instant::now();
-                let partial = exec.run(&metrics, |backend, stream| {
-                    backend.aggregate(
-                        stream,
-                        AggregateArgs {
-                            batch: &batch,
-                            group_column,
-                            aggregates: &aggregates,
-                        },
-                    )
-                })?;
-                // Partials have the output layout (same names, types and nullability).
-                let partial =
-                    RecordBatch::try_new(Arc::clone(&schema), partial.columns().to_vec())?;
-                metrics.rows_in.add(batch.num_rows());
-                metrics
-                    .baseline
-                    .elapsed_compute()
-                    .add_duration(started.elapsed());
-                metrics
-                    .telemetry
-                    .record_batch(batch.num_rows() as u64, 0, started.elapsed(), 0);
-                partials.push(partial);
+            for task in tasks {
+                let part = task
+                    .await
+                    .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+                partials.extend(part);
             }
             let started = Instant::now();
             let out = merge_partials(&exec.cpu, &exec.cpu_stream, &partials, &aggregates, &schema)?;

@@ -64,17 +64,46 @@ pub(crate) fn output_schema(
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// Keys spanning at most this many values are numbered through a lookup table instead
+/// of a hash map (the common case for the low-cardinality keys v1 covers).
+const DIRECT_SPAN: u64 = 1 << 16;
+
+/// Numbers the groups of `keys` in order of first appearance: (group per row, key per group).
 fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
-    let mut index: HashMap<Option<i64>, u32> = HashMap::new();
     let mut distinct: Vec<Option<i64>> = Vec::new();
     let mut ids = Vec::with_capacity(keys.len());
-    for row in 0..keys.len() {
-        let key = keys.is_valid(row).then(|| keys.value(row));
-        let id = *index.entry(key).or_insert_with(|| {
-            distinct.push(key);
-            (distinct.len() - 1) as u32
-        });
-        ids.push(id);
+    let (min, max) = (arrow::compute::min(keys), arrow::compute::max(keys));
+    let span = min.zip(max).map(|(lo, hi)| hi.abs_diff(lo));
+    match (min, span) {
+        (Some(lo), Some(span)) if span < DIRECT_SPAN => {
+            // slot 0 is the NULL group, slot 1 + (key - lo) the others.
+            let mut slots = vec![u32::MAX; span as usize + 2];
+            let values = keys.values();
+            for row in 0..keys.len() {
+                let (slot, key) = if keys.is_null(row) {
+                    (0usize, None)
+                } else {
+                    let v = values[row];
+                    (1 + v.abs_diff(lo) as usize, Some(v))
+                };
+                if slots[slot] == u32::MAX {
+                    slots[slot] = distinct.len() as u32;
+                    distinct.push(key);
+                }
+                ids.push(slots[slot]);
+            }
+        }
+        _ => {
+            let mut index: HashMap<Option<i64>, u32> = HashMap::new();
+            for row in 0..keys.len() {
+                let key = keys.is_valid(row).then(|| keys.value(row));
+                let id = *index.entry(key).or_insert_with(|| {
+                    distinct.push(key);
+                    (distinct.len() - 1) as u32
+                });
+                ids.push(id);
+            }
+        }
     }
     (ids, distinct)
 }
@@ -226,6 +255,18 @@ mod tests {
             .iter()
             .collect();
         (keys, Arc::clone(out.column(1)))
+    }
+
+    #[test]
+    fn wide_key_spans_use_the_hash_map_and_number_groups_the_same_way() {
+        let keys = Int64Array::from(vec![Some(i64::MAX), None, Some(-5), Some(i64::MAX), None]);
+        let (ids, distinct) = group_ids(&keys);
+        assert_eq!(ids, vec![0, 1, 2, 0, 1]);
+        assert_eq!(distinct, vec![Some(i64::MAX), None, Some(-5)]);
+        let narrow = Int64Array::from(vec![Some(7), None, Some(-5), Some(7), None]);
+        let (ids, distinct) = group_ids(&narrow);
+        assert_eq!(ids, vec![0, 1, 2, 0, 1]);
+        assert_eq!(distinct, vec![Some(7), None, Some(-5)]);
     }
 
     #[test]

@@ -43,13 +43,15 @@ impl CpuJoinTable {
     }
 
     fn probe_range(&self, keys: &Int64Array, start: usize, end: usize) -> (Vec<u32>, Vec<u32>) {
-        let mut build = Vec::new();
-        let mut probe = Vec::new();
+        let mut build = Vec::with_capacity(end - start);
+        let mut probe = Vec::with_capacity(end - start);
+        let values = keys.values();
+        let nulls = keys.nulls().filter(|n| n.null_count() > 0);
         for row in start..end {
-            if keys.is_null(row) {
+            if nulls.is_some_and(|n| n.is_null(row)) {
                 continue;
             }
-            let mut link = self.heads.get(&keys.value(row)).copied().unwrap_or(0);
+            let mut link = self.heads.get(&values[row]).copied().unwrap_or(0);
             while link != 0 {
                 let b = link - 1;
                 build.push(b);
