@@ -12,6 +12,7 @@ use std::time::Instant;
 use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -268,7 +269,8 @@ impl ExecutionPlan for GpuAggregateExec {
                 Arc::clone(&aggregates),
                 Arc::clone(&schema),
             );
-            tasks.push(tokio::spawn(async move {
+            // SpawnedTask aborts the task when dropped, so a cancelled query stops reading.
+            tasks.push(SpawnedTask::spawn(async move {
                 let mut partials = Vec::new();
                 while let Some(batch) = input.try_next().await? {
                     let started = Instant::now();

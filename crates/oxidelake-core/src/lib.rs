@@ -31,6 +31,6 @@ pub use error::{BoxError, EngineError};
 pub use layout::{BufferLayout, DEVICE_ALIGN_BYTES, HOST_ALIGN_BYTES};
 pub use stream::BatchStream;
 pub use telemetry::{
-    MemoryGauges, OperatorSnapshot, OperatorTelemetry, SpillSnapshot, TelemetryHub,
+    MAX_OPERATORS, MemoryGauges, OperatorSnapshot, OperatorTelemetry, SpillSnapshot, TelemetryHub,
     TelemetrySnapshot, TransferSnapshot,
 };

@@ -21,6 +21,10 @@ use crate::{BackendKind, MemoryTier};
 /// How many times a snapshot re-reads before giving up on a consistent cut.
 const SNAPSHOT_MAX_ATTEMPTS: usize = 64;
 
+/// Operator registrations kept; the oldest are dropped beyond this, so a long-running
+/// process that executes many plans does not grow the hub without bound.
+pub const MAX_OPERATORS: usize = 1024;
+
 #[derive(Debug, Default)]
 struct WriteGate {
     begun: AtomicU64,
@@ -252,6 +256,10 @@ impl TelemetryHub {
             .operators
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if operators.len() >= MAX_OPERATORS {
+            let excess = operators.len() + 1 - MAX_OPERATORS;
+            operators.drain(..excess);
+        }
         operators.push(Arc::clone(&handle));
         handle
     }
@@ -509,6 +517,18 @@ mod tests {
         // Whether any snapshot landed between writes depends on scheduling; the
         // invariant above is checked on every one that did.
         let _ = consistent_seen;
+    }
+
+    #[test]
+    fn the_hub_keeps_only_the_most_recent_operator_registrations() {
+        let hub = TelemetryHub::new();
+        for i in 0..(MAX_OPERATORS + 10) {
+            hub.register_operator(format!("op{i}"), BackendKind::CpuSimd);
+        }
+        let snap = hub.snapshot();
+        assert_eq!(snap.operators.len(), MAX_OPERATORS);
+        assert_eq!(snap.operators[0].name, "op10");
+        assert_eq!(snap.operators[0].id, 10);
     }
 
     #[test]

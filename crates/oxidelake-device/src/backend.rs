@@ -119,6 +119,20 @@ pub trait GpuBackend: Send + Sync + Debug {
     ) -> Result<Float64Array, EngineError>;
 }
 
+/// Counts the unset bits of a host-visible bitmap (the CPU backend's device memory, and
+/// Metal's unified memory, where the CPU reads the very bytes the GPU sees).
+pub(crate) fn host_null_count(
+    bitmap: &[u8],
+    offset_bits: usize,
+    len_bits: usize,
+) -> Result<u64, EngineError> {
+    check_bitmap_range(bitmap.len(), offset_bits, len_bits)?;
+    let set =
+        arrow::util::bit_chunk_iterator::UnalignedBitChunk::new(bitmap, offset_bits, len_bits)
+            .count_ones();
+    Ok((len_bits - set) as u64)
+}
+
 /// Checks that a bitmap of `bitmap_bytes` bytes covers `offset_bits + len_bits` bits.
 pub(crate) fn check_bitmap_range(
     bitmap_bytes: usize,

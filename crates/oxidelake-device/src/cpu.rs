@@ -7,7 +7,6 @@ mod vector_distance;
 
 use arrow::array::{Float64Array, Int64Array};
 use arrow::record_batch::RecordBatch;
-use arrow::util::bit_chunk_iterator::UnalignedBitChunk;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 
@@ -22,7 +21,7 @@ pub(crate) use hash_join::CpuJoinTable;
 #[cfg(feature = "cuda")]
 pub(crate) use vector_distance::validate as validate_vector_distance;
 
-use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, JoinTableInner, StreamInner, foreign_handle};
 use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable, MemoryInfo};
@@ -178,10 +177,7 @@ impl GpuBackend for CpuBackend {
         len_bits: usize,
     ) -> Result<u64, EngineError> {
         self.check_stream(stream)?;
-        let bytes = self.host_bytes(validity)?;
-        check_bitmap_range(bytes.len(), offset_bits, len_bits)?;
-        let set = UnalignedBitChunk::new(bytes, offset_bits, len_bits).count_ones();
-        Ok((len_bits - set) as u64)
+        host_null_count(self.host_bytes(validity)?, offset_bits, len_bits)
     }
 
     fn filter_project(

@@ -19,7 +19,7 @@ use objc2_metal::{
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::HostAllocator;
 
-use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
 
@@ -211,14 +211,12 @@ impl GpuBackend for MetalBackend {
         len_bits: usize,
     ) -> Result<u64, EngineError> {
         self.check_stream(stream)?;
-        check_bitmap_range(validity.len(), offset_bits, len_bits)?;
-        // Unified memory: the CPU reads the very bytes the GPU sees, so counting them on
-        // the CPU checks the same fact a kernel would.
-        let bytes = self.shared(validity)?.bytes(validity.len_bytes);
-        let set =
-            arrow::util::bit_chunk_iterator::UnalignedBitChunk::new(bytes, offset_bits, len_bits)
-                .count_ones();
-        Ok((len_bits - set) as u64)
+        // Unified memory: counting on the CPU checks the same bytes a kernel would.
+        host_null_count(
+            self.shared(validity)?.bytes(validity.len_bytes),
+            offset_bits,
+            len_bits,
+        )
     }
 
     fn filter_project(

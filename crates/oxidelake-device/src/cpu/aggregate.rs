@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, Int64Array};
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, PrimitiveArray};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{ArrowPrimitiveType, Float64Type, Int64Type};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use hashbrown::HashMap;
@@ -108,63 +110,87 @@ fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
     (ids, distinct)
 }
 
-fn accumulate_i64(func: AggFunc, values: &Int64Array, ids: &[u32], groups: usize) -> ArrayRef {
-    let mut acc = vec![0i64; groups];
-    let mut seen = vec![false; groups];
-    for (row, g) in ids.iter().enumerate() {
-        if values.is_null(row) {
-            continue;
+/// Folds `values` into per-group accumulators with `f`, counting non-null values per
+/// group; a group's first value is taken as is, so no identity element is needed (which
+/// matters for float MIN/MAX under total order, where NaN payloads differ).
+fn fold<T: Copy>(
+    values: &[T],
+    nulls: Option<&NullBuffer>,
+    ids: &[u32],
+    acc: &mut [T],
+    counts: &mut [i64],
+    f: impl Fn(T, T) -> T,
+) {
+    let mut step = |g: usize, v: T| {
+        acc[g] = if counts[g] == 0 { v } else { f(acc[g], v) };
+        counts[g] += 1;
+    };
+    match nulls {
+        None => {
+            for (v, g) in values.iter().zip(ids) {
+                step(*g as usize, *v);
+            }
         }
-        let (g, v) = (*g as usize, values.value(row));
-        acc[g] = match (func, seen[g]) {
-            (AggFunc::Count, _) => acc[g] + 1,
-            (_, false) if func != AggFunc::Sum => v,
-            (AggFunc::Sum, _) => acc[g].wrapping_add(v),
-            (AggFunc::Min, _) => acc[g].min(v),
-            (AggFunc::Max, _) => acc[g].max(v),
-        };
-        seen[g] = true;
+        Some(n) => {
+            for (row, (v, g)) in values.iter().zip(ids).enumerate() {
+                if n.is_valid(row) {
+                    step(*g as usize, *v);
+                }
+            }
+        }
     }
+}
+
+fn finish<T: ArrowPrimitiveType>(acc: Vec<T::Native>, counts: &[i64]) -> ArrayRef {
+    let validity = NullBuffer::from_iter(counts.iter().map(|c| *c > 0));
+    Arc::new(PrimitiveArray::<T>::new(acc.into(), Some(validity)))
+}
+
+fn count_only(values: &dyn Array, ids: &[u32], groups: usize) -> ArrayRef {
+    let mut counts = vec![0i64; groups];
+    match values.logical_nulls().filter(|n| n.null_count() > 0) {
+        None => ids.iter().for_each(|g| counts[*g as usize] += 1),
+        Some(n) => ids
+            .iter()
+            .enumerate()
+            .filter(|(row, _)| n.is_valid(*row))
+            .for_each(|(_, g)| counts[*g as usize] += 1),
+    }
+    Arc::new(Int64Array::from(counts))
+}
+
+fn accumulate_i64(func: AggFunc, values: &Int64Array, ids: &[u32], groups: usize) -> ArrayRef {
     if func == AggFunc::Count {
-        return Arc::new(Int64Array::from(acc));
+        return count_only(values, ids, groups);
     }
-    Arc::new(Int64Array::from_iter(
-        acc.into_iter().zip(seen).map(|(v, s)| s.then_some(v)),
-    ))
+    let (mut acc, mut counts) = (vec![0i64; groups], vec![0i64; groups]);
+    let nulls = values.nulls().filter(|n| n.null_count() > 0);
+    let vals = values.values();
+    match func {
+        AggFunc::Sum => fold(vals, nulls, ids, &mut acc, &mut counts, i64::wrapping_add),
+        AggFunc::Min => fold(vals, nulls, ids, &mut acc, &mut counts, i64::min),
+        _ => fold(vals, nulls, ids, &mut acc, &mut counts, i64::max),
+    }
+    finish::<Int64Type>(acc, &counts)
 }
 
 fn accumulate_f64(func: AggFunc, values: &Float64Array, ids: &[u32], groups: usize) -> ArrayRef {
     if func == AggFunc::Count {
-        let mut counts = vec![0i64; groups];
-        for (row, g) in ids.iter().enumerate() {
-            if values.is_valid(row) {
-                counts[*g as usize] += 1;
-            }
-        }
-        return Arc::new(Int64Array::from(counts));
+        return count_only(values, ids, groups);
     }
-    let mut acc = vec![0f64; groups];
-    let mut seen = vec![false; groups];
-    for (row, g) in ids.iter().enumerate() {
-        if values.is_null(row) {
-            continue;
-        }
-        let (g, v) = (*g as usize, values.value(row));
-        acc[g] = if !seen[g] {
-            v
-        } else {
-            match func {
-                AggFunc::Sum => acc[g] + v,
-                AggFunc::Min if v.total_cmp(&acc[g]).is_lt() => v,
-                AggFunc::Max if v.total_cmp(&acc[g]).is_gt() => v,
-                _ => acc[g],
-            }
-        };
-        seen[g] = true;
+    let (mut acc, mut counts) = (vec![0f64; groups], vec![0i64; groups]);
+    let nulls = values.nulls().filter(|n| n.null_count() > 0);
+    let vals = values.values();
+    match func {
+        AggFunc::Sum => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| a + b),
+        AggFunc::Min => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| {
+            if b.total_cmp(&a).is_lt() { b } else { a }
+        }),
+        _ => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| {
+            if b.total_cmp(&a).is_gt() { b } else { a }
+        }),
     }
-    Arc::new(Float64Array::from_iter(
-        acc.into_iter().zip(seen).map(|(v, s)| s.then_some(v)),
-    ))
+    finish::<Float64Type>(acc, &counts)
 }
 
 /// Aggregates one batch on the CPU (see [`AggregateArgs`] for the output layout).
