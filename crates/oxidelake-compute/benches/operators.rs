@@ -217,6 +217,25 @@ fn operators(c: &mut Criterion) {
         &jctx,
         "SELECT * FROM l JOIN r ON l.k = r.k",
     );
+
+    // The same join where only half of the probe rows find a partner (keys in 0..200k),
+    // so output rows must be gathered from the probe side too.
+    let half = partitions(rows(), 200_000);
+    let hctx = context(&[("l", &build), ("r", &half)]);
+    let half_join = || -> Arc<dyn ExecutionPlan> {
+        Arc::new(
+            GpuHashJoinExec::try_new(source(&build), source(&half), 0, 0, BackendKind::CpuSimd)
+                .unwrap()
+                .with_backend(cpu()),
+        )
+    };
+    bench_pair(
+        c,
+        "hash_join_half_match_10m",
+        half_join,
+        &hctx,
+        "SELECT * FROM l JOIN r ON l.k = r.k",
+    );
 }
 
 criterion_group!(benches, operators);

@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -260,6 +260,17 @@ impl ExecutionPlan for GpuHashJoinExec {
     }
 }
 
+/// Whether `indices` is exactly `0, 1, ..., rows - 1`.
+fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
+    indices.len() == rows
+        && indices.null_count() == 0
+        && indices
+            .values()
+            .iter()
+            .enumerate()
+            .all(|(i, v)| *v as usize == i)
+}
+
 fn probe_batch(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
@@ -286,8 +297,14 @@ fn probe_batch(
     for column in side.batch.columns() {
         columns.push(take(column.as_ref(), &matches.build_indices, None)?);
     }
-    for column in batch.columns() {
-        columns.push(take(column.as_ref(), &matches.probe_indices, None)?);
+    if is_identity(&matches.probe_indices, batch.num_rows()) {
+        // Every probe row matched exactly once, in order (a foreign-key join): the probe
+        // columns are the output columns, no copy needed.
+        columns.extend(batch.columns().iter().cloned());
+    } else {
+        for column in batch.columns() {
+            columns.push(take(column.as_ref(), &matches.probe_indices, None)?);
+        }
     }
     let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
     let moved = if exec.kind() == BackendKind::CpuSimd {
