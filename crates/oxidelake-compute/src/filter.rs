@@ -13,8 +13,8 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{ColumnPredicate, FilterProjectArgs, Literal};
+use oxidelake_core::BackendKind;
+use oxidelake_device::ops::{ColumnPredicate, FilterProjectArgs, check_predicates};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
@@ -44,27 +44,7 @@ impl GpuFilterExec {
         placement: BackendKind,
     ) -> Result<Self> {
         let input_schema = input.schema();
-        for p in &predicates {
-            let field = input_schema.fields().get(p.column).ok_or_else(|| {
-                DataFusionError::Plan(format!("predicate column {} out of range", p.column))
-            })?;
-            let ok = matches!(
-                (field.data_type(), p.literal),
-                (arrow::datatypes::DataType::Int64, Literal::Int64(_))
-                    | (arrow::datatypes::DataType::Float64, Literal::Float64(_))
-            );
-            if !ok {
-                return Err(EngineError::unsupported(
-                    "GpuFilterExec predicate",
-                    format!(
-                        "{} is {}; only Int64/Float64 against a literal of the same type",
-                        field.name(),
-                        field.data_type()
-                    ),
-                )
-                .into());
-            }
-        }
+        check_predicates(&input_schema, &predicates).map_err(DataFusionError::from)?;
         let schema = Arc::new(input_schema.project(&projection)?);
         let ip = input.properties();
         let properties = PlanProperties::new(

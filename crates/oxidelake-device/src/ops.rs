@@ -67,6 +67,40 @@ pub struct ColumnPredicate {
     pub literal: Literal,
 }
 
+/// Checks that every predicate names a column of `schema` that is Int64 or Float64 and
+/// compares it with a literal of the same type (the v1 coverage; no implicit casts).
+pub fn check_predicates(
+    schema: &arrow::datatypes::Schema,
+    predicates: &[ColumnPredicate],
+) -> Result<(), oxidelake_core::EngineError> {
+    use arrow::datatypes::DataType;
+    let fields = schema.fields();
+    for p in predicates {
+        let field =
+            fields
+                .get(p.column)
+                .ok_or_else(|| oxidelake_core::EngineError::InvalidArgument {
+                    what: "predicate column",
+                    detail: format!("index {} out of {} columns", p.column, fields.len()),
+                })?;
+        match (field.data_type(), p.literal) {
+            (DataType::Int64, Literal::Int64(_)) | (DataType::Float64, Literal::Float64(_)) => {}
+            (dt, lit) => {
+                return Err(oxidelake_core::EngineError::unsupported(
+                    "filter predicate",
+                    format!(
+                        "{} {} {lit} compares {dt} with a literal of another type \
+                         (only Int64/Float64 against a literal of the same type)",
+                        field.name(),
+                        p.op.symbol()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A fused filter and projection: keep rows where every predicate is true (a NULL
 /// comparison is not true, as in SQL), then keep the `projection` columns in that order.
 #[derive(Debug, Clone, Copy)]

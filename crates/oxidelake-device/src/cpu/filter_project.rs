@@ -4,37 +4,16 @@
 use arrow::array::{Array, ArrayRef, BooleanArray, Datum, Float64Array, Int64Array, Scalar};
 use arrow::compute::kernels::cmp;
 use arrow::compute::{and, filter_record_batch};
-use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
-use crate::ops::{CmpOp, ColumnPredicate, FilterProjectArgs, Literal};
+use crate::ops::{CmpOp, ColumnPredicate, FilterProjectArgs, Literal, check_predicates};
 
 /// Checks the predicates and projection against the batch's schema.
 pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> {
     let schema = args.batch.schema();
     let fields = schema.fields();
-    for p in args.predicates {
-        let field = fields
-            .get(p.column)
-            .ok_or_else(|| EngineError::InvalidArgument {
-                what: "predicate column",
-                detail: format!("index {} out of {} columns", p.column, fields.len()),
-            })?;
-        match (field.data_type(), p.literal) {
-            (DataType::Int64, Literal::Int64(_)) | (DataType::Float64, Literal::Float64(_)) => {}
-            (dt, lit) => {
-                return Err(EngineError::unsupported(
-                    "filter predicate",
-                    format!(
-                        "{} {} {lit} compares {dt} with a literal of another type",
-                        field.name(),
-                        p.op.symbol()
-                    ),
-                ));
-            }
-        }
-    }
+    check_predicates(&schema, args.predicates)?;
     if let Some(bad) = args.projection.iter().find(|i| **i >= fields.len()) {
         return Err(EngineError::InvalidArgument {
             what: "projection",
@@ -92,7 +71,7 @@ pub(crate) fn filter_project(args: FilterProjectArgs<'_>) -> Result<RecordBatch,
 mod tests {
     use std::sync::Arc;
 
-    use arrow::datatypes::{Field, Schema};
+    use arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
 
