@@ -111,31 +111,42 @@ fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
 }
 
 /// Folds `values` into per-group accumulators with `f`, counting non-null values per
-/// group; a group's first value is taken as is, so no identity element is needed (which
-/// matters for float MIN/MAX under total order, where NaN payloads differ).
+/// group. With `identity`, accumulators start from it (branch-free inner loop); without,
+/// a group's first value is taken as is — needed for float MIN/MAX under total order,
+/// where no value is below or above every NaN payload.
 fn fold<T: Copy>(
     values: &[T],
     nulls: Option<&NullBuffer>,
     ids: &[u32],
     acc: &mut [T],
     counts: &mut [i64],
+    identity: Option<T>,
     f: impl Fn(T, T) -> T,
 ) {
-    let mut step = |g: usize, v: T| {
-        acc[g] = if counts[g] == 0 { v } else { f(acc[g], v) };
-        counts[g] += 1;
-    };
-    match nulls {
-        None => {
+    match (identity, nulls) {
+        (Some(id), None) => {
+            acc.iter_mut().for_each(|a| *a = id);
             for (v, g) in values.iter().zip(ids) {
-                step(*g as usize, *v);
+                let g = *g as usize;
+                acc[g] = f(acc[g], *v);
+                counts[g] += 1;
             }
         }
-        Some(n) => {
+        (identity, nulls) => {
+            if let Some(id) = identity {
+                acc.iter_mut().for_each(|a| *a = id);
+            }
             for (row, (v, g)) in values.iter().zip(ids).enumerate() {
-                if n.is_valid(row) {
-                    step(*g as usize, *v);
+                if nulls.is_some_and(|n| n.is_null(row)) {
+                    continue;
                 }
+                let g = *g as usize;
+                acc[g] = if identity.is_none() && counts[g] == 0 {
+                    *v
+                } else {
+                    f(acc[g], *v)
+                };
+                counts[g] += 1;
             }
         }
     }
@@ -167,9 +178,33 @@ fn accumulate_i64(func: AggFunc, values: &Int64Array, ids: &[u32], groups: usize
     let nulls = values.nulls().filter(|n| n.null_count() > 0);
     let vals = values.values();
     match func {
-        AggFunc::Sum => fold(vals, nulls, ids, &mut acc, &mut counts, i64::wrapping_add),
-        AggFunc::Min => fold(vals, nulls, ids, &mut acc, &mut counts, i64::min),
-        _ => fold(vals, nulls, ids, &mut acc, &mut counts, i64::max),
+        AggFunc::Sum => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            Some(0),
+            i64::wrapping_add,
+        ),
+        AggFunc::Min => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            Some(i64::MAX),
+            i64::min,
+        ),
+        _ => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            Some(i64::MIN),
+            i64::max,
+        ),
     }
     finish::<Int64Type>(acc, &counts)
 }
@@ -182,13 +217,38 @@ fn accumulate_f64(func: AggFunc, values: &Float64Array, ids: &[u32], groups: usi
     let nulls = values.nulls().filter(|n| n.null_count() > 0);
     let vals = values.values();
     match func {
-        AggFunc::Sum => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| a + b),
-        AggFunc::Min => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| {
-            if b.total_cmp(&a).is_lt() { b } else { a }
-        }),
-        _ => fold(vals, nulls, ids, &mut acc, &mut counts, |a, b| {
-            if b.total_cmp(&a).is_gt() { b } else { a }
-        }),
+        // Starts from 0.0 like DataFusion's SUM (so a lone -0.0 sums to 0.0 there too).
+        AggFunc::Sum => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            Some(0.0),
+            |a, b| a + b,
+        ),
+        AggFunc::Min => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            None,
+            |a: f64, b: f64| {
+                if b.total_cmp(&a).is_lt() { b } else { a }
+            },
+        ),
+        _ => fold(
+            vals,
+            nulls,
+            ids,
+            &mut acc,
+            &mut counts,
+            None,
+            |a: f64, b: f64| {
+                if b.total_cmp(&a).is_gt() { b } else { a }
+            },
+        ),
     }
     finish::<Float64Type>(acc, &counts)
 }
