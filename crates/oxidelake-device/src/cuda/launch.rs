@@ -455,7 +455,8 @@ pub(super) fn aggregate(
         };
         let mut acc = dev.upload(&vec![init; slots])?;
         let is_float = column.data_type() == &DataType::Float64;
-        let mut acc_sum = dev.zeros::<f64>(slots)?;
+        // Only the f64 kernel takes a float-sum accumulator; it is read back only for SUM.
+        let mut acc_sum = dev.zeros::<f64>(if is_float { slots } else { 1 })?;
         if is_float {
             let values = column
                 .as_any()
@@ -506,7 +507,11 @@ pub(super) fn aggregate(
         }
         let counts = dev.download(&counts)?;
         let acc = dev.download(&acc)?;
-        let sums = dev.download(&acc_sum)?;
+        let sums = if is_float && spec.func == AggFunc::Sum {
+            dev.download(&acc_sum)?
+        } else {
+            Vec::new()
+        };
         let seen = |s: usize| counts[s] > 0;
         let column: ArrayRef = match (spec.func, is_float) {
             (AggFunc::Count, _) => Arc::new(Int64Array::from(
