@@ -7,6 +7,7 @@
 //! backend instance drives one device, so that is per (kernel, device)).
 
 mod launch;
+mod pipeline;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -70,187 +70,208 @@ pub(crate) fn output_schema(
 /// of a hash map (the common case for the low-cardinality keys v1 covers).
 const DIRECT_SPAN: u64 = 1 << 16;
 
-/// Numbers the groups of `keys` in order of first appearance: (group per row, key per group).
-fn group_ids(keys: &Int64Array) -> (Vec<u32>, Vec<Option<i64>>) {
-    let mut distinct: Vec<Option<i64>> = Vec::new();
-    let mut ids = Vec::with_capacity(keys.len());
+/// The groups of one batch, numbered in order of first appearance.
+struct Groups {
+    /// Group number of every row.
+    ids: Vec<u32>,
+    /// Key of every group (`None` is the NULL-key group).
+    keys: Vec<Option<i64>>,
+}
+
+impl Groups {
+    /// Returns the group of `key` through its lookup `slot`, opening the group if new.
+    #[inline]
+    fn assign(&mut self, slot: &mut u32, key: Option<i64>) -> u32 {
+        if *slot == u32::MAX {
+            *slot = self.keys.len() as u32;
+            self.keys.push(key);
+        }
+        *slot
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// Numbers the groups of `keys` in order of first appearance.
+fn group_ids(keys: &Int64Array) -> Groups {
+    let mut groups = Groups {
+        ids: Vec::with_capacity(keys.len()),
+        keys: Vec::new(),
+    };
     let (min, max) = (arrow::compute::min(keys), arrow::compute::max(keys));
     let span = min.zip(max).map(|(lo, hi)| hi.abs_diff(lo));
+    let values = keys.values();
+    let nulls = keys.nulls().filter(|n| n.null_count() > 0);
     match (min, span) {
         (Some(lo), Some(span)) if span < DIRECT_SPAN => {
             // slot 0 is the NULL group, slot 1 + (key - lo) the others.
             let mut slots = vec![u32::MAX; span as usize + 2];
-            let values = keys.values();
-            for row in 0..keys.len() {
-                let (slot, key) = if keys.is_null(row) {
-                    (0usize, None)
-                } else {
-                    let v = values[row];
-                    (1 + v.abs_diff(lo) as usize, Some(v))
-                };
-                if slots[slot] == u32::MAX {
-                    slots[slot] = distinct.len() as u32;
-                    distinct.push(key);
+            match nulls {
+                None => {
+                    for v in values {
+                        let slot = &mut slots[1 + v.abs_diff(lo) as usize];
+                        let id = groups.assign(slot, Some(*v));
+                        groups.ids.push(id);
+                    }
                 }
-                ids.push(slots[slot]);
+                Some(nulls) => {
+                    for (row, v) in values.iter().enumerate() {
+                        let (slot, key) = if nulls.is_null(row) {
+                            (0, None)
+                        } else {
+                            (1 + v.abs_diff(lo) as usize, Some(*v))
+                        };
+                        let id = groups.assign(&mut slots[slot], key);
+                        groups.ids.push(id);
+                    }
+                }
             }
         }
         _ => {
             let mut index: HashMap<Option<i64>, u32> = HashMap::new();
             for row in 0..keys.len() {
-                let key = keys.is_valid(row).then(|| keys.value(row));
-                let id = *index.entry(key).or_insert_with(|| {
-                    distinct.push(key);
-                    (distinct.len() - 1) as u32
-                });
-                ids.push(id);
+                let key = keys.is_valid(row).then(|| values[row]);
+                let slot = index.entry(key).or_insert(u32::MAX);
+                let id = groups.assign(slot, key);
+                groups.ids.push(id);
             }
         }
     }
-    (ids, distinct)
+    groups
 }
 
-/// Folds `values` into per-group accumulators with `f`, counting non-null values per
-/// group. With `identity`, accumulators start from it (branch-free inner loop); without,
-/// a group's first value is taken as is — needed for float MIN/MAX under total order,
-/// where no value is below or above every NaN payload.
+/// Per-group accumulators and, where the input has nulls, the non-null count per group
+/// (a group whose count stays 0 yields NULL).
+struct Folded<T> {
+    acc: Vec<T>,
+    counts: Option<Vec<i64>>,
+}
+
+/// Folds `values` into per-group accumulators starting from `identity` with `f`.
+/// Without nulls every group has a value, so no counts are kept and the inner loop is
+/// one load, one op and one store per row.
 fn fold<T: Copy>(
     values: &[T],
     nulls: Option<&NullBuffer>,
-    ids: &[u32],
-    acc: &mut [T],
-    counts: &mut [i64],
-    identity: Option<T>,
+    groups: &Groups,
+    identity: T,
     f: impl Fn(T, T) -> T,
-) {
-    match (identity, nulls) {
-        (Some(id), None) => {
-            acc.iter_mut().for_each(|a| *a = id);
+) -> Folded<T> {
+    fold_mapped(values, |v| v, nulls, groups, identity, f)
+}
+
+/// [`fold`] over `map(value)`: lets float MIN/MAX fold integer images without first
+/// materialising them.
+fn fold_mapped<V: Copy, T: Copy>(
+    values: &[V],
+    map: impl Fn(V) -> T,
+    nulls: Option<&NullBuffer>,
+    groups: &Groups,
+    identity: T,
+    f: impl Fn(T, T) -> T,
+) -> Folded<T> {
+    let mut acc = vec![identity; groups.len()];
+    let ids = &groups.ids;
+    match nulls {
+        None => {
             for (v, g) in values.iter().zip(ids) {
-                let g = *g as usize;
-                acc[g] = f(acc[g], *v);
-                counts[g] += 1;
+                let slot = &mut acc[*g as usize];
+                *slot = f(*slot, map(*v));
             }
+            Folded { acc, counts: None }
         }
-        (identity, nulls) => {
-            if let Some(id) = identity {
-                acc.iter_mut().for_each(|a| *a = id);
-            }
-            for (row, (v, g)) in values.iter().zip(ids).enumerate() {
-                if nulls.is_some_and(|n| n.is_null(row)) {
-                    continue;
-                }
-                let g = *g as usize;
-                acc[g] = if identity.is_none() && counts[g] == 0 {
-                    *v
-                } else {
-                    f(acc[g], *v)
-                };
+        Some(nulls) => {
+            let mut counts = vec![0i64; groups.len()];
+            for row in nulls.valid_indices() {
+                let g = ids[row] as usize;
+                acc[g] = f(acc[g], map(values[row]));
                 counts[g] += 1;
+            }
+            Folded {
+                acc,
+                counts: Some(counts),
             }
         }
     }
 }
 
-fn finish<T: ArrowPrimitiveType>(acc: Vec<T::Native>, counts: &[i64]) -> ArrayRef {
-    let validity = NullBuffer::from_iter(counts.iter().map(|c| *c > 0));
-    Arc::new(PrimitiveArray::<T>::new(acc.into(), Some(validity)))
+fn finish<T: ArrowPrimitiveType>(folded: Folded<T::Native>) -> ArrayRef {
+    let validity = folded
+        .counts
+        .map(|counts| NullBuffer::from_iter(counts.iter().map(|c| *c > 0)));
+    Arc::new(PrimitiveArray::<T>::new(folded.acc.into(), validity))
 }
 
-fn count_only(values: &dyn Array, ids: &[u32], groups: usize) -> ArrayRef {
-    let mut counts = vec![0i64; groups];
+fn count_only(values: &dyn Array, groups: &Groups) -> ArrayRef {
+    let mut counts = vec![0i64; groups.len()];
     match values.logical_nulls().filter(|n| n.null_count() > 0) {
-        None => ids.iter().for_each(|g| counts[*g as usize] += 1),
-        Some(n) => ids
-            .iter()
-            .enumerate()
-            .filter(|(row, _)| n.is_valid(*row))
-            .for_each(|(_, g)| counts[*g as usize] += 1),
+        None => groups.ids.iter().for_each(|g| counts[*g as usize] += 1),
+        Some(n) => n
+            .valid_indices()
+            .for_each(|row| counts[groups.ids[row] as usize] += 1),
     }
     Arc::new(Int64Array::from(counts))
 }
 
-fn accumulate_i64(func: AggFunc, values: &Int64Array, ids: &[u32], groups: usize) -> ArrayRef {
-    if func == AggFunc::Count {
-        return count_only(values, ids, groups);
-    }
-    let (mut acc, mut counts) = (vec![0i64; groups], vec![0i64; groups]);
+fn accumulate_i64(func: AggFunc, values: &Int64Array, groups: &Groups) -> ArrayRef {
     let nulls = values.nulls().filter(|n| n.null_count() > 0);
     let vals = values.values();
-    match func {
-        AggFunc::Sum => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            Some(0),
-            i64::wrapping_add,
-        ),
-        AggFunc::Min => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            Some(i64::MAX),
-            i64::min,
-        ),
-        _ => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            Some(i64::MIN),
-            i64::max,
-        ),
-    }
-    finish::<Int64Type>(acc, &counts)
+    let folded = match func {
+        AggFunc::Count => return count_only(values, groups),
+        AggFunc::Sum => fold(vals, nulls, groups, 0, i64::wrapping_add),
+        AggFunc::Min => fold(vals, nulls, groups, i64::MAX, i64::min),
+        AggFunc::Max => fold(vals, nulls, groups, i64::MIN, i64::max),
+    };
+    finish::<Int64Type>(folded)
 }
 
-fn accumulate_f64(func: AggFunc, values: &Float64Array, ids: &[u32], groups: usize) -> ArrayRef {
-    if func == AggFunc::Count {
-        return count_only(values, ids, groups);
-    }
-    let (mut acc, mut counts) = (vec![0f64; groups], vec![0i64; groups]);
+/// Flips the magnitude bits of negative values: applied to an f64's bits it gives an
+/// i64 ordered like `f64::total_cmp`, and applied again it gives the bits back.
+#[inline]
+fn total_order_flip(bits: i64) -> i64 {
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+/// Float MIN/MAX under IEEE total order (NaN above +inf, -0.0 below +0.0), as DataFusion
+/// orders floats. Folding the integer images turns each step into an integer min/max
+/// with an identity (`i64::MAX` / `i64::MIN` image no float exceeds), with no float
+/// compare in the loop.
+fn float_min_max(
+    func: AggFunc,
+    values: &Float64Array,
+    nulls: Option<&NullBuffer>,
+    groups: &Groups,
+) -> ArrayRef {
+    let key = |v: f64| total_order_flip(v.to_bits() as i64);
+    let values = values.values();
+    let folded = if func == AggFunc::Min {
+        fold_mapped(values, key, nulls, groups, i64::MAX, i64::min)
+    } else {
+        fold_mapped(values, key, nulls, groups, i64::MIN, i64::max)
+    };
+    let acc: Vec<f64> = folded
+        .acc
+        .iter()
+        .map(|k| f64::from_bits(total_order_flip(*k) as u64))
+        .collect();
+    finish::<Float64Type>(Folded {
+        acc,
+        counts: folded.counts,
+    })
+}
+
+fn accumulate_f64(func: AggFunc, values: &Float64Array, groups: &Groups) -> ArrayRef {
     let nulls = values.nulls().filter(|n| n.null_count() > 0);
     let vals = values.values();
-    match func {
+    let folded = match func {
+        AggFunc::Count => return count_only(values, groups),
         // Starts from 0.0 like DataFusion's SUM (so a lone -0.0 sums to 0.0 there too).
-        AggFunc::Sum => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            Some(0.0),
-            |a, b| a + b,
-        ),
-        AggFunc::Min => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            None,
-            |a: f64, b: f64| {
-                if b.total_cmp(&a).is_lt() { b } else { a }
-            },
-        ),
-        _ => fold(
-            vals,
-            nulls,
-            ids,
-            &mut acc,
-            &mut counts,
-            None,
-            |a: f64, b: f64| {
-                if b.total_cmp(&a).is_gt() { b } else { a }
-            },
-        ),
-    }
-    finish::<Float64Type>(acc, &counts)
+        AggFunc::Sum => fold(vals, nulls, groups, 0.0, |a, b| a + b),
+        AggFunc::Min | AggFunc::Max => return float_min_max(func, values, nulls, groups),
+    };
+    finish::<Float64Type>(folded)
 }
 
 /// Aggregates one batch on the CPU (see [`AggregateArgs`] for the output layout).
@@ -264,19 +285,19 @@ pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineEr
         .ok_or_else(|| {
             EngineError::Internal("group column is not Int64 after validation".into())
         })?;
-    let (ids, distinct) = group_ids(keys);
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(distinct.clone()))];
+    let groups = group_ids(keys);
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(groups.keys.clone()))];
     for AggSpec { func, column } in args.aggregates {
         let input = batch.column(*column);
         let out = match input.data_type() {
             DataType::Int64 => input
                 .as_any()
                 .downcast_ref::<Int64Array>()
-                .map(|a| accumulate_i64(*func, a, &ids, distinct.len())),
+                .map(|a| accumulate_i64(*func, a, &groups)),
             _ => input
                 .as_any()
                 .downcast_ref::<Float64Array>()
-                .map(|a| accumulate_f64(*func, a, &ids, distinct.len())),
+                .map(|a| accumulate_f64(*func, a, &groups)),
         }
         .ok_or_else(|| {
             EngineError::Internal("aggregate column type changed after validation".into())
@@ -346,13 +367,13 @@ mod tests {
     #[test]
     fn wide_key_spans_use_the_hash_map_and_number_groups_the_same_way() {
         let keys = Int64Array::from(vec![Some(i64::MAX), None, Some(-5), Some(i64::MAX), None]);
-        let (ids, distinct) = group_ids(&keys);
-        assert_eq!(ids, vec![0, 1, 2, 0, 1]);
-        assert_eq!(distinct, vec![Some(i64::MAX), None, Some(-5)]);
+        let wide = group_ids(&keys);
+        assert_eq!(wide.ids, vec![0, 1, 2, 0, 1]);
+        assert_eq!(wide.keys, vec![Some(i64::MAX), None, Some(-5)]);
         let narrow = Int64Array::from(vec![Some(7), None, Some(-5), Some(7), None]);
-        let (ids, distinct) = group_ids(&narrow);
-        assert_eq!(ids, vec![0, 1, 2, 0, 1]);
-        assert_eq!(distinct, vec![Some(7), None, Some(-5)]);
+        let narrow = group_ids(&narrow);
+        assert_eq!(narrow.ids, wide.ids);
+        assert_eq!(narrow.keys, vec![Some(7), None, Some(-5)]);
     }
 
     #[test]
@@ -390,5 +411,42 @@ mod tests {
         let min = min.as_any().downcast_ref::<Float64Array>().unwrap();
         assert_eq!(min.value(0), 1.5);
         assert!(min.is_null(1));
+    }
+
+    #[test]
+    fn float_min_and_max_follow_total_order_for_signed_zeros_and_negative_nan() {
+        let neg_nan = f64::from_bits(f64::NAN.to_bits() | (1 << 63));
+        let values = [0.0, -0.0, -1.5, f64::INFINITY, neg_nan, f64::NAN];
+        let mut sorted = values;
+        sorted.sort_by(f64::total_cmp);
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("k", DataType::Int64, false),
+                Field::new("f", DataType::Float64, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![1; values.len()])),
+                Arc::new(Float64Array::from(values.to_vec())),
+            ],
+        )
+        .unwrap();
+        let out = |func| {
+            let out = aggregate(AggregateArgs {
+                batch: &batch,
+                group_column: 0,
+                aggregates: &[AggSpec { func, column: 1 }],
+            })
+            .unwrap();
+            out.column(1)
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .unwrap()
+                .value(0)
+                .to_bits()
+        };
+        assert_eq!(out(AggFunc::Min), sorted[0].to_bits());
+        assert_eq!(out(AggFunc::Max), sorted[sorted.len() - 1].to_bits());
+        assert_eq!(sorted[0].to_bits(), neg_nan.to_bits());
+        assert!(total_order_flip((-0.0f64).to_bits() as i64) < total_order_flip(0));
     }
 }

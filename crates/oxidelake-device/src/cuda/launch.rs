@@ -20,6 +20,7 @@ use cudarc::driver::{
 use oxidelake_core::EngineError;
 
 use super::CudaBackend;
+use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
 use crate::ops::{
     AggFunc, AggregateArgs, DistanceMetric, FilterProjectArgs, JoinMatches, Literal,
@@ -49,7 +50,7 @@ pub(super) struct Dev<'a> {
 }
 
 impl Dev<'_> {
-    fn err(&self, op: &str) -> impl Fn(cudarc::driver::DriverError) -> EngineError + '_ {
+    pub(super) fn err(&self, op: &str) -> impl Fn(cudarc::driver::DriverError) -> EngineError + '_ {
         let op = op.to_string();
         move |e| self.backend.driver_err(&op, e)
     }
@@ -95,11 +96,6 @@ impl Dev<'_> {
         self.upload(&bytes)
     }
 
-    fn ptr<T>(&self, slice: &CudaSlice<T>) -> u64 {
-        let (ptr, _sync) = slice.device_ptr(self.stream);
-        ptr
-    }
-
     fn sync(&self) -> Result<(), EngineError> {
         self.stream
             .synchronize()
@@ -111,7 +107,35 @@ fn unsupported(detail: impl Into<String>) -> EngineError {
     EngineError::unsupported("CUDA operator input", detail)
 }
 
+/// Per-lane buffers of the filter pipeline.
+struct FilterLane {
+    /// Per predicate: the chunk's values as 8-byte images, and its validity bits.
+    columns: Vec<Staging<i64>>,
+    validity: Vec<Staging<u8>>,
+    /// Device tables of the pointers above, as eval_predicates takes them.
+    column_ptrs: CudaSlice<u64>,
+    validity_ptrs: CudaSlice<u64>,
+    flags: CudaSlice<u8>,
+    block_counts: Staging<u32>,
+    out_rows: Staging<u32>,
+}
+
+/// A device array of raw device pointers (for kernels taking one pointer per column).
+fn device_ptr_table(
+    dev: &Dev<'_>,
+    stream: &Arc<CudaStream>,
+    ptrs: impl Iterator<Item = u64>,
+) -> Result<CudaSlice<u64>, EngineError> {
+    let ptrs: Vec<u64> = ptrs.collect();
+    stream.clone_htod(&ptrs).map_err(dev.err("cuMemcpyHtoD"))
+}
+
 /// Filter on the device, projection gathered on the host with the kept row indices.
+///
+/// The predicate columns stream through the double-buffered pipeline in chunks: per
+/// chunk the device evaluates the predicates, counts and scans the kept rows per block
+/// and stream-compacts their indices, and only the indices (plus the block totals) come
+/// back.
 pub(super) fn filter_project(
     dev: &Dev<'_>,
     args: FilterProjectArgs<'_>,
@@ -123,26 +147,26 @@ pub(super) fn filter_project(
     if rows == 0 || args.predicates.is_empty() {
         return Ok(projected);
     }
-    let rows_u64 = rows as u64;
-    // Column values (8-byte Int64/Float64, offset applied) and validity, per predicate.
-    let mut columns = Vec::with_capacity(args.predicates.len());
-    let mut bitmaps = Vec::with_capacity(args.predicates.len());
+    enum Values<'a> {
+        Int(&'a [i64]),
+        Float(&'a [f64]),
+    }
+    let mut inputs = Vec::with_capacity(args.predicates.len());
     let (mut ops, mut types, mut literals) = (Vec::new(), Vec::new(), Vec::new());
     for p in args.predicates {
         let column = batch.column(p.column);
-        let bits: Vec<i64> = match column.data_type() {
+        let values = match column.data_type() {
             DataType::Int64 => column
                 .as_any()
                 .downcast_ref::<Int64Array>()
-                .map(|a| a.values().to_vec()),
+                .map(|a| Values::Int(a.values())),
             _ => column
                 .as_any()
                 .downcast_ref::<Float64Array>()
-                .map(|a| a.values().iter().map(|v| v.to_bits() as i64).collect()),
+                .map(|a| Values::Float(a.values())),
         }
         .ok_or_else(|| unsupported("predicate column is neither Int64 nor Float64"))?;
-        columns.push(dev.upload(&bits)?);
-        bitmaps.push(dev.validity(column.nulls(), rows)?);
+        inputs.push((values, column.nulls()));
         ops.push(p.op as i32);
         let (ty, lit) = match p.literal {
             Literal::Int64(v) => (0i32, v),
@@ -151,94 +175,166 @@ pub(super) fn filter_project(
         types.push(ty);
         literals.push(lit);
     }
-    let col_ptrs: Vec<u64> = columns.iter().map(|c| dev.ptr(c)).collect();
-    let valid_ptrs: Vec<u64> = bitmaps.iter().map(|c| dev.ptr(c)).collect();
-    let (d_cols, d_valid) = (dev.upload(&col_ptrs)?, dev.upload(&valid_ptrs)?);
     let (d_ops, d_types, d_lits) = (
         dev.upload(&ops)?,
         dev.upload(&types)?,
         dev.upload(&literals)?,
     );
-    let mut flags = dev.zeros::<u8>(rows)?;
     let num_preds = args.predicates.len() as i32;
-    let f = dev
+    let eval = dev
         .backend
         .function(CudaKernel::FilterProject, "eval_predicates")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&d_cols)
-        .arg(&d_valid)
-        .arg(&d_ops)
-        .arg(&d_types)
-        .arg(&d_lits)
-        .arg(&num_preds)
-        .arg(&rows_u64)
-        .arg(&mut flags);
-    // SAFETY: arguments match eval_predicates(const u64*, const u64*, const int*, const
-    // int*, const i64*, int, u64, u8*); every pointer in d_cols/d_valid addresses a live
-    // allocation of at least `rows` values / ceil(rows/8) bytes (kept alive until the
-    // synchronize below), and `flags` holds `rows` bytes; the kernel bounds rows itself.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch eval_predicates"))?;
-
-    let blocks = rows.div_ceil(BLOCK as usize);
-    let blocks_u32 =
-        u32::try_from(blocks).map_err(|_| unsupported("batch too large for one launch"))?;
-    let mut block_counts = dev.zeros::<u32>(blocks + 1)?;
-    let f = dev
+    let count = dev
         .backend
         .function(CudaKernel::FilterProject, "count_flags")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&flags)
-        .arg(&rows_u64)
-        .arg(&mut block_counts)
-        .arg(&blocks_u32);
-    // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has `rows` bytes,
-    // block_counts has blocks + 1 entries and the kernel writes only index blockIdx.x <
-    // blocks; the grid has exactly `blocks` blocks of BLOCK (= FP_BLOCK) threads.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch count_flags"))?;
-    let f = dev
+    let scan = dev
         .backend
         .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch.arg(&mut block_counts).arg(&blocks_u32);
-    // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block of FP_BLOCK threads and
-    // touches indices 0..=blocks of block_counts, which has blocks + 1 entries.
-    #[allow(unsafe_code)]
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        })
-    }
-    .map_err(dev.err("launch exclusive_scan_blocks"))?;
-    let offsets = dev.download(&block_counts)?;
-    let kept = offsets.get(blocks).copied().unwrap_or(0) as usize;
-    if kept == 0 {
-        return Ok(projected.slice(0, 0));
-    }
-    let mut out_rows = dev.zeros::<u32>(kept)?;
-    let kept_u64 = kept as u64;
-    let f = dev
+    let compact = dev
         .backend
         .function(CudaKernel::FilterProject, "compact_rows")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&flags)
-        .arg(&rows_u64)
-        .arg(&block_counts)
-        .arg(&blocks_u32)
-        .arg(&mut out_rows)
-        .arg(&kept_u64);
-    // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): out_rows holds
-    // `kept` entries and the kernel checks dst < out_capacity before every write.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch compact_rows"))?;
-    let indices = UInt32Array::from(dev.download(&out_rows)?);
-    dev.sync()?;
+    let mut kept_rows: Vec<u32> = Vec::new();
+    pipeline::double_buffered(
+        dev,
+        rows,
+        pipeline::CHUNK_ROWS,
+        |stream, lane_rows| {
+            let columns = (0..inputs.len())
+                .map(|_| Staging::new(dev, stream, lane_rows))
+                .collect::<Result<Vec<_>, _>>()?;
+            let validity = (0..inputs.len())
+                .map(|_| Staging::new(dev, stream, lane_rows.div_ceil(8)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let column_ptrs = device_ptr_table(
+                dev,
+                stream,
+                columns
+                    .iter()
+                    .map(|c: &Staging<i64>| c.device().device_ptr(stream).0),
+            )?;
+            let validity_ptrs = device_ptr_table(
+                dev,
+                stream,
+                validity
+                    .iter()
+                    .map(|v: &Staging<u8>| v.device().device_ptr(stream).0),
+            )?;
+            Ok(FilterLane {
+                columns,
+                validity,
+                column_ptrs,
+                validity_ptrs,
+                flags: stream
+                    .alloc_zeros::<u8>(lane_rows.max(1))
+                    .map_err(dev.err("cuMemAlloc"))?,
+                block_counts: Staging::new(dev, stream, lane_rows.div_ceil(BLOCK as usize) + 1)?,
+                out_rows: Staging::new(dev, stream, lane_rows)?,
+            })
+        },
+        |lane, stream, range| {
+            let n = range.len();
+            for (i, (values, nulls)) in inputs.iter().enumerate() {
+                let host = lane.columns[i].host_mut(dev)?;
+                match values {
+                    Values::Int(v) => host[..n].copy_from_slice(&v[range.clone()]),
+                    Values::Float(v) => host[..n]
+                        .iter_mut()
+                        .zip(&v[range.clone()])
+                        .for_each(|(h, f)| *h = f.to_bits() as i64),
+                }
+                pipeline::chunk_validity(*nulls, &range, lane.validity[i].host_mut(dev)?);
+                lane.columns[i].upload(dev, stream)?;
+                lane.validity[i].upload(dev, stream)?;
+            }
+            let rows_u64 = n as u64;
+            let blocks = n.div_ceil(BLOCK as usize);
+            let blocks_u32 =
+                u32::try_from(blocks).map_err(|_| unsupported("chunk too large for one launch"))?;
+            let mut launch = stream.launch_builder(&eval);
+            launch
+                .arg(&lane.column_ptrs)
+                .arg(&lane.validity_ptrs)
+                .arg(&d_ops)
+                .arg(&d_types)
+                .arg(&d_lits)
+                .arg(&num_preds)
+                .arg(&rows_u64)
+                .arg(&mut lane.flags);
+            // SAFETY: eval_predicates(const u64*, const u64*, const int*, const int*,
+            // const i64*, int, u64, u8*): the pointer tables address this lane's column
+            // buffers (>= n values) and validity buffers (>= ceil(n/8) bytes), all
+            // written earlier on this same stream; flags holds lane_rows >= n bytes, and
+            // the kernel bounds rows by n.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch eval_predicates"))?;
+            let mut launch = stream.launch_builder(&count);
+            launch
+                .arg(&lane.flags)
+                .arg(&rows_u64)
+                .arg(lane.block_counts.device_mut())
+                .arg(&blocks_u32);
+            // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has >= n bytes,
+            // block_counts has >= blocks + 1 entries and the kernel writes only index
+            // blockIdx.x < blocks; the grid has exactly `blocks` blocks of FP_BLOCK.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch count_flags"))?;
+            let mut launch = stream.launch_builder(&scan);
+            launch.arg(lane.block_counts.device_mut()).arg(&blocks_u32);
+            // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block of FP_BLOCK
+            // threads and touches indices 0..=blocks of block_counts (>= blocks + 1).
+            #[allow(unsafe_code)]
+            unsafe {
+                launch.launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+            }
+            .map_err(dev.err("launch exclusive_scan_blocks"))?;
+            let FilterLane {
+                flags,
+                block_counts,
+                out_rows,
+                ..
+            } = lane;
+            let capacity = n as u64;
+            let mut launch = stream.launch_builder(&compact);
+            launch
+                .arg(&*flags)
+                .arg(&rows_u64)
+                .arg(block_counts.device())
+                .arg(&blocks_u32)
+                .arg(out_rows.device_mut())
+                .arg(&capacity);
+            // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): out_rows
+            // holds lane_rows >= n entries, at most n rows are kept, and the kernel checks
+            // dst < out_capacity (= n) before every write.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch compact_rows"))?;
+            block_counts.download(dev, stream, blocks + 1)?;
+            // The kept count is on the device only; bring back the chunk's index
+            // capacity (4 bytes a row at most) rather than stall the lane for the count.
+            out_rows.download(dev, stream, n)
+        },
+        |lane, range| {
+            let blocks = range.len().div_ceil(BLOCK as usize);
+            let kept = lane
+                .block_counts
+                .host(dev)?
+                .get(blocks)
+                .copied()
+                .unwrap_or(0) as usize;
+            let base =
+                u32::try_from(range.start).map_err(|_| unsupported("batch over 2^32 rows"))?;
+            let indices = lane.out_rows.host(dev)?;
+            kept_rows.extend(indices[..kept.min(indices.len())].iter().map(|r| base + r));
+            Ok(())
+        },
+    )?;
+    if kept_rows.is_empty() {
+        return Ok(projected.slice(0, 0));
+    }
+    let indices = UInt32Array::from(kept_rows);
     let columns: Vec<ArrayRef> = projected
         .columns()
         .iter()
@@ -544,6 +640,14 @@ pub(super) fn aggregate(
     Ok(RecordBatch::try_new(schema, out_columns)?)
 }
 
+/// Per-lane buffers of the vector-distance pipeline.
+struct DistanceLane {
+    vectors: Staging<f32>,
+    valid: Staging<u8>,
+    out: Staging<f64>,
+    out_valid: Staging<u8>,
+}
+
 pub(super) fn vector_distance(
     dev: &Dev<'_>,
     args: VectorDistanceArgs<'_>,
@@ -564,46 +668,78 @@ pub(super) fn vector_distance(
     if values.slice(start, rows * dim).null_count() > 0 {
         return Err(unsupported("NULL elements inside vectors"));
     }
-    let d_vectors = dev.upload(&values.values()[start..start + rows * dim])?;
+    let flat = &values.values()[start..start + rows * dim];
     let d_query = dev.upload(args.query)?;
-    let d_valid = dev.validity(list.nulls(), rows)?;
-    let (mut out, mut out_valid) = (dev.zeros::<f64>(rows)?, dev.zeros::<u8>(rows)?);
-    let (dim_i32, rows_u64) = (
-        i32::try_from(dim).map_err(|_| unsupported("vector dimension"))?,
-        rows as u64,
-    );
+    let dim_i32 = i32::try_from(dim).map_err(|_| unsupported("vector dimension"))?;
+    let shared_mem_bytes = u32::try_from(dim * 4).map_err(|_| unsupported("vector dimension"))?;
     let entry = match args.metric {
         DistanceMetric::L2 => "l2_distance",
         DistanceMetric::Cosine => "cosine_distance",
     };
     let f = dev.backend.function(CudaKernel::VectorDistance, entry)?;
-    let warps_per_block = (BLOCK / 32) as usize;
-    let blocks = u32::try_from(rows.div_ceil(warps_per_block).min(65_535)).unwrap_or(65_535);
-    let config = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: u32::try_from(dim * 4).map_err(|_| unsupported("vector dimension"))?,
-    };
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&d_vectors)
-        .arg(&d_valid)
-        .arg(&d_query)
-        .arg(&dim_i32)
-        .arg(&rows_u64)
-        .arg(&mut out)
-        .arg(&mut out_valid);
-    // SAFETY: l2_distance/cosine_distance(const f32*, const u8*, const f32*, int, u64,
-    // f64*, u8*): vectors hold rows * dim floats, query dim floats, outputs `rows`
-    // entries; dynamic shared memory is dim floats as the kernel stages the query there.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(config) }.map_err(dev.err("launch vector distance"))?;
-    let out = dev.download(&out)?;
-    let valid = dev.download(&out_valid)?;
-    Ok(Float64Array::from(
-        out.into_iter()
-            .zip(valid)
-            .map(|(v, ok)| (ok != 0).then_some(v))
-            .collect::<Vec<_>>(),
+    let nulls = list.nulls();
+    let (mut distances, mut validity) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    pipeline::double_buffered(
+        dev,
+        rows,
+        pipeline::CHUNK_ROWS,
+        |stream, lane_rows| {
+            Ok(DistanceLane {
+                vectors: Staging::new(dev, stream, lane_rows * dim)?,
+                valid: Staging::new(dev, stream, lane_rows.div_ceil(8))?,
+                out: Staging::new(dev, stream, lane_rows)?,
+                out_valid: Staging::new(dev, stream, lane_rows)?,
+            })
+        },
+        |lane, stream, range| {
+            let n = range.len();
+            lane.vectors.host_mut(dev)?[..n * dim]
+                .copy_from_slice(&flat[range.start * dim..range.end * dim]);
+            pipeline::chunk_validity(nulls, &range, lane.valid.host_mut(dev)?);
+            lane.vectors.upload(dev, stream)?;
+            lane.valid.upload(dev, stream)?;
+            let rows_u64 = n as u64;
+            let warps_per_block = (BLOCK / 32) as usize;
+            let blocks = u32::try_from(n.div_ceil(warps_per_block).min(65_535)).unwrap_or(65_535);
+            let config = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes,
+            };
+            let DistanceLane {
+                vectors,
+                valid,
+                out,
+                out_valid,
+            } = lane;
+            let mut launch = stream.launch_builder(&f);
+            launch
+                .arg(vectors.device())
+                .arg(valid.device())
+                .arg(&d_query)
+                .arg(&dim_i32)
+                .arg(&rows_u64)
+                .arg(out.device_mut())
+                .arg(out_valid.device_mut());
+            // SAFETY: l2_distance/cosine_distance(const f32*, const u8*, const f32*, int,
+            // u64, f64*, u8*): the lane's buffers hold lane_rows >= n rows (vectors
+            // n * dim floats, validity ceil(n/8) bytes, outputs n entries), the query dim
+            // floats; dynamic shared memory is dim floats, where the kernel stages the
+            // query; the kernel bounds every access by `rows` = n and `dim`.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(config) }.map_err(dev.err("launch vector distance"))?;
+            out.download(dev, stream, n)?;
+            out_valid.download(dev, stream, n)
+        },
+        |lane, range| {
+            let n = range.len();
+            distances.extend_from_slice(&lane.out.host(dev)?[..n]);
+            validity.extend(lane.out_valid.host(dev)?[..n].iter().map(|v| *v != 0));
+            Ok(())
+        },
+    )?;
+    Ok(Float64Array::new(
+        distances.into(),
+        Some(NullBuffer::from(validity)),
     ))
 }
