@@ -119,6 +119,33 @@ impl GpuAggregateExec {
         self
     }
 
+    /// Takes the output field names and nullability of `schema` (the aggregate this node
+    /// replaces), so the rewrite is invisible to the plan above. The data types must be
+    /// the ones this node produces.
+    pub fn with_output_schema(mut self, schema: SchemaRef) -> Result<Self> {
+        let ours: Vec<&DataType> = self.schema.fields().iter().map(|f| f.data_type()).collect();
+        let theirs: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
+        if ours != theirs {
+            return Err(DataFusionError::Plan(format!(
+                "GpuAggregateExec produces {ours:?}, the replaced aggregate {theirs:?}"
+            )));
+        }
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        self.schema = schema;
+        self.properties = Arc::new(properties);
+        Ok(self)
+    }
+
+    /// The output schema.
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
     /// The input plan.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
@@ -232,7 +259,8 @@ impl ExecutionPlan for GpuAggregateExec {
             self.aggregates.clone(),
             self.placement,
         )?
-        .with_backend(self.backend.clone());
+        .with_backend(self.backend.clone())
+        .with_output_schema(Arc::clone(&self.schema))?;
         Ok(Arc::new(exec))
     }
 

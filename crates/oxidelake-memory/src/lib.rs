@@ -25,6 +25,7 @@ mod aligned;
 pub mod cuda_probe;
 mod error;
 mod host;
+pub mod ipc;
 mod spill;
 
 pub use aligned::AlignedBuf;

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use arrow::buffer::Buffer;
 use arrow::record_batch::RecordBatch;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -248,7 +249,7 @@ impl SpillManager {
         };
         let started = Instant::now();
         let raw = self.read_object(&path).await?;
-        let batch = ipc_file::decode(&raw, &info, path.as_ref())?;
+        let batch = ipc_file::decode(Buffer::from(raw), &info, path.as_ref())?;
         if bytes > self.config.host_budget_bytes {
             // Too large for the host tier: serve it from disk without promoting.
             return Ok(batch);

@@ -6,14 +6,9 @@
 //! or overwritten file is rejected as a format error instead of being decoded into wrong
 //! values (or tripping the decoder).
 
-use std::io::Cursor;
-
+use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
-use arrow::ipc::MetadataVersion;
-use arrow::ipc::reader::FileReader;
-use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow::record_batch::RecordBatch;
-use oxidelake_core::HOST_ALIGN_BYTES;
 
 use crate::MemoryError;
 
@@ -36,15 +31,8 @@ pub(crate) fn encode(
         detail: "encoding the batch as Arrow IPC failed".into(),
         source: Some(Box::new(e)),
     };
-    let options =
-        IpcWriteOptions::try_new(HOST_ALIGN_BYTES, false, MetadataVersion::V5).map_err(fail)?;
-    let mut bytes = Vec::new();
-    {
-        let mut writer =
-            FileWriter::try_new_with_options(&mut bytes, &batch.schema(), options).map_err(fail)?;
-        writer.write(batch).map_err(fail)?;
-        writer.finish().map_err(fail)?;
-    }
+    let bytes =
+        crate::ipc::encode_file(&batch.schema(), std::slice::from_ref(batch)).map_err(fail)?;
     let info = SpillFileInfo {
         file_bytes: bytes.len() as u64,
         crc32: crc32fast::hash(&bytes),
@@ -56,7 +44,7 @@ pub(crate) fn encode(
 
 /// Decodes a spill file after checking it is exactly the file that was written.
 pub(crate) fn decode(
-    bytes: &[u8],
+    bytes: Buffer,
     info: &SpillFileInfo,
     path: &str,
 ) -> Result<RecordBatch, MemoryError> {
@@ -76,7 +64,7 @@ pub(crate) fn decode(
             None,
         ));
     }
-    let crc = crc32fast::hash(bytes);
+    let crc = crc32fast::hash(bytes.as_slice());
     if crc != info.crc32 {
         return Err(format(
             format!(
@@ -86,13 +74,8 @@ pub(crate) fn decode(
             None,
         ));
     }
-    let reader = FileReader::try_new(Cursor::new(bytes), None)
-        .map_err(|e| format("not an Arrow IPC file".into(), Some(Box::new(e))))?;
-    let mut batches = Vec::with_capacity(1);
-    for batch in reader {
-        batches
-            .push(batch.map_err(|e| format("undecodable record batch".into(), Some(Box::new(e))))?);
-    }
+    let (_, batches) = crate::ipc::decode_file(bytes)
+        .map_err(|e| format("not a decodable Arrow IPC file".into(), Some(Box::new(e))))?;
     let [batch] = <[RecordBatch; 1]>::try_from(batches)
         .map_err(|b| format(format!("expected 1 batch, found {}", b.len()), None))?;
     if batch.num_rows() != info.rows || batch.schema() != info.schema {

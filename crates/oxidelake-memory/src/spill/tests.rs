@@ -71,6 +71,10 @@ async fn demotes_cold_batches_to_disk_at_the_high_watermark_and_promotes_them_ba
     let back = mgr.get(ids[0]).await.unwrap();
     assert_eq!(back, originals[0]);
     assert_eq!(ipc_bytes(&back), ipc_bytes(&originals[0]));
+    assert!(
+        crate::ipc::buffers_are_64_byte_aligned(&back),
+        "promoted buffers are slices of the 64-byte-aligned file"
+    );
     assert_eq!(mgr.tier_of(ids[0]).await, Some(MemoryTier::Host));
     assert!(
         !dir.path().join(spilled.as_ref()).exists(),
@@ -214,7 +218,9 @@ async fn spill_files_have_64_byte_aligned_buffers_and_decode_without_the_manager
             "body (and so every buffer) starts on a 64-byte boundary"
         );
     }
-    assert_eq!(ipc_file::decode(&bytes, &info, "x").unwrap(), b);
+    let back = ipc_file::decode(bytes.into(), &info, "x").unwrap();
+    assert_eq!(back, b);
+    assert!(crate::ipc::buffers_are_64_byte_aligned(&back));
 }
 
 #[test]
