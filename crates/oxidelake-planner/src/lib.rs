@@ -1,18 +1,31 @@
 //! # oxidelake-planner
 //!
-//! Decides where operators run and how they travel: `HardwarePlacementRule` (a DataFusion
-//! physical optimizer rule that rewrites eligible nodes into `Gpu*Exec` when the target
-//! backend is not the CPU) and `OxidePhysicalCodec` (the `PhysicalExtensionCodec` that lets
-//! Ballista ship those nodes to executors).
+//! Decides where operators run and how they travel:
+//! - [`HardwarePlacementRule`], a DataFusion physical optimizer rule that rewrites
+//!   eligible nodes into `Gpu*Exec` when the session's placement target
+//!   ([`OxideOptions`], `oxidelake.placement.target`) resolves to a GPU;
+//! - [`explain_with_placement`], the EXPLAIN text that also says why each eligible-looking
+//!   node stayed on the CPU;
+//! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
+//!   Ballista executors.
 //!
 //! **Allowed internal dependencies:** `oxidelake-core`, `oxidelake-compute` (plus
 //! `datafusion-proto`) (spec §3).
-//!
-//! Status: the rule and the codec arrive with the planner issue; today the crate defines
-//! the codec's error type.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod codec;
+mod eligibility;
 mod error;
+mod explain;
+mod options;
+mod rule;
+mod target;
 
+pub use codec::OxidePhysicalCodec;
+pub use eligibility::{Placement, cpu_reason, place};
 pub use error::CodecError;
+pub use explain::{CpuTarget, explain_with_placement};
+pub use options::OxideOptions;
+pub use rule::{HardwarePlacementRule, physical_optimizer_rules};
+pub use target::{BackendProbe, FixedProbe, PlacementTarget};

@@ -1,0 +1,87 @@
+//! `OxidePhysicalCodec`: ships the `Gpu*Exec` nodes between client, scheduler and
+//! executors.
+//!
+//! DataFusion serialises every built-in node itself and hands the codec only the nodes
+//! nobody else knows; children are encoded by DataFusion too, so a payload holds just the
+//! node's own parameters (postcard, behind a magic prefix). Nodes that are not ours go to
+//! the fallback codec (Ballista's, in a cluster), so one codec serves the whole plan.
+
+mod payload;
+
+use std::sync::Arc;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::{
+    DefaultPhysicalExtensionCodec, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
+};
+
+use crate::CodecError;
+use payload::NodePayload;
+
+/// Prefix of every OxideLake payload. `O` (0x4F) is not a valid first byte of a
+/// protobuf message with field numbers below 10, so it cannot collide with the payloads
+/// of Ballista's codec.
+const MAGIC: &[u8] = b"OXGPU1";
+
+/// The physical extension codec for OxideLake plans.
+#[derive(Debug, Clone)]
+pub struct OxidePhysicalCodec {
+    fallback: Arc<dyn PhysicalExtensionCodec>,
+}
+
+impl Default for OxidePhysicalCodec {
+    fn default() -> Self {
+        Self::new(Arc::new(DefaultPhysicalExtensionCodec {}))
+    }
+}
+
+impl OxidePhysicalCodec {
+    /// A codec that hands nodes it does not own to `fallback` (Ballista's codec in a
+    /// cluster, DataFusion's default otherwise).
+    pub fn new(fallback: Arc<dyn PhysicalExtensionCodec>) -> Self {
+        Self { fallback }
+    }
+}
+
+impl PhysicalExtensionCodec for OxidePhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(body) = buf.strip_prefix(MAGIC) else {
+            return self.fallback.try_decode(buf, inputs, ctx, converter);
+        };
+        let payload: NodePayload = postcard::from_bytes(body).map_err(|source| {
+            DataFusionError::from(oxidelake_core::EngineError::from(CodecError::Decode {
+                node: "OxideLake node",
+                source,
+            }))
+        })?;
+        payload.into_plan(inputs)
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let Some(payload) = NodePayload::from_plan(&node) else {
+            return self.fallback.try_encode(node, buf, converter);
+        };
+        let body = postcard::to_allocvec(&payload).map_err(|source| {
+            DataFusionError::from(oxidelake_core::EngineError::from(CodecError::Encode {
+                node: payload.node_name(),
+                source,
+            }))
+        })?;
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&body);
+        Ok(())
+    }
+}

@@ -1,0 +1,318 @@
+//! The serialised parameters of each GPU node.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::ExecutionPlan;
+use oxidelake_compute::ops::{AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal};
+use oxidelake_compute::{GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec};
+use oxidelake_core::BackendKind;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) enum Backend {
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+impl From<BackendKind> for Backend {
+    fn from(kind: BackendKind) -> Self {
+        match kind {
+            BackendKind::CpuSimd => Backend::Cpu,
+            BackendKind::Cuda => Backend::Cuda,
+            BackendKind::Metal => Backend::Metal,
+        }
+    }
+}
+
+impl From<Backend> for BackendKind {
+    fn from(b: Backend) -> Self {
+        match b {
+            Backend::Cpu => BackendKind::CpuSimd,
+            Backend::Cuda => BackendKind::Cuda,
+            Backend::Metal => BackendKind::Metal,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Predicate {
+    column: usize,
+    /// 0 `=`, 1 `<`, 2 `<=`, 3 `>`, 4 `>=`.
+    op: u8,
+    int: Option<i64>,
+    float: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Aggregate {
+    /// 0 SUM, 1 COUNT, 2 MIN, 3 MAX.
+    func: u8,
+    column: usize,
+}
+
+/// One GPU node's parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum NodePayload {
+    Filter {
+        predicates: Vec<Predicate>,
+        projection: Vec<usize>,
+        placement: Backend,
+    },
+    HashJoin {
+        left_key: usize,
+        right_key: usize,
+        placement: Backend,
+    },
+    Aggregate {
+        group_column: usize,
+        aggregates: Vec<Aggregate>,
+        /// Output field names and nullability (types follow from the inputs).
+        output: Vec<(String, bool)>,
+        placement: Backend,
+    },
+    VectorDistance {
+        column: usize,
+        query: Vec<f32>,
+        cosine: bool,
+        output_name: String,
+        placement: Backend,
+    },
+}
+
+fn op_code(op: CmpOp) -> u8 {
+    match op {
+        CmpOp::Eq => 0,
+        CmpOp::Lt => 1,
+        CmpOp::LtEq => 2,
+        CmpOp::Gt => 3,
+        CmpOp::GtEq => 4,
+    }
+}
+
+fn op_of(code: u8) -> Result<CmpOp> {
+    Ok(match code {
+        0 => CmpOp::Eq,
+        1 => CmpOp::Lt,
+        2 => CmpOp::LtEq,
+        3 => CmpOp::Gt,
+        4 => CmpOp::GtEq,
+        other => return Err(bad(format!("comparison code {other}"))),
+    })
+}
+
+fn func_code(func: AggFunc) -> u8 {
+    match func {
+        AggFunc::Sum => 0,
+        AggFunc::Count => 1,
+        AggFunc::Min => 2,
+        AggFunc::Max => 3,
+    }
+}
+
+fn func_of(code: u8) -> Result<AggFunc> {
+    Ok(match code {
+        0 => AggFunc::Sum,
+        1 => AggFunc::Count,
+        2 => AggFunc::Min,
+        3 => AggFunc::Max,
+        other => return Err(bad(format!("aggregate code {other}"))),
+    })
+}
+
+fn bad(detail: String) -> DataFusionError {
+    DataFusionError::Internal(format!("malformed OxideLake plan payload: {detail}"))
+}
+
+fn one_input(inputs: &[Arc<dyn ExecutionPlan>], node: &str) -> Result<Arc<dyn ExecutionPlan>> {
+    match inputs {
+        [input] => Ok(Arc::clone(input)),
+        other => Err(bad(format!("{node} needs 1 input, got {}", other.len()))),
+    }
+}
+
+impl NodePayload {
+    pub(super) fn node_name(&self) -> &'static str {
+        match self {
+            NodePayload::Filter { .. } => "GpuFilterExec",
+            NodePayload::HashJoin { .. } => "GpuHashJoinExec",
+            NodePayload::Aggregate { .. } => "GpuAggregateExec",
+            NodePayload::VectorDistance { .. } => "GpuVectorDistanceExec",
+        }
+    }
+
+    /// The payload of `node`, if it is one of ours.
+    pub(super) fn from_plan(node: &Arc<dyn ExecutionPlan>) -> Option<Self> {
+        if let Some(f) = node.downcast_ref::<GpuFilterExec>() {
+            return Some(NodePayload::Filter {
+                predicates: f
+                    .predicates()
+                    .iter()
+                    .map(|p| Predicate {
+                        column: p.column,
+                        op: op_code(p.op),
+                        int: match p.literal {
+                            Literal::Int64(v) => Some(v),
+                            Literal::Float64(_) => None,
+                        },
+                        float: match p.literal {
+                            Literal::Float64(v) => Some(v),
+                            Literal::Int64(_) => None,
+                        },
+                    })
+                    .collect(),
+                projection: f.projection().to_vec(),
+                placement: f.placement().into(),
+            });
+        }
+        if let Some(j) = node.downcast_ref::<GpuHashJoinExec>() {
+            let (left_key, right_key) = j.keys();
+            return Some(NodePayload::HashJoin {
+                left_key,
+                right_key,
+                placement: j.placement().into(),
+            });
+        }
+        if let Some(a) = node.downcast_ref::<GpuAggregateExec>() {
+            return Some(NodePayload::Aggregate {
+                group_column: a.group_column(),
+                aggregates: a
+                    .aggregates()
+                    .iter()
+                    .map(|s| Aggregate {
+                        func: func_code(s.func),
+                        column: s.column,
+                    })
+                    .collect(),
+                output: a
+                    .output_schema()
+                    .fields()
+                    .iter()
+                    .map(|f| (f.name().clone(), f.is_nullable()))
+                    .collect(),
+                placement: a.placement().into(),
+            });
+        }
+        if let Some(v) = node.downcast_ref::<GpuVectorDistanceExec>() {
+            return Some(NodePayload::VectorDistance {
+                column: v.column(),
+                query: v.query().to_vec(),
+                cosine: v.metric() == DistanceMetric::Cosine,
+                output_name: v.output_name().to_string(),
+                placement: v.placement().into(),
+            });
+        }
+        None
+    }
+
+    /// Rebuilds the node over its decoded `inputs`.
+    pub(super) fn into_plan(
+        self,
+        inputs: &[Arc<dyn ExecutionPlan>],
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(match self {
+            NodePayload::Filter {
+                predicates,
+                projection,
+                placement,
+            } => {
+                let predicates = predicates
+                    .into_iter()
+                    .map(|p| {
+                        let literal = match (p.int, p.float) {
+                            (Some(v), None) => Literal::Int64(v),
+                            (None, Some(v)) => Literal::Float64(v),
+                            _ => return Err(bad("predicate literal".into())),
+                        };
+                        Ok(ColumnPredicate {
+                            column: p.column,
+                            op: op_of(p.op)?,
+                            literal,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Arc::new(GpuFilterExec::try_new(
+                    one_input(inputs, "GpuFilterExec")?,
+                    predicates,
+                    projection,
+                    placement.into(),
+                )?)
+            }
+            NodePayload::HashJoin {
+                left_key,
+                right_key,
+                placement,
+            } => {
+                let [left, right] = inputs else {
+                    return Err(bad(format!(
+                        "GpuHashJoinExec needs 2 inputs, got {}",
+                        inputs.len()
+                    )));
+                };
+                Arc::new(GpuHashJoinExec::try_new(
+                    Arc::clone(left),
+                    Arc::clone(right),
+                    left_key,
+                    right_key,
+                    placement.into(),
+                )?)
+            }
+            NodePayload::Aggregate {
+                group_column,
+                aggregates,
+                output,
+                placement,
+            } => {
+                let specs = aggregates
+                    .into_iter()
+                    .map(|a| {
+                        Ok(AggSpec {
+                            func: func_of(a.func)?,
+                            column: a.column,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let exec = GpuAggregateExec::try_new(
+                    one_input(inputs, "GpuAggregateExec")?,
+                    group_column,
+                    specs,
+                    placement.into(),
+                )?;
+                let fields = exec.output_schema().fields();
+                if fields.len() != output.len() {
+                    return Err(bad(format!(
+                        "{} output fields for {} columns",
+                        output.len(),
+                        fields.len()
+                    )));
+                }
+                let renamed: Vec<Field> = fields
+                    .iter()
+                    .zip(&output)
+                    .map(|(f, (name, nullable))| Field::new(name, f.data_type().clone(), *nullable))
+                    .collect();
+                Arc::new(exec.with_output_schema(Arc::new(Schema::new(renamed)))?)
+            }
+            NodePayload::VectorDistance {
+                column,
+                query,
+                cosine,
+                output_name,
+                placement,
+            } => Arc::new(GpuVectorDistanceExec::try_new(
+                one_input(inputs, "GpuVectorDistanceExec")?,
+                column,
+                query,
+                if cosine {
+                    DistanceMetric::Cosine
+                } else {
+                    DistanceMetric::L2
+                },
+                output_name,
+                placement.into(),
+            )?),
+        })
+    }
+}

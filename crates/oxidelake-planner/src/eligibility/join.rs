@@ -1,0 +1,88 @@
+//! HashJoinExec → GpuHashJoinExec: inner equi-join on one Int64 key pair.
+
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::common::{JoinType, NullEquality};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use oxidelake_compute::GpuHashJoinExec;
+use oxidelake_core::BackendKind;
+
+use super::{Placement, reason_of};
+
+pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Placement> {
+    let join = node.downcast_ref::<HashJoinExec>()?;
+    Some(match rewrite(join, backend) {
+        Ok(plan) => Placement::Rewrite(plan),
+        Err(reason) => Placement::Cpu(reason),
+    })
+}
+
+fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn ExecutionPlan>, String> {
+    if join.join_type() != &JoinType::Inner {
+        return Err(format!("{} join", join.join_type()));
+    }
+    if join.on().len() != 1 {
+        return Err(format!("{} join keys", join.on().len()));
+    }
+    if join.filter().is_some() {
+        return Err("join filter".into());
+    }
+    if join.null_equality() != NullEquality::NullEqualsNothing {
+        return Err("NULL keys compare equal".into());
+    }
+    if join.fetch().is_some() {
+        return Err("join with a row limit".into());
+    }
+    let (left_key, right_key) = &join.on()[0];
+    let key = |expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+               schema: &arrow::datatypes::SchemaRef|
+     -> Result<usize, String> {
+        let column = expr
+            .downcast_ref::<Column>()
+            .ok_or_else(|| "join key is an expression".to_string())?;
+        let dt = schema
+            .fields()
+            .get(column.index())
+            .map(|f| f.data_type().clone())
+            .ok_or_else(|| "join key out of range".to_string())?;
+        if dt != DataType::Int64 {
+            return Err(format!("join key on {dt}"));
+        }
+        Ok(column.index())
+    };
+    let l = key(left_key, &join.left().schema())?;
+    let r = key(right_key, &join.right().schema())?;
+    let gpu: Arc<dyn ExecutionPlan> = Arc::new(
+        GpuHashJoinExec::try_new(
+            Arc::clone(join.left()),
+            Arc::clone(join.right()),
+            l,
+            r,
+            backend,
+        )
+        .map_err(reason_of)?,
+    );
+    let Some(projection) = join.projection.as_ref() else {
+        return Ok(gpu);
+    };
+    // The join carried an embedded projection: keep it as a ProjectionExec above.
+    let schema = gpu.schema();
+    let exprs: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = projection
+        .iter()
+        .map(|i| {
+            let name = schema.field(*i).name().clone();
+            (
+                Arc::new(Column::new(&name, *i))
+                    as Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+                name,
+            )
+        })
+        .collect();
+    Ok(Arc::new(
+        ProjectionExec::try_new(exprs, gpu).map_err(reason_of)?,
+    ))
+}

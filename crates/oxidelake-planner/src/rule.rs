@@ -1,0 +1,74 @@
+//! `HardwarePlacementRule`: rewrites eligible nodes into the GPU operators.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::eligibility::{Placement, place};
+use crate::{BackendProbe, OxideOptions};
+
+/// Replaces FilterExec, HashJoinExec, AggregateExec (final with its partial, or single)
+/// and vector-distance projections that fit the GPU operators' coverage with `Gpu*Exec`
+/// nodes placed for the session's `oxidelake.placement.target`. Everything else is left
+/// exactly as DataFusion planned it. With target `cpu` (or `auto` on a GPU-less
+/// machine) the rule changes nothing.
+#[derive(Debug, Clone)]
+pub struct HardwarePlacementRule {
+    probe: Arc<dyn BackendProbe>,
+}
+
+impl HardwarePlacementRule {
+    /// A rule that resolves `auto` with `probe`.
+    pub fn new(probe: Arc<dyn BackendProbe>) -> Self {
+        Self { probe }
+    }
+
+    /// The name DataFusion lists the rule under.
+    pub const NAME: &'static str = "hardware_placement";
+}
+
+impl PhysicalOptimizerRule for HardwarePlacementRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let target = OxideOptions::from_config(config).placement_target;
+        let Some(backend) = target.resolve(self.probe.as_ref()) else {
+            return Ok(plan);
+        };
+        plan.transform_up(|node| match place(&node, backend) {
+            Some(Placement::Rewrite(gpu)) => Ok(Transformed::yes(gpu)),
+            _ => Ok(Transformed::no(node)),
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// DataFusion's physical optimizer rules with the placement rule inserted before
+/// `EnsureRequirements`, so the distribution and ordering the GPU operators need (or no
+/// longer need) are enforced around them by DataFusion itself.
+pub fn physical_optimizer_rules(
+    rule: HardwarePlacementRule,
+) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = PhysicalOptimizer::new().rules;
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "EnsureRequirements")
+        .unwrap_or(rules.len());
+    rules.insert(at, Arc::new(rule));
+    rules
+}

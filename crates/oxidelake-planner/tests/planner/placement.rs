@@ -1,0 +1,141 @@
+//! Rewrite decisions of `HardwarePlacementRule` with a detector that reports a GPU.
+
+use oxidelake_core::BackendKind;
+use oxidelake_planner::PlacementTarget;
+
+use super::fixtures::{explain, physical_plan, session};
+
+async fn gpu_explain(sql: &str) -> String {
+    explain(PlacementTarget::Auto, BackendKind::Cuda, sql).await
+}
+
+#[tokio::test]
+async fn a_numeric_conjunctive_filter_becomes_a_gpu_filter() {
+    let text = gpu_explain("SELECT k, a FROM t WHERE a < 500 AND b >= 1.0").await;
+    assert!(text.contains("GpuFilterExec[cuda]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn a_filter_on_a_string_column_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT k FROM t WHERE s = 'x'").await;
+    assert!(!text.contains("Gpu"), "{text}");
+    assert!(text.contains("[cpu: predicate on Utf8]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn an_or_predicate_stays_on_the_cpu() {
+    let text = gpu_explain("SELECT k FROM t WHERE a < 1 OR a > 30").await;
+    assert!(text.contains("[cpu: OR in predicate]"), "{text}");
+}
+
+#[tokio::test]
+async fn an_inner_join_on_one_int64_key_becomes_a_gpu_hash_join() {
+    let text = gpu_explain("SELECT t.a, d.name FROM t JOIN d ON t.k = d.k").await;
+    assert!(text.contains("GpuHashJoinExec[cuda]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn a_join_on_two_keys_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT t.b FROM t JOIN d ON t.k = d.k AND t.a = d.a").await;
+    assert!(text.contains("HashJoinExec"), "{text}");
+    assert!(text.contains("[cpu: 2 join keys]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn an_outer_join_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT t.b, d.name FROM t LEFT JOIN d ON t.k = d.k").await;
+    // JoinSelection may swap the sides, making it a right join.
+    assert!(
+        text.contains("[cpu: Left join]") || text.contains("[cpu: Right join]"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_grouped_numeric_aggregate_becomes_a_gpu_aggregate() {
+    let text = gpu_explain("SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k").await;
+    assert!(text.contains("GpuAggregateExec[cuda]"), "{text}");
+    assert!(!text.contains("AggregateExec: mode"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn grouping_by_a_string_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT s, SUM(a) FROM t GROUP BY s").await;
+    assert!(text.contains("[cpu: group key on Utf8]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn count_star_and_avg_stay_on_the_cpu() {
+    let text = gpu_explain("SELECT k, COUNT(*) FROM t GROUP BY k").await;
+    assert!(text.contains("[cpu: count of an expression"), "{text}");
+    let text = gpu_explain("SELECT k, AVG(a) FROM t GROUP BY k").await;
+    assert!(text.contains("[cpu: avg()]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_vector_distance_projection_becomes_a_gpu_vector_distance() {
+    let text = gpu_explain("SELECT k, array_distance(v, [1.0, 0.0]) AS dist FROM t").await;
+    assert!(text.contains("GpuVectorDistanceExec[cuda]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn with_target_cpu_nothing_is_rewritten_and_explain_says_so() {
+    let text = explain(
+        PlacementTarget::Cpu,
+        BackendKind::Cuda,
+        "SELECT k, SUM(a) FROM t WHERE a < 100 GROUP BY k",
+    )
+    .await;
+    assert!(!text.contains("Gpu"), "{text}");
+    assert!(text.contains("[cpu: placement target is cpu]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[tokio::test]
+async fn auto_on_a_machine_without_a_gpu_rewrites_nothing() {
+    let text = explain(
+        PlacementTarget::Auto,
+        BackendKind::CpuSimd,
+        "SELECT k, a FROM t WHERE a < 500",
+    )
+    .await;
+    assert!(!text.contains("Gpu"), "{text}");
+    assert!(text.contains("[cpu: no GPU detected]"), "{text}");
+}
+
+#[tokio::test]
+async fn rewritten_plans_return_the_same_rows_as_cpu_plans() {
+    let queries = [
+        "SELECT k, a FROM t WHERE a < 500 AND b >= 1.0",
+        "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
+        "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
+        "SELECT k, array_distance(v, [1.0, 0.0]) AS dist FROM t",
+    ];
+    for sql in queries {
+        let mut results = Vec::new();
+        for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+            let ctx = session(target, BackendKind::CpuSimd);
+            let plan = physical_plan(&ctx, sql).await;
+            let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+                .await
+                .unwrap();
+            let mut rows: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+                .lines()
+                .skip(3)
+                .map(str::to_string)
+                .collect();
+            rows.sort();
+            results.push(rows);
+        }
+        assert_eq!(results[0], results[1], "{sql}");
+    }
+}
