@@ -21,8 +21,8 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    InputDistributionRequirements, Partitioning, PlanProperties,
 };
 use futures::{StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
@@ -230,6 +230,13 @@ impl ExecutionPlan for GpuAggregateExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.properties
+    }
+
+    /// One input partition: the operator reduces everything it reads into one result.
+    /// Declaring it lets DataFusion coalesce the input, and lets Ballista cut a stage
+    /// there, so a distributed task sees all of the input and not just its own split.
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        InputDistributionRequirements::new(vec![Distribution::SinglePartition])
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {

@@ -20,7 +20,8 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, collect_partitioned,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements,
+    PlanProperties, collect_partitioned,
 };
 use futures::TryStreamExt;
 use oxidelake_core::{BackendKind, EngineError};
@@ -174,6 +175,17 @@ impl ExecutionPlan for GpuHashJoinExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.properties
+    }
+
+    /// The build side as one partition (each output partition probes the whole build
+    /// table, like DataFusion's CollectLeft mode); the probe side as it comes. Declaring
+    /// it lets Ballista cut a stage below the build side, so every task builds from all
+    /// of it and not just its own file split.
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        InputDistributionRequirements::new(vec![
+            Distribution::SinglePartition,
+            Distribution::UnspecifiedDistribution,
+        ])
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {

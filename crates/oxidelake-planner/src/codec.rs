@@ -9,6 +9,7 @@
 mod payload;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -29,6 +30,7 @@ const MAGIC: &[u8] = b"OXGPU1";
 #[derive(Debug, Clone)]
 pub struct OxidePhysicalCodec {
     fallback: Arc<dyn PhysicalExtensionCodec>,
+    decoded: Arc<AtomicU64>,
 }
 
 impl Default for OxidePhysicalCodec {
@@ -41,7 +43,16 @@ impl OxidePhysicalCodec {
     /// A codec that hands nodes it does not own to `fallback` (Ballista's codec in a
     /// cluster, DataFusion's default otherwise).
     pub fn new(fallback: Arc<dyn PhysicalExtensionCodec>) -> Self {
-        Self { fallback }
+        Self {
+            fallback,
+            decoded: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// How many OxideLake nodes this codec (and its clones) has decoded: on an executor,
+    /// the GPU nodes that arrived in stage plans.
+    pub fn decoded_nodes(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
     }
 }
 
@@ -62,7 +73,9 @@ impl PhysicalExtensionCodec for OxidePhysicalCodec {
                 source,
             }))
         })?;
-        payload.into_plan(inputs)
+        let plan = payload.into_plan(inputs)?;
+        self.decoded.fetch_add(1, Ordering::Relaxed);
+        Ok(plan)
     }
 
     fn try_encode(

@@ -14,9 +14,15 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cluster;
 mod cluster_url;
 mod error;
+mod probe;
+mod session;
 
 pub use cluster_url::ClusterUrl;
 pub use error::RuntimeError;
 pub use oxidelake_core::EngineError;
+pub use oxidelake_planner::PlacementTarget;
+pub use probe::DetectorProbe;
+pub use session::{OxideSession, SessionMode};

@@ -1,0 +1,88 @@
+//! `oxide-worker`: a Ballista 55 executor that decodes and runs OxideLake's GPU
+//! operators, picking its local backend (CUDA, Metal or the CPU paths) at execute time.
+
+use std::sync::Arc;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use clap::{Parser, ValueEnum};
+use oxidelake_runtime::cluster::{
+    cluster_codec_arc, cluster_session_config, executor_function_registry,
+};
+
+/// Ballista executor for OxideLake clusters.
+#[derive(Debug, Parser)]
+#[command(name = "oxide-worker", version, about, long_about = None)]
+struct Args {
+    /// Scheduler host.
+    #[arg(long, default_value = "127.0.0.1")]
+    scheduler_host: String,
+    /// Scheduler gRPC port.
+    #[arg(long, default_value_t = 50050)]
+    scheduler_port: u16,
+    /// Address to listen on (the default accepts local connections only).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_host: String,
+    /// Host name the scheduler and other executors reach this one at.
+    #[arg(long)]
+    external_host: Option<String>,
+    /// Arrow Flight port serving shuffle data.
+    #[arg(short = 'p', long, default_value_t = 50051)]
+    bind_port: u16,
+    /// gRPC port (push-staged scheduling only).
+    #[arg(long, default_value_t = 50052)]
+    bind_grpc_port: u16,
+    /// Concurrent tasks (0 = one per CPU core).
+    #[arg(short = 'c', long, default_value_t = 0)]
+    vcores: usize,
+    /// Directory for shuffle files (default: a temporary directory).
+    #[arg(long)]
+    work_dir: Option<String>,
+    /// Must match the scheduler's policy.
+    #[arg(short = 's', long, value_enum, default_value_t = Policy::PullStaged)]
+    task_scheduling_policy: Policy,
+    /// Log filter (RUST_LOG syntax).
+    #[arg(long, default_value = "info")]
+    log: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Policy {
+    PullStaged,
+    PushStaged,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+        .init();
+    let vcores = if args.vcores == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.vcores
+    };
+    let config = ExecutorProcessConfig {
+        bind_host: args.bind_host,
+        external_host: args.external_host,
+        port: args.bind_port,
+        grpc_port: args.bind_grpc_port,
+        scheduler_host: args.scheduler_host,
+        scheduler_port: args.scheduler_port,
+        scheduler_connect_timeout_seconds: 30,
+        vcores,
+        task_scheduling_policy: match args.task_scheduling_policy {
+            Policy::PullStaged => TaskSchedulingPolicy::PullStaged,
+            Policy::PushStaged => TaskSchedulingPolicy::PushStaged,
+        },
+        work_dir: args.work_dir,
+        override_function_registry: Some(Arc::new(executor_function_registry())),
+        override_config_producer: Some(Arc::new(cluster_session_config)),
+        override_physical_codec: Some(cluster_codec_arc()),
+        ..Default::default()
+    };
+    tracing::info!(vcores, "starting oxide-worker");
+    start_executor_process(Arc::new(config)).await?;
+    Ok(())
+}

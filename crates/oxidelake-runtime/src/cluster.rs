@@ -1,0 +1,12 @@
+//! Cluster mode on Ballista 55: the configuration every member shares, and an
+//! in-process cluster for tests and demos. The `oxide-scheduler` and `oxide-worker`
+//! binaries run the same pieces as separate processes.
+
+mod config;
+mod in_process;
+
+pub use config::{
+    CLUSTER_BACKEND_ENV, cluster_backend_from_env, cluster_codec, cluster_codec_arc,
+    cluster_session_config, executor_function_registry, scheduler_session_state,
+};
+pub use in_process::InProcessCluster;

@@ -1,0 +1,89 @@
+//! Session configuration shared by the client, the scheduler and the executors of an
+//! OxideLake cluster.
+
+use std::sync::Arc;
+
+use ballista::prelude::SessionConfigExt;
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_core::serde::BallistaPhysicalExtensionCodec;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::session_state::SessionState;
+use datafusion::prelude::SessionConfig;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use oxidelake_core::BackendKind;
+use oxidelake_planner::{
+    FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec, PlacementTarget,
+    physical_optimizer_rules,
+};
+
+/// The environment variable naming the backend cluster plans are placed for.
+pub const CLUSTER_BACKEND_ENV: &str = "OXIDE_CLUSTER_BACKEND";
+
+/// The backend cluster plans are placed for: `OXIDE_CLUSTER_BACKEND=cpu|cuda|metal`
+/// (default cpu: no rewrites). Executors still pick their real backend at execute time.
+pub fn cluster_backend_from_env() -> Result<BackendKind, String> {
+    match std::env::var(CLUSTER_BACKEND_ENV) {
+        Err(_) => Ok(BackendKind::CpuSimd),
+        Ok(v) => match v.parse::<PlacementTarget>()? {
+            PlacementTarget::Cpu | PlacementTarget::Auto => Ok(BackendKind::CpuSimd),
+            PlacementTarget::Cuda => Ok(BackendKind::Cuda),
+            PlacementTarget::Metal => Ok(BackendKind::Metal),
+        },
+    }
+}
+
+/// A Ballista session config with OxideLake's settings: the static planner (Ballista's
+/// adaptive planner replaces the physical optimizer rules, ADR-0004), hash joins (which
+/// the GPU join replaces; Ballista prefers sort-merge), the lake scan settings, and the
+/// `oxidelake.*` options.
+pub fn cluster_session_config() -> SessionConfig {
+    let mut config = oxidelake_storage::ScanOptions::pruning_on()
+        .apply(SessionConfig::new_with_ballista())
+        .with_ballista_adaptive_query_planner(false)
+        .with_option_extension(OxideOptions::default());
+    config.options_mut().optimizer.prefer_hash_join = true;
+    config
+}
+
+/// The scheduler's session state for `config`: Ballista's defaults plus the placement
+/// rule, where `auto` means `cluster_backend`.
+pub fn scheduler_session_state(
+    config: SessionConfig,
+    cluster_backend: BackendKind,
+) -> datafusion::error::Result<SessionState> {
+    let state = ballista_core::utils::default_session_builder(config)?;
+    let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(cluster_backend)));
+    let mut state = SessionStateBuilder::new_from_existing(state)
+        .with_physical_optimizer_rules(physical_optimizer_rules(rule))
+        .build();
+    register_nested_functions(&mut state)?;
+    Ok(state)
+}
+
+fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Result<()> {
+    use datafusion::execution::FunctionRegistry;
+    for f in datafusion::functions_nested::all_default_nested_functions() {
+        state.register_udf(f)?;
+    }
+    Ok(())
+}
+
+/// The codec every cluster member uses: OxideLake's nodes, then Ballista's.
+pub fn cluster_codec() -> OxidePhysicalCodec {
+    OxidePhysicalCodec::new(Arc::new(BallistaPhysicalExtensionCodec::default()))
+}
+
+/// The codec as Ballista's config fields want it.
+pub fn cluster_codec_arc() -> Arc<dyn PhysicalExtensionCodec> {
+    Arc::new(cluster_codec())
+}
+
+/// The executors' function registry: DataFusion's defaults plus the nested (array)
+/// functions, which Ballista's default registry lacks (`array_distance` lives there).
+pub fn executor_function_registry() -> BallistaFunctionRegistry {
+    let mut registry = BallistaFunctionRegistry::default();
+    for f in datafusion::functions_nested::all_default_nested_functions() {
+        registry.scalar_functions.insert(f.name().to_string(), f);
+    }
+    registry
+}

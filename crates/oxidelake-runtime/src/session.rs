@@ -1,0 +1,188 @@
+//! `OxideSession`: one query API over embedded DataFusion and a Ballista cluster.
+
+mod explain;
+
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use ballista::prelude::SessionContextExt;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_planner::{
+    BackendProbe, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
+    physical_optimizer_rules,
+};
+
+use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler_session_state};
+use crate::probe::DetectorProbe;
+
+/// Where a session's queries run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionMode {
+    /// In this process.
+    Embedded,
+    /// On the Ballista cluster behind this scheduler URL.
+    Cluster(String),
+}
+
+/// A query session, embedded or connected to a cluster, with the placement rule, the
+/// lake scan settings and the `oxidelake.*` options installed either way.
+#[derive(Clone)]
+pub struct OxideSession {
+    ctx: SessionContext,
+    mode: SessionMode,
+    /// What `auto` means when planning (the local detector, or the cluster backend).
+    probe: Arc<dyn BackendProbe>,
+}
+
+impl std::fmt::Debug for OxideSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OxideSession")
+            .field("mode", &self.mode)
+            .field("probe", &self.probe)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OxideSession {
+    /// An embedded session: plans are placed for the local hardware (`auto`).
+    pub fn local() -> Self {
+        Self::local_with(PlacementTarget::Auto, Arc::new(DetectorProbe))
+    }
+
+    /// An embedded session with an explicit placement target and detector.
+    pub fn local_with(target: PlacementTarget, probe: Arc<dyn BackendProbe>) -> Self {
+        let config = oxidelake_storage::lake_session_config().with_option_extension(OxideOptions {
+            placement_target: target,
+        });
+        let state = SessionStateBuilder::new()
+            .with_default_features()
+            .with_config(config)
+            .with_physical_optimizer_rules(physical_optimizer_rules(HardwarePlacementRule::new(
+                Arc::clone(&probe),
+            )))
+            .build();
+        Self {
+            ctx: SessionContext::new_with_state(state),
+            mode: SessionMode::Embedded,
+            probe,
+        }
+    }
+
+    /// Connects to the Ballista scheduler at `url` (`df://host:port`). Plans are placed
+    /// on the scheduler for the cluster's backend (`OXIDE_CLUSTER_BACKEND` there);
+    /// `SET oxidelake.placement.target` overrides it per session.
+    pub async fn connect(url: &str) -> Result<Self, EngineError> {
+        let parsed: crate::ClusterUrl =
+            url.parse()
+                .map_err(|e: crate::RuntimeError| EngineError::InvalidArgument {
+                    what: "cluster URL",
+                    detail: e.to_string(),
+                })?;
+        let state = SessionStateBuilder::new()
+            .with_default_features()
+            .with_config(cluster_session_config())
+            .build();
+        let ctx = SessionContext::remote_with_state(&parsed.to_string(), state).await?;
+        for f in datafusion::functions_nested::all_default_nested_functions() {
+            ctx.register_udf(f.as_ref().clone());
+        }
+        let backend =
+            cluster_backend_from_env().map_err(|detail| EngineError::InvalidArgument {
+                what: "OXIDE_CLUSTER_BACKEND",
+                detail,
+            })?;
+        Ok(Self {
+            ctx,
+            mode: SessionMode::Cluster(parsed.to_string()),
+            probe: Arc::new(FixedProbe(backend)),
+        })
+    }
+
+    /// Where this session's queries run.
+    pub fn mode(&self) -> &SessionMode {
+        &self.mode
+    }
+
+    /// The underlying DataFusion context (to register tables, UDFs, object stores).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The session's placement target (`oxidelake.placement.target`).
+    pub fn placement_target(&self) -> PlacementTarget {
+        OxideOptions::from_config(self.ctx.state().config().options()).placement_target
+    }
+
+    /// The backend plans are placed for now (`None` = the CPU, no rewrites).
+    pub fn placement_backend(&self) -> Option<BackendKind> {
+        self.placement_target().resolve(self.probe.as_ref())
+    }
+
+    /// Registers a Parquet file or directory as a table.
+    pub async fn register_parquet(&self, name: &str, path: &str) -> Result<(), EngineError> {
+        oxidelake_storage::register_parquet(&self.ctx, name, path).await
+    }
+
+    /// Runs one SQL statement and collects its result. `EXPLAIN <query>` returns the
+    /// physical plan with placement and the reason for every eligible-looking node left
+    /// on the CPU (`EXPLAIN ANALYZE` / `EXPLAIN VERBOSE` are DataFusion's own).
+    pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>, EngineError> {
+        if let Some(query) = explain::plain_explain_target(sql) {
+            let text = self.explain(query).await?;
+            return explain::as_batches(&text);
+        }
+        Ok(self.ctx.sql(sql).await?.collect().await?)
+    }
+
+    /// The physical plan of `query` as this session places it. In cluster mode the plan
+    /// is built here with the scheduler's rules and placement; the executed stage
+    /// plans are what the scheduler sends.
+    pub async fn explain(&self, query: &str) -> Result<String, EngineError> {
+        let plan = self.physical_plan(query).await?;
+        let backend = match self.placement_backend() {
+            Some(kind) => Ok(kind),
+            None if self.placement_target() == PlacementTarget::Cpu => {
+                Err(oxidelake_planner::CpuTarget::Requested)
+            }
+            None => Err(oxidelake_planner::CpuTarget::NoGpuDetected),
+        };
+        Ok(oxidelake_planner::explain_with_placement(&plan, backend))
+    }
+
+    /// The physical plan of `query` (embedded: what runs; cluster: what the scheduler
+    /// builds, planned here with the same rules).
+    pub async fn physical_plan(&self, query: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        match &self.mode {
+            SessionMode::Embedded => Ok(self.ctx.sql(query).await?.create_physical_plan().await?),
+            SessionMode::Cluster(_) => {
+                let config: SessionConfig = self.ctx.state().config().clone();
+                let backend = self.probe.local_backend();
+                let state = scheduler_session_state(config, backend)?;
+                let local = SessionContext::new_with_state(state);
+                for (name, table) in self.tables().await? {
+                    local.register_table(name.as_str(), table)?;
+                }
+                Ok(local.sql(query).await?.create_physical_plan().await?)
+            }
+        }
+    }
+
+    async fn tables(
+        &self,
+    ) -> Result<Vec<(String, Arc<dyn datafusion::catalog::TableProvider>)>, EngineError> {
+        let mut out = Vec::new();
+        let catalog = self.ctx.catalog("datafusion");
+        let Some(schema) = catalog.and_then(|c| c.schema("public")) else {
+            return Ok(out);
+        };
+        for name in schema.table_names() {
+            if let Some(table) = schema.table(&name).await? {
+                out.push((name, table));
+            }
+        }
+        Ok(out)
+    }
+}

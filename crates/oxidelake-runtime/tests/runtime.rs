@@ -1,0 +1,10 @@
+//! Sessions, placement and the cluster, in one test binary (each test binary links
+//! DataFusion and Ballista, which costs minutes on two cores).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod runtime {
+    pub mod binaries;
+    pub mod cluster_gate;
+    pub mod data;
+    pub mod differential;
+}

@@ -1,0 +1,104 @@
+//! The equivalence gate: a scheduler and two executors in this process, plans placed for
+//! cuda, results equal to embedded mode, GPU nodes arriving at the executors through the
+//! codec, and nothing left running afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use oxidelake_core::BackendKind;
+use oxidelake_planner::FixedProbe;
+use oxidelake_runtime::cluster::InProcessCluster;
+use oxidelake_runtime::{OxideSession, PlacementTarget};
+
+use super::data::{sorted_rows, write_lake};
+
+const QUERIES: &[(&str, &str)] = &[
+    (
+        "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
+        "GpuAggregateExec[cuda]",
+    ),
+    (
+        "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
+        "GpuHashJoinExec[cuda]",
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = write_lake(dir.path());
+    let embedded = OxideSession::local_with(
+        PlacementTarget::Cpu,
+        Arc::new(FixedProbe(BackendKind::CpuSimd)),
+    );
+    for (name, path) in &tables {
+        embedded.register_parquet(name, path).await.unwrap();
+    }
+
+    let cluster = InProcessCluster::start(2, 2, BackendKind::Cuda)
+        .await
+        .unwrap();
+    let port = cluster.scheduler_port();
+    let remote = OxideSession::connect(&cluster.url()).await.unwrap();
+    for (name, path) in &tables {
+        remote.register_parquet(name, path).await.unwrap();
+    }
+    remote
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+
+    for (sql, tag) in QUERIES {
+        let before = cluster.gpu_nodes_received_by_executors();
+        let expected = sorted_rows(&embedded.sql(sql).await.unwrap());
+        let got = tokio::time::timeout(Duration::from_secs(120), remote.sql(sql))
+            .await
+            .expect("cluster query finished within 2 minutes")
+            .unwrap();
+        let got = sorted_rows(&got);
+        if expected != got {
+            println!("{}", remote.explain(sql).await.unwrap());
+            let analyzed = remote
+                .context()
+                .sql(&format!("EXPLAIN ANALYZE {sql}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            println!(
+                "{}",
+                arrow::util::pretty::pretty_format_batches(&analyzed).unwrap()
+            );
+        }
+        assert!(
+            expected == got,
+            "{sql}: cluster result differs: {} rows embedded, {} in the cluster; first: {:?} vs {:?}",
+            expected.len(),
+            got.len(),
+            expected.first(),
+            got.first()
+        );
+        let received = cluster.gpu_nodes_received_by_executors() - before;
+        assert!(received > 0, "{sql}: no GPU node reached an executor");
+        let explain = remote.explain(sql).await.unwrap();
+        assert!(explain.contains(tag), "{sql}\n{explain}");
+        println!(
+            "cluster gate: {sql}: {} rows equal, {received} GPU nodes decoded by executors",
+            expected.len()
+        );
+    }
+
+    drop(remote);
+    cluster.shutdown();
+    // The scheduler's port stops accepting connections.
+    let mut closed = false;
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(closed, "scheduler port {port} still open after shutdown");
+}

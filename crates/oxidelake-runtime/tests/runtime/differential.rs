@@ -1,0 +1,159 @@
+//! The same SQL with `oxidelake.placement.target` = cpu and = cuda on this GPU-less
+//! machine: the cuda plans contain GPU operators (running their CPU paths) and every
+//! result is identical.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::physical_plan::ExecutionPlan;
+use oxidelake_core::BackendKind;
+use oxidelake_planner::FixedProbe;
+use oxidelake_runtime::{OxideSession, PlacementTarget};
+
+use super::data::{sorted_rows, write_lake};
+
+/// (query, whether its cuda plan must contain a GPU operator)
+const QUERIES: &[(&str, bool)] = &[
+    ("SELECT k, a FROM t WHERE a < 500", true),
+    ("SELECT k, a, b FROM t WHERE a >= 100 AND b < 20.5", true),
+    ("SELECT a FROM t WHERE b = 2.5", true),
+    (
+        "SELECT k FROM t WHERE a > 10 AND a <= 20 AND b >= 0.0",
+        true,
+    ),
+    ("SELECT * FROM t WHERE k = 3", true),
+    ("SELECT k, s FROM t WHERE 250 > a", true),
+    ("SELECT k FROM e WHERE a < 5", true),
+    ("SELECT k, a FROM n WHERE a > 0", true),
+    ("SELECT k FROM t WHERE s = 's1'", false),
+    ("SELECT k FROM t WHERE a < 5 OR a > 990", false),
+    ("SELECT t.a, d.name FROM t JOIN d ON t.k = d.k", true),
+    (
+        "SELECT t.k, d.w FROM t JOIN d ON t.k = d.k WHERE t.a < 300",
+        true,
+    ),
+    ("SELECT e.a, d.name FROM e JOIN d ON e.k = d.k", true),
+    ("SELECT n.b, d.k FROM n JOIN d ON n.k = d.k", true),
+    ("SELECT x.name, y.name FROM d x JOIN d y ON x.k = y.k", true),
+    ("SELECT t.a, d.name FROM t LEFT JOIN d ON t.k = d.k", false),
+    (
+        "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
+        true,
+    ),
+    (
+        "SELECT k, MIN(a), MAX(a), SUM(b), COUNT(b) FROM t GROUP BY k",
+        true,
+    ),
+    ("SELECT k, COUNT(b), SUM(a) FROM n GROUP BY k", true),
+    ("SELECT k, SUM(a), MAX(b) FROM e GROUP BY k", true),
+    ("SELECT k, SUM(b) FROM t WHERE a < 100 GROUP BY k", true),
+    (
+        "SELECT d.k, SUM(t.a), COUNT(t.b) FROM t JOIN d ON t.k = d.k GROUP BY d.k",
+        true,
+    ),
+    ("SELECT s, COUNT(a) FROM t GROUP BY s", false),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k", false),
+    (
+        "SELECT k, array_distance(v, [1.0, 2.0, 3.0]) AS dist FROM t",
+        true,
+    ),
+    (
+        "SELECT k, a, array_distance(v, [0.0, 0.0, 0.5]) AS dist FROM t WHERE a < 100",
+        true,
+    ),
+    (
+        "SELECT array_distance(v, [1.0, 1.0, 1.0]) AS dist FROM e",
+        true,
+    ),
+    (
+        "SELECT k, array_distance(v, [1.0, 2.0, 3.0]) AS dist FROM n",
+        true,
+    ),
+    ("SELECT COUNT(*) FROM t", false),
+    (
+        "SELECT k, a FROM t WHERE a < 500 ORDER BY a, k LIMIT 20",
+        true,
+    ),
+];
+
+fn gpu_nodes(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let mut n = 0;
+    plan.apply(|node| {
+        if node.name().starts_with("Gpu") {
+            n += 1;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    n
+}
+
+async fn session(target: PlacementTarget, tables: &[(&str, String)]) -> OxideSession {
+    let session = OxideSession::local_with(target, Arc::new(FixedProbe(BackendKind::CpuSimd)));
+    for (name, path) in tables {
+        session.register_parquet(name, path).await.unwrap();
+    }
+    session
+}
+
+#[tokio::test]
+async fn every_query_returns_the_same_rows_placed_for_cpu_and_for_cuda() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = write_lake(dir.path());
+    let cpu = session(PlacementTarget::Cpu, &tables).await;
+    let cuda = session(PlacementTarget::Cuda, &tables).await;
+    let mut placed = 0;
+    for (sql, expect_gpu) in QUERIES {
+        let cpu_plan = cpu.physical_plan(sql).await.unwrap();
+        let cuda_plan = cuda.physical_plan(sql).await.unwrap();
+        assert_eq!(gpu_nodes(&cpu_plan), 0, "{sql}");
+        let gpu = gpu_nodes(&cuda_plan);
+        assert_eq!(
+            gpu > 0,
+            *expect_gpu,
+            "{sql}\n{}",
+            cuda.explain(sql).await.unwrap()
+        );
+        placed += usize::from(gpu > 0);
+        let expected = sorted_rows(&cpu.sql(sql).await.unwrap());
+        let got = sorted_rows(&cuda.sql(sql).await.unwrap());
+        assert!(
+            expected == got,
+            "{sql}: {} rows on cpu, {} on cuda; first difference: {:?}",
+            expected.len(),
+            got.len(),
+            expected.iter().zip(&got).find(|(a, b)| a != b)
+        );
+    }
+    println!(
+        "differential: {} queries, {placed} placed on GPU operators, all equal to the CPU plans",
+        QUERIES.len()
+    );
+}
+
+#[tokio::test]
+async fn set_changes_the_placement_target_and_explain_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = write_lake(dir.path());
+    let session = session(PlacementTarget::Cpu, &tables).await;
+    let sql = "SELECT k, SUM(a) FROM t WHERE a < 100 GROUP BY k";
+    let before = session.explain(sql).await.unwrap();
+    assert!(
+        before.contains("[cpu: placement target is cpu]"),
+        "{before}"
+    );
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    assert_eq!(session.placement_target(), PlacementTarget::Cuda);
+    let batches = session.sql(&format!("EXPLAIN {sql}")).await.unwrap();
+    let text = sorted_rows(&batches).join("\n");
+    assert!(text.contains("GpuAggregateExec[cuda]"), "{text}");
+    assert!(text.contains("GpuFilterExec[cuda]"), "{text}");
+    let err = session
+        .sql("SET oxidelake.placement.target = 'tpu'")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("auto, cpu, cuda, metal"), "{err}");
+}
