@@ -17,11 +17,13 @@
 pub mod cluster;
 mod cluster_url;
 mod error;
+mod object_stores;
 mod probe;
 mod session;
 
 pub use cluster_url::ClusterUrl;
 pub use error::RuntimeError;
+pub use object_stores::install_object_stores;
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::PlacementTarget;
 pub use probe::DetectorProbe;

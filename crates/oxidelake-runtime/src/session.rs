@@ -64,8 +64,10 @@ impl OxideSession {
                 Arc::clone(&probe),
             )))
             .build();
+        let ctx = SessionContext::new_with_state(state);
+        crate::install_object_stores(&ctx.runtime_env());
         Self {
-            ctx: SessionContext::new_with_state(state),
+            ctx,
             mode: SessionMode::Embedded,
             probe,
         }

@@ -33,6 +33,10 @@ struct Args {
     /// How tasks reach executors; executors must use the same policy.
     #[arg(short = 's', long, value_enum, default_value_t = Policy::PullStaged)]
     scheduler_policy: Policy,
+    /// Backend plans are placed for: cpu | cuda | metal. Overrides OXIDE_CLUSTER_BACKEND;
+    /// default cpu (no GPU operators). Sessions can still `SET oxidelake.placement.target`.
+    #[arg(long)]
+    placement: Option<String>,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, default_value = "info")]
     log: String,
@@ -56,8 +60,25 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run(args))
 }
 
+fn parse_backend(value: &str) -> anyhow::Result<oxidelake_core::BackendKind> {
+    use oxidelake_runtime::PlacementTarget;
+    Ok(
+        match value
+            .parse::<PlacementTarget>()
+            .map_err(anyhow::Error::msg)?
+        {
+            PlacementTarget::Cpu | PlacementTarget::Auto => oxidelake_core::BackendKind::CpuSimd,
+            PlacementTarget::Cuda => oxidelake_core::BackendKind::Cuda,
+            PlacementTarget::Metal => oxidelake_core::BackendKind::Metal,
+        },
+    )
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
-    let backend = cluster_backend_from_env().map_err(anyhow::Error::msg)?;
+    let backend = match &args.placement {
+        Some(p) => parse_backend(p)?,
+        None => cluster_backend_from_env().map_err(anyhow::Error::msg)?,
+    };
     let address: SocketAddr = format!("{}:{}", args.bind_host, args.bind_port).parse()?;
     let policy = match args.scheduler_policy {
         Policy::PullStaged => TaskSchedulingPolicy::PullStaged,

@@ -8,6 +8,7 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use clap::{Parser, ValueEnum};
 use oxidelake_runtime::cluster::{
     cluster_codec_arc, cluster_session_config, executor_function_registry,
+    executor_runtime_producer,
 };
 
 /// Ballista executor for OxideLake clusters.
@@ -77,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
             Policy::PushStaged => TaskSchedulingPolicy::PushStaged,
         },
         work_dir: args.work_dir,
+        override_runtime_producer: executor_runtime_producer(),
         override_function_registry: Some(Arc::new(executor_function_registry())),
         override_config_producer: Some(Arc::new(cluster_session_config)),
         override_physical_codec: Some(cluster_codec_arc()),

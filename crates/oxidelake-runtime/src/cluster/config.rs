@@ -57,6 +57,7 @@ pub fn scheduler_session_state(
         .with_physical_optimizer_rules(physical_optimizer_rules(rule))
         .build();
     register_nested_functions(&mut state)?;
+    crate::install_object_stores(state.runtime_env());
     Ok(state)
 }
 
@@ -66,6 +67,21 @@ fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Res
         state.register_udf(f)?;
     }
     Ok(())
+}
+
+/// The executors' runtime producer when OxideLake has object stores to add (the
+/// `io-uring` feature); `None` keeps Ballista's default, which sizes memory pools from
+/// the executor's flags.
+pub fn executor_runtime_producer() -> Option<ballista_core::RuntimeProducer> {
+    if cfg!(all(target_os = "linux", feature = "io-uring")) {
+        Some(Arc::new(|_config: &SessionConfig| {
+            let env = datafusion::execution::runtime_env::RuntimeEnvBuilder::new().build()?;
+            crate::install_object_stores(&env);
+            Ok(Arc::new(env))
+        }))
+    } else {
+        None
+    }
 }
 
 /// The codec every cluster member uses: OxideLake's nodes, then Ballista's.

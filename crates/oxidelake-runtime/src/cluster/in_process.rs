@@ -15,7 +15,8 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_planner::OxidePhysicalCodec;
 
 use super::config::{
-    cluster_codec, cluster_session_config, executor_function_registry, scheduler_session_state,
+    cluster_codec, cluster_session_config, executor_function_registry, executor_runtime_producer,
+    scheduler_session_state,
 };
 
 /// A running in-process cluster.
@@ -23,6 +24,7 @@ pub struct InProcessCluster {
     runtime: Option<tokio::runtime::Runtime>,
     scheduler_port: u16,
     executor_codec: OxidePhysicalCodec,
+    executor_ports: Vec<u16>,
     work_dirs: Vec<tempfile::TempDir>,
 }
 
@@ -76,6 +78,7 @@ impl InProcessCluster {
             work_dirs.push(dir);
         }
         let exec_codec = executor_codec.clone();
+        let executor_ports: Vec<u16> = configs.iter().map(|(_, flight, _)| *flight).collect();
         let port = runtime
             .spawn(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -118,6 +121,7 @@ impl InProcessCluster {
                         vcores,
                         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
                         work_dir: Some(work_dir),
+                        override_runtime_producer: executor_runtime_producer(),
                         override_function_registry: Some(Arc::clone(&registry)),
                         override_config_producer: Some(Arc::new(cluster_session_config)),
                         override_physical_codec: Some(Arc::new(exec_codec.clone())),
@@ -133,6 +137,7 @@ impl InProcessCluster {
             runtime: Some(runtime),
             scheduler_port: port,
             executor_codec,
+            executor_ports,
             work_dirs,
         })
     }
@@ -145,6 +150,11 @@ impl InProcessCluster {
     /// The scheduler's port.
     pub fn scheduler_port(&self) -> u16 {
         self.scheduler_port
+    }
+
+    /// The executors' Arrow Flight ports.
+    pub fn executor_ports(&self) -> &[u16] {
+        &self.executor_ports
     }
 
     /// OxideLake plan nodes the executors decoded from stage plans so far.

@@ -9,7 +9,12 @@ fn oxide_scheduler_help_lists_its_flags() {
         .assert()
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    for flag in ["--bind-host", "--bind-port", "--scheduler-policy"] {
+    for flag in [
+        "--bind-host",
+        "--bind-port",
+        "--scheduler-policy",
+        "--placement",
+    ] {
         assert!(text.contains(flag), "{text}");
     }
 }

@@ -89,16 +89,20 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
         );
     }
 
+    let mut ports = vec![port];
+    ports.extend_from_slice(cluster.executor_ports());
     drop(remote);
     cluster.shutdown();
-    // The scheduler's port stops accepting connections.
-    let mut closed = false;
-    for _ in 0..50 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            closed = true;
-            break;
+    // The scheduler's and the executors' ports stop accepting connections.
+    for port in ports {
+        let mut closed = false;
+        for _ in 0..50 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                closed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(closed, "port {port} still open after shutdown");
     }
-    assert!(closed, "scheduler port {port} still open after shutdown");
 }
