@@ -16,12 +16,14 @@
 
 pub mod cluster;
 mod cluster_url;
+mod dashboard;
 mod error;
 mod object_stores;
 mod probe;
 mod session;
 
 pub use cluster_url::ClusterUrl;
+pub use dashboard::run_dashboard;
 pub use error::RuntimeError;
 pub use object_stores::install_object_stores;
 pub use oxidelake_core::EngineError;

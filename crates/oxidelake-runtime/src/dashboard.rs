@@ -1,0 +1,82 @@
+//! `oxide tui`: the terminal dashboard over a real query. The query runs on a tokio
+//! runtime while the dashboard owns the terminal on this thread; a reporter task sends
+//! the plan's live figures and the telemetry every 100 ms, then the final figures and
+//! the result's column statistics.
+
+mod column_stats;
+mod plan_view;
+
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use oxidelake_core::{EngineError, TelemetryHub};
+use oxidelake_tui::{AppState, Capacities, QueryStatus, Update};
+
+use crate::OxideSession;
+
+/// How often the reporter refreshes the dashboard while the query runs.
+const REFRESH: Duration = Duration::from_millis(100);
+
+fn update(plan: &Arc<dyn ExecutionPlan>, status: QueryStatus) -> Update {
+    Update {
+        plan: Some(plan_view::plan_nodes(plan)),
+        telemetry: Some(TelemetryHub::global().snapshot()),
+        columns: None,
+        status: Some(status),
+    }
+}
+
+async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Sender<Update>) {
+    let started = Instant::now();
+    let task_ctx = session.context().task_ctx();
+    let query = tokio::spawn(collect(Arc::clone(&plan), task_ctx));
+    tokio::pin!(query);
+    let result = loop {
+        tokio::select! {
+            done = &mut query => break done,
+            () = tokio::time::sleep(REFRESH) => {
+                let running = QueryStatus::Running { elapsed_ms: started.elapsed().as_millis() as u64 };
+                if updates.send(update(&plan, running)).is_err() {
+                    return; // the dashboard is gone
+                }
+            }
+        }
+    };
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let (status, columns) = match result {
+        Ok(Ok(batches)) => (
+            QueryStatus::Finished {
+                elapsed_ms,
+                rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+            },
+            Some(column_stats::column_stats(&batches)),
+        ),
+        Ok(Err(e)) => (QueryStatus::Failed(e.to_string()), None),
+        Err(e) => (QueryStatus::Failed(format!("query task: {e}")), None),
+    };
+    let mut last = update(&plan, status);
+    last.columns = columns;
+    let _ = updates.send(last);
+}
+
+/// Runs `sql` on `session` under the dashboard until the user quits (q). Quitting
+/// before the query finishes cancels it.
+pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))?;
+    let plan = runtime.block_on(session.physical_plan(sql))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut state = AppState::new(sql);
+    state.capacities = Capacities::default();
+    state.status = QueryStatus::Running { elapsed_ms: 0 };
+    state.plan = plan_view::plan_nodes(&plan);
+    runtime.spawn(report(session, plan, tx));
+    let result = oxidelake_tui::run(state, rx);
+    runtime.shutdown_background();
+    result.map_err(|e| EngineError::Internal(format!("dashboard: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! A running physical plan as the dashboard's operator list, with live figures from
+//! DataFusion's metrics (which operators update while they run).
+
+use std::sync::Arc;
+
+use datafusion::physical_plan::metrics::MetricValue;
+use datafusion::physical_plan::{ExecutionPlan, displayable};
+use oxidelake_core::BackendKind;
+use oxidelake_tui::{NodeStats, PlanNode};
+
+/// The placement tag of a node: GPU operators print theirs as `Name[cuda]`.
+fn backend_of(line: &str) -> BackendKind {
+    let head = line.split(':').next().unwrap_or(line);
+    if head.ends_with("[cuda]") {
+        BackendKind::Cuda
+    } else if head.ends_with("[metal]") {
+        BackendKind::Metal
+    } else {
+        BackendKind::CpuSimd
+    }
+}
+
+fn count(metrics: &datafusion::physical_plan::metrics::MetricsSet, name: &str) -> Option<u64> {
+    metrics.sum_by_name(name).map(|v| match v {
+        MetricValue::Count { count, .. } => count.value() as u64,
+        other => other.as_usize() as u64,
+    })
+}
+
+fn stats(node: &Arc<dyn ExecutionPlan>) -> NodeStats {
+    let Some(metrics) = node.metrics() else {
+        return NodeStats::default();
+    };
+    let metrics = metrics.aggregate_by_name();
+    NodeStats {
+        rows_in: count(&metrics, "rows_in"),
+        rows_out: metrics.output_rows().unwrap_or(0) as u64,
+        batches: count(&metrics, "output_batches").unwrap_or(0),
+        busy_ns: metrics.elapsed_compute().unwrap_or(0) as u64,
+        allocated_bytes: count(&metrics, "peak_mem_used").unwrap_or(0),
+        bytes_moved: count(&metrics, "bytes_moved").unwrap_or(0),
+    }
+}
+
+/// The operators of `plan` in pre-order, with their current figures.
+pub(crate) fn plan_nodes(plan: &Arc<dyn ExecutionPlan>) -> Vec<PlanNode> {
+    let mut out = Vec::new();
+    walk(plan, 0, &mut out);
+    out
+}
+
+fn walk(node: &Arc<dyn ExecutionPlan>, depth: usize, out: &mut Vec<PlanNode>) {
+    let line = displayable(node.as_ref()).one_line().to_string();
+    let line = line.trim_end();
+    let detail = line
+        .split_once(": ")
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or_default();
+    out.push(PlanNode {
+        depth,
+        name: node.name().to_string(),
+        detail,
+        backend: backend_of(line),
+        stats: stats(node),
+    });
+    for child in node.children() {
+        walk(child, depth + 1, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_tags_are_read_from_the_node_line() {
+        assert_eq!(
+            backend_of("GpuFilterExec[cuda]: predicate=a < 1"),
+            BackendKind::Cuda
+        );
+        assert_eq!(
+            backend_of("GpuAggregateExec[metal]: gby=[k@0]"),
+            BackendKind::Metal
+        );
+        assert_eq!(backend_of("FilterExec: a@0 < 1"), BackendKind::CpuSimd);
+    }
+}
