@@ -127,6 +127,7 @@ impl OperatorMetrics {
         self.bytes_moved.add(bytes_moved);
         self.baseline.elapsed_compute().add_duration(elapsed);
         self.baseline.record_output(rows_out);
+        self.baseline.output_batches().add(1);
         self.telemetry
             .record_batch(rows_in as u64, rows_out as u64, elapsed, bytes_moved as u64);
     }

@@ -7,4 +7,5 @@ mod runtime {
     pub mod cluster_gate;
     pub mod data;
     pub mod differential;
+    pub mod tui_pty;
 }

@@ -280,8 +280,34 @@ fn render_describe(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool)
     let header: Vec<&str> = if roomy {
         vec!["column", "min", "max", "nulls", "p25", "p50", "p99"]
     } else {
-        vec!["column", "min", "max", "nulls", "p50"]
+        vec!["column", "min", "max", "nulls"]
     };
+    // Concrete column widths, so every cell can be cut with an ellipsis instead of
+    // silently losing its last digits.
+    let inner = area.width.saturating_sub(2) as usize;
+    // (weight, fixed width); the null count gets a fixed 5 columns, the rest share
+    // what is left, and rounding leftovers go to the column names.
+    let weights: &[usize] = if roomy {
+        &[3, 2, 2, 0, 2, 2, 2]
+    } else {
+        &[3, 2, 2, 0]
+    };
+    const NULLS_WIDTH: usize = 5;
+    let gaps = weights.len() - 1;
+    let total: usize = weights.iter().sum();
+    let room = inner.saturating_sub(gaps + NULLS_WIDTH);
+    let mut widths: Vec<usize> = weights
+        .iter()
+        .map(|w| {
+            if *w == 0 {
+                NULLS_WIDTH
+            } else {
+                room * w / total
+            }
+        })
+        .collect();
+    let used: usize = widths.iter().sum::<usize>() + gaps;
+    widths[0] += inner.saturating_sub(used);
     let rows: Vec<Row> = state
         .columns
         .iter()
@@ -295,32 +321,26 @@ fn render_describe(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool)
             ];
             if roomy {
                 cells.extend([c.p25.clone(), c.p50.clone(), c.p99.clone()]);
-            } else {
-                cells.push(c.p50.clone());
             }
-            Row::new(cells)
+            Row::new(
+                cells
+                    .iter()
+                    .zip(&widths)
+                    .map(|(cell, w)| fit(cell, *w))
+                    .collect::<Vec<_>>(),
+            )
         })
         .collect();
-    let widths: Vec<Constraint> = if roomy {
-        vec![
-            Constraint::Fill(3),
-            Constraint::Fill(2),
-            Constraint::Fill(2),
-            Constraint::Length(6),
-            Constraint::Fill(2),
-            Constraint::Fill(2),
-            Constraint::Fill(2),
-        ]
-    } else {
-        vec![
-            Constraint::Fill(2),
-            Constraint::Fill(2),
-            Constraint::Fill(2),
-            Constraint::Length(5),
-            Constraint::Fill(2),
-        ]
-    };
-    let table = Table::new(rows, widths)
+    let constraints: Vec<Constraint> = widths
+        .iter()
+        .map(|w| Constraint::Length(*w as u16))
+        .collect();
+    let header: Vec<String> = header
+        .iter()
+        .zip(&widths)
+        .map(|(h, w)| fit(h, *w))
+        .collect();
+    let table = Table::new(rows, constraints)
         .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
         .block(block("Describe", Panel::Describe, state));
     frame.render_widget(table, area);

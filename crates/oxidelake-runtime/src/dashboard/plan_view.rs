@@ -35,7 +35,14 @@ fn stats(node: &Arc<dyn ExecutionPlan>) -> NodeStats {
     NodeStats {
         rows_in: count(&metrics, "rows_in"),
         rows_out: metrics.output_rows().unwrap_or(0) as u64,
-        batches: count(&metrics, "output_batches").unwrap_or(0),
+        // `sum_by_name` does not match the OutputBatches variant in DataFusion 55.
+        batches: metrics
+            .iter()
+            .map(|m| match m.value() {
+                MetricValue::OutputBatches(c) => c.value() as u64,
+                _ => 0,
+            })
+            .sum(),
         busy_ns: metrics.elapsed_compute().unwrap_or(0) as u64,
         allocated_bytes: count(&metrics, "peak_mem_used").unwrap_or(0),
         bytes_moved: count(&metrics, "bytes_moved").unwrap_or(0),

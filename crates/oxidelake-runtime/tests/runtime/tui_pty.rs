@@ -1,0 +1,195 @@
+//! `oxide tui` runs a real query over a Parquet file and shows it in the dashboard,
+//! driven through a real pseudo-terminal with termlens.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use oxidelake_storage::{LakeWriterOptions, write_parquet_file};
+use termlens::{Key, Screen, Terminal};
+
+/// The deadline of every wait except the query's.
+const WAIT: Duration = Duration::from_secs(10);
+/// The deadline for the query to finish: a debug build on a two-core machine, while the
+/// other tests of this binary run beside it.
+const QUERY_WAIT: Duration = Duration::from_secs(60);
+
+const QUERY: &str = "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t WHERE a < 5000 GROUP BY k";
+
+/// Writes 10 000 rows of `k = i % 10`, `a = i`, `b = i / 2` to `path`, in ten batches.
+fn write_table(path: &Path) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("a", DataType::Int64, false),
+        Field::new("b", DataType::Float64, false),
+    ]));
+    let batches: Vec<RecordBatch> = (0..10_i64)
+        .map(|batch| {
+            let ids = batch * 1000..(batch + 1) * 1000;
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(ids.clone().map(|i| i % 10))),
+                Arc::new(Int64Array::from_iter_values(ids.clone())),
+                Arc::new(Float64Array::from_iter_values(ids.map(|i| i as f64 * 0.5))),
+            ];
+            RecordBatch::try_new(Arc::clone(&schema), columns).unwrap()
+        })
+        .collect();
+    write_parquet_file(path, schema, &batches, &LakeWriterOptions::default()).unwrap();
+}
+
+/// The device tag the plan shows, if any.
+fn device_tag(screen: &Screen) -> Option<&'static str> {
+    ["[CPU]", "[CUDA]"]
+        .into_iter()
+        .find(|tag| screen.contains(tag))
+}
+
+/// Where a duration starts in `line` at or after char `from`: a number (digits, `.`,
+/// `,`) followed by ` ms`. Returns the char index of the number and the index past ` ms`.
+fn find_duration(line: &[char], from: usize) -> Option<(usize, usize)> {
+    let is_number = |c: char| c.is_ascii_digit() || c == '.' || c == ',';
+    (from..line.len()).find_map(|start| {
+        let starts_number =
+            line[start].is_ascii_digit() && (start == 0 || !is_number(line[start - 1]));
+        if !starts_number {
+            return None;
+        }
+        let digits_end = (start..line.len())
+            .find(|&i| !is_number(line[i]))
+            .unwrap_or(line.len());
+        let unit: String = line[digits_end..].iter().take(3).collect();
+        (unit == " ms").then_some((start, digits_end + 3))
+    })
+}
+
+/// The snapshot text of `screen` (see `termlens::Screen`'s `Display`) with every
+/// wall-clock duration's number replaced by `#`, so it is the same on every run: the
+/// query's elapsed time in the title bar, per-batch latencies in the Plan and Inspector
+/// panels. Inside a panel the columns the number gave up go back as padding before the
+/// panel's right border, so no border moves whatever the number of digits; in the title
+/// bar (row 0) the text after it closes up, which is what the dashboard itself does.
+fn redact_durations(screen: &Screen) -> String {
+    let text = screen.to_string();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let mut out = vec![header.to_owned()];
+    for (row, line) in lines.enumerate() {
+        let mut line: Vec<char> = line.chars().collect();
+        let mut from = 0;
+        while let Some((start, unit_end)) = find_duration(&line, from) {
+            let digits_end = unit_end - " ms".len();
+            let freed = digits_end - start - 1;
+            line.splice(start..digits_end, ['#']);
+            let unit_end = unit_end - freed;
+            if row > 0
+                && let Some(border) = (unit_end..line.len()).find(|&i| line[i] == '│')
+            {
+                line.splice(border..border, std::iter::repeat_n(' ', freed));
+            }
+            from = unit_end;
+        }
+        out.push(line.into_iter().collect());
+    }
+    out.join("\n")
+}
+
+#[test]
+fn duration_redaction_hides_the_digits_without_moving_any_border() {
+    // Panels pad their lines to a fixed inner width, as ratatui draws them.
+    let screen = |elapsed: &str, latency: &str| {
+        let plan = format!("Filter 5 rows  {latency} ms/batch");
+        let inspector = format!("batch  {latency} ms × 4");
+        let text = format!(
+            "size: 50x3  cursor: hidden\n OxideLake │ finished in {elapsed} ms, 10 rows │ SELECT\n\
+             │{plan:<30}││x│\n│{inspector:<30}││y│"
+        );
+        Screen::parse(&text).unwrap()
+    };
+    let fast = redact_durations(&screen("4", "0.012"));
+    let slow = redact_durations(&screen("1234", "12.345"));
+    assert_eq!(fast, slow);
+    assert_eq!(
+        fast,
+        format!(
+            "size: 50x3  cursor: hidden\n OxideLake │ finished in # ms, 10 rows │ SELECT\n\
+             │{:<30}││x│\n│{:<30}││y│",
+            "Filter 5 rows  # ms/batch", "batch  # ms × 4"
+        )
+    );
+}
+
+#[test]
+fn oxide_tui_runs_a_parquet_query_to_finished_and_quits_on_q() -> termlens::Result<()> {
+    let dir = tempfile::tempdir().unwrap();
+    write_table(&dir.path().join("t.parquet"));
+
+    // A cleared environment leaves OXIDE_BACKEND unset (the default backend choice) and
+    // keeps the host's RUST_LOG and colours out of the picture. The table is named
+    // relative to the working directory, so the temp path never reaches the screen.
+    let mut t = Terminal::builder()
+        .size(120, 40)
+        .env_clear()
+        .current_dir(dir.path())
+        .timeout(WAIT)
+        .args(["tui", "--table", "t=t.parquet", "-q", QUERY])
+        .spawn(env!("CARGO_BIN_EXE_oxide"))?;
+
+    t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
+    let screen = t.snapshot_after(|s| s.contains("finished"))?;
+    let title = screen.row_text(0);
+    assert!(
+        title.contains(" OxideLake │ finished in ")
+            && title.contains(" ms, 10 rows │ SELECT k, SUM(a)"),
+        "the title bar names the product, the finished status, ten result rows and the \
+         query:\n{screen}"
+    );
+    assert!(
+        screen.contains("AggregateExec"),
+        "the plan shows the aggregate (AggregateExec or GpuAggregateExec):\n{screen}"
+    );
+    let tag = device_tag(&screen);
+    assert!(tag.is_some(), "the plan tags its device:\n{screen}");
+
+    // The CPU build and a CUDA build draw different plans; each has its own snapshot.
+    let backend = if tag == Some("[CUDA]") { "cuda" } else { "cpu" };
+    insta::assert_snapshot!(
+        format!("oxide_tui_group_by_finished_{backend}"),
+        redact_durations(&screen)
+    );
+
+    t.send(Key::Char('q'))?;
+    let status = t.wait_exit()?;
+    assert_eq!(status.code(), Some(0), "status: {status}");
+    Ok(())
+}
+
+#[test]
+fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termlens::Result<()> {
+    let dir = tempfile::tempdir().unwrap();
+    write_table(&dir.path().join("t.parquet"));
+    // Placing for CUDA gives the same plan on every machine; without a GPU the GPU
+    // operators run their CPU paths, which is what this machine shows.
+    let mut t = Terminal::builder()
+        .size(120, 40)
+        .env_clear()
+        .current_dir(dir.path())
+        .timeout(WAIT)
+        .args(["tui", "--placement", "cuda", "--table", "t=t.parquet", "-q", QUERY])
+        .spawn(env!("CARGO_BIN_EXE_oxide"))?;
+    t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
+    let screen = t.snapshot_after(|s| s.contains("finished"))?;
+    for expected in ["GpuAggregateExec [CUDA]", "GpuFilterExec [CUDA]", "10 rows"] {
+        assert!(screen.contains(expected), "{expected} missing:\n{screen}");
+    }
+    insta::assert_snapshot!(
+        "oxide_tui_group_by_placed_for_cuda",
+        redact_durations(&screen)
+    );
+    t.send(Key::Char('q'))?;
+    let status = t.wait_exit()?;
+    assert_eq!(status.code(), Some(0), "status: {status}");
+    Ok(())
+}
