@@ -177,7 +177,15 @@ fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termle
         .env_clear()
         .current_dir(dir.path())
         .timeout(WAIT)
-        .args(["tui", "--placement", "cuda", "--table", "t=t.parquet", "-q", QUERY])
+        .args([
+            "tui",
+            "--placement",
+            "cuda",
+            "--table",
+            "t=t.parquet",
+            "-q",
+            QUERY,
+        ])
         .spawn(env!("CARGO_BIN_EXE_oxide"))?;
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
