@@ -65,6 +65,9 @@ impl OxideSession {
             )))
             .build();
         let ctx = SessionContext::new_with_state(state);
+        for udf in crate::oxide_scalar_udfs() {
+            ctx.register_udf(udf.as_ref().clone());
+        }
         crate::install_object_stores(&ctx.runtime_env());
         Self {
             ctx,
@@ -88,7 +91,12 @@ impl OxideSession {
             .with_config(cluster_session_config())
             .build();
         let ctx = SessionContext::remote_with_state(&parsed.to_string(), state).await?;
-        for f in datafusion::functions_nested::all_default_nested_functions() {
+        // Registered after the context exists: creating a remote context replaces the
+        // scalar-function list.
+        for f in datafusion::functions_nested::all_default_nested_functions()
+            .into_iter()
+            .chain(crate::oxide_scalar_udfs())
+        {
             ctx.register_udf(f.as_ref().clone());
         }
         let backend =

@@ -63,7 +63,10 @@ pub fn scheduler_session_state(
 
 fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Result<()> {
     use datafusion::execution::FunctionRegistry;
-    for f in datafusion::functions_nested::all_default_nested_functions() {
+    for f in datafusion::functions_nested::all_default_nested_functions()
+        .into_iter()
+        .chain(crate::oxide_scalar_udfs())
+    {
         state.register_udf(f)?;
     }
     Ok(())
@@ -98,7 +101,10 @@ pub fn cluster_codec_arc() -> Arc<dyn PhysicalExtensionCodec> {
 /// functions, which Ballista's default registry lacks (`array_distance` lives there).
 pub fn executor_function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
-    for f in datafusion::functions_nested::all_default_nested_functions() {
+    for f in datafusion::functions_nested::all_default_nested_functions()
+        .into_iter()
+        .chain(crate::oxide_scalar_udfs())
+    {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
     registry
