@@ -4,13 +4,38 @@
 //! with `l2_distance` / `cosine_distance` as SQL functions. Optional PyO3 bindings sit
 //! behind the `python` feature, off by default and outside every gate.
 //!
+//! ```text
+//! Session ──read_parquet / table / sql──▶ DataFrame ──filter / select / join /
+//!    │                                        │        aggregate / vector_distance──▶ DataFrame
+//!    ▼                                        ▼
+//! OxideSession ◀──────────────────── explain / collect: planned with the session's
+//! (placement rule, UDFs)                 state at the moment they are called
+//! ```
+//!
+//! A [`DataFrame`] is lazy: each method adds to a DataFusion logical plan. `collect` and
+//! `explain` plan it with the session's state *at that moment*, so a
+//! `SET oxidelake.placement.target = 'cuda'` issued after the DataFrame was built still
+//! applies, and `explain` shows the same placement tags as `EXPLAIN` in SQL.
+//!
 //! **Allowed internal dependencies:** `oxidelake-runtime` (and through it everything
 //! below) (spec §3).
 //!
 //! Errors: the engine-wide `EngineError`, re-exported as [`Error`].
+//!
+//! See `docs/api.md` for a runnable example.
 #![forbid(unsafe_code)]
 
+mod dataframe;
+mod session;
+mod vector;
+
+pub use arrow::record_batch::RecordBatch;
+pub use dataframe::DataFrame;
+pub use datafusion::functions_aggregate::expr_fn::{count, max, min, sum};
+pub use datafusion::prelude::{Expr, col, lit};
 pub use oxidelake_runtime::EngineError as Error;
+pub use oxidelake_runtime::{DistanceMetric, OxideSession, PlacementTarget};
+pub use session::Session;
 
 /// Result type of the API.
 pub type Result<T> = std::result::Result<T, Error>;

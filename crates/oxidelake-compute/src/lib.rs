@@ -7,7 +7,10 @@
 //! | [`GpuFilterExec`] | `FilterExec` + column `ProjectionExec` | `= < <= > >=` AND-ed, Int64/Float64 vs literal |
 //! | [`GpuHashJoinExec`] | inner `HashJoinExec` | one Int64 key |
 //! | [`GpuAggregateExec`] | `AggregateExec` | SUM/COUNT/MIN/MAX over Int64/Float64 by one Int64 key |
-//! | [`GpuVectorDistanceExec`] | `array_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
+//! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
+//!
+//! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
+//! path of [`GpuVectorDistanceExec`] and of DataFusion's `array_distance` (ADR-0005).
 //!
 //! Each operator picks its backend when it executes, from the local `HardwareDetector`,
 //! so one plan is correct on an executor with or without a GPU; a batch the backend
@@ -30,6 +33,7 @@ mod exec_support;
 mod filter;
 mod hash_join;
 mod placement;
+mod udf;
 mod vector_distance;
 
 pub use aggregate::GpuAggregateExec;
@@ -38,4 +42,5 @@ pub use filter::GpuFilterExec;
 pub use hash_join::GpuHashJoinExec;
 pub use oxidelake_device::ops;
 pub use placement::placement_label;
+pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cli;
 pub mod cluster;
 mod cluster_url;
 mod dashboard;
@@ -28,6 +29,7 @@ pub use dashboard::run_dashboard;
 pub use error::RuntimeError;
 pub use functions::oxide_scalar_udfs;
 pub use object_stores::install_object_stores;
+pub use oxidelake_compute::ops::DistanceMetric;
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::PlacementTarget;
 pub use probe::DetectorProbe;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use ballista::prelude::SessionContextExt;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_core::{BackendKind, EngineError};
@@ -17,6 +18,21 @@ use oxidelake_planner::{
 
 use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler_session_state};
 use crate::probe::DetectorProbe;
+
+/// A connection failure to the scheduler as an I/O error that says so in one line;
+/// any other error unchanged.
+fn unreachable_scheduler(url: &str, e: datafusion::error::DataFusionError) -> EngineError {
+    let text = e.to_string();
+    if !(text.contains("tcp connect error") || text.contains("Connection refused")) {
+        return e.into();
+    }
+    EngineError::io(
+        url,
+        std::io::Error::other(
+            "cannot reach the scheduler: connection refused (is oxide-scheduler running there?)",
+        ),
+    )
+}
 
 /// Where a session's queries run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +106,10 @@ impl OxideSession {
             .with_default_features()
             .with_config(cluster_session_config())
             .build();
-        let ctx = SessionContext::remote_with_state(&parsed.to_string(), state).await?;
+        let url = parsed.to_string();
+        let ctx = SessionContext::remote_with_state(&url, state)
+            .await
+            .map_err(|e| unreachable_scheduler(&url, e))?;
         // Registered after the context exists: creating a remote context replaces the
         // scalar-function list.
         for f in datafusion::functions_nested::all_default_nested_functions()
@@ -144,7 +163,12 @@ impl OxideSession {
             let text = self.explain(query).await?;
             return explain::as_batches(&text);
         }
-        Ok(self.ctx.sql(sql).await?.collect().await?)
+        let result = async { self.ctx.sql(sql).await?.collect().await }.await;
+        match (&self.mode, result) {
+            (_, Ok(batches)) => Ok(batches),
+            (SessionMode::Cluster(url), Err(e)) => Err(unreachable_scheduler(url, e)),
+            (SessionMode::Embedded, Err(e)) => Err(e.into()),
+        }
     }
 
     /// The physical plan of `query` as this session places it. In cluster mode the plan
@@ -152,6 +176,24 @@ impl OxideSession {
     /// plans are what the scheduler sends.
     pub async fn explain(&self, query: &str) -> Result<String, EngineError> {
         let plan = self.physical_plan(query).await?;
+        Ok(self.with_placement(&plan))
+    }
+
+    /// [`Self::explain`] for a logical plan (a DataFrame's): planned with the session's
+    /// current state (embedded) or the scheduler's rules (cluster).
+    pub async fn explain_plan(&self, plan: LogicalPlan) -> Result<String, EngineError> {
+        let physical = match &self.mode {
+            SessionMode::Embedded => self.ctx.state().create_physical_plan(&plan).await?,
+            SessionMode::Cluster(_) => {
+                let config: SessionConfig = self.ctx.state().config().clone();
+                let state = scheduler_session_state(config, self.probe.local_backend())?;
+                state.create_physical_plan(&plan).await?
+            }
+        };
+        Ok(self.with_placement(&physical))
+    }
+
+    fn with_placement(&self, plan: &Arc<dyn ExecutionPlan>) -> String {
         let backend = match self.placement_backend() {
             Some(kind) => Ok(kind),
             None if self.placement_target() == PlacementTarget::Cpu => {
@@ -159,7 +201,7 @@ impl OxideSession {
             }
             None => Err(oxidelake_planner::CpuTarget::NoGpuDetected),
         };
-        Ok(oxidelake_planner::explain_with_placement(&plan, backend))
+        oxidelake_planner::explain_with_placement(plan, backend)
     }
 
     /// The physical plan of `query` (embedded: what runs; cluster: what the scheduler

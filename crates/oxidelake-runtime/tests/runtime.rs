@@ -4,8 +4,11 @@
 
 mod runtime {
     pub mod binaries;
+    pub mod cli;
     pub mod cluster_gate;
     pub mod data;
     pub mod differential;
+    pub mod readme;
+    pub mod tpch;
     pub mod tui_pty;
 }

@@ -1,9 +1,10 @@
-//! A projection computing `array_distance(v, [..])` or `cosine_distance(v, [..])` over a
-//! `FixedSizeList<Float32>` column → GpuVectorDistanceExec under a column-only projection.
+//! A projection computing `array_distance(v, [..])` or `l2_distance(v, [..])` (L2), or
+//! `cosine_distance(v, [..])`, over a `FixedSizeList<Float32>` column →
+//! GpuVectorDistanceExec under a column-only projection.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, Float32Array};
+use arrow::array::{Array, Float64Array};
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
@@ -19,7 +20,7 @@ use super::{Placement, reason_of};
 fn metric_of(expr: &Arc<dyn PhysicalExpr>) -> Option<(&ScalarFunctionExpr, DistanceMetric)> {
     let f = expr.downcast_ref::<ScalarFunctionExpr>()?;
     match f.name() {
-        "array_distance" | "list_distance" => Some((f, DistanceMetric::L2)),
+        "array_distance" | "list_distance" | "l2_distance" => Some((f, DistanceMetric::L2)),
         "cosine_distance" => Some((f, DistanceMetric::Cosine)),
         _ => None,
     }
@@ -50,16 +51,27 @@ fn query_vector(value: &ScalarValue) -> Result<Vec<f32>, String> {
         ScalarValue::LargeList(a) if a.len() == 1 => a.value(0),
         other => return Err(format!("query vector is {}", other.data_type())),
     };
-    let floats = arrow::compute::cast(&list, &DataType::Float32)
+    let wide = arrow::compute::cast(&list, &DataType::Float64)
         .map_err(|_| format!("query vector of {}", list.data_type()))?;
-    let floats = floats
+    let wide = wide
         .as_any()
-        .downcast_ref::<Float32Array>()
+        .downcast_ref::<Float64Array>()
         .ok_or_else(|| "query vector is not numeric".to_string())?;
-    if floats.null_count() > 0 {
+    if wide.null_count() > 0 {
         return Err("NULL inside the query vector".into());
     }
-    Ok(floats.values().to_vec())
+    // The GPU operator takes an f32 query; DataFusion computes with the f64 literal. A
+    // value f32 cannot hold exactly would change the distances, so such a query stays
+    // on the CPU.
+    let narrow: Vec<f32> = wide.values().iter().map(|v| *v as f32).collect();
+    if narrow
+        .iter()
+        .zip(wide.values().iter())
+        .any(|(n, w)| f64::from(*n).to_bits() != w.to_bits())
+    {
+        return Err("query vector not exact in f32".into());
+    }
+    Ok(narrow)
 }
 
 fn rewrite(

@@ -32,6 +32,8 @@ pub fn session(target: PlacementTarget, local: BackendKind) -> SessionContext {
         .with_physical_optimizer_rules(physical_optimizer_rules(rule))
         .build();
     let ctx = SessionContext::new_with_state(state);
+    // What the runtime registers on every session (oxide_scalar_udfs).
+    ctx.register_udf(oxidelake_compute::l2_distance_udf());
     register_tables(&ctx);
     ctx
 }

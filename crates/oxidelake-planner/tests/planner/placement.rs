@@ -86,6 +86,19 @@ async fn a_vector_distance_projection_becomes_a_gpu_vector_distance() {
 }
 
 #[tokio::test]
+async fn an_l2_distance_projection_placed_for_cuda_becomes_a_gpu_vector_distance() {
+    let text = explain(
+        PlacementTarget::Cuda,
+        BackendKind::Cuda,
+        "SELECT k, l2_distance(v, [1.0, 2.0]) AS d FROM t",
+    )
+    .await;
+    assert!(text.contains("GpuVectorDistanceExec[cuda]"), "{text}");
+    assert!(text.contains("d=l2(v@1, query[2])"), "{text}");
+    assert!(!text.contains("l2_distance("), "{text}");
+}
+
+#[tokio::test]
 async fn with_target_cpu_nothing_is_rewritten_and_explain_says_so() {
     let text = explain(
         PlacementTarget::Cpu,
@@ -117,6 +130,7 @@ async fn rewritten_plans_return_the_same_rows_as_cpu_plans() {
         "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
         "SELECT k, array_distance(v, [1.0, 0.0]) AS dist FROM t",
+        "SELECT k, l2_distance(v, [1.0, 2.0]) AS d FROM t",
     ];
     for sql in queries {
         let mut results = Vec::new();
@@ -138,4 +152,14 @@ async fn rewritten_plans_return_the_same_rows_as_cpu_plans() {
         }
         assert_eq!(results[0], results[1], "{sql}");
     }
+}
+
+#[tokio::test]
+async fn a_query_vector_f32_cannot_hold_exactly_stays_on_the_cpu() {
+    let text = gpu_explain("SELECT k, array_distance(v, [1.1, 2.2]) AS dist FROM t").await;
+    assert!(!text.contains("GpuVectorDistanceExec"), "{text}");
+    assert!(
+        text.contains("[cpu: query vector not exact in f32]"),
+        "{text}"
+    );
 }

@@ -1,13 +1,24 @@
 //! `oxide`: the OxideLake command line.
 //!
-//! `oxide tui -q "SELECT …" --table name=path.parquet` runs a query under the terminal
-//! dashboard: its physical plan with placement, live figures while it runs, then the
-//! final figures and the result's column statistics.
+//! ```text
+//! oxide demo                                  generate a small dataset, run placed queries
+//! oxide sql [-q SQL] [--data DIR] [--format table|csv|json] [--cluster df://h:p]
+//! oxide explain -q SQL [--data DIR] [--placement auto|cpu|cuda|metal]
+//! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
+//! oxide tui -q SQL --table NAME=PATH
+//! ```
+//! Errors print one line on stderr and exit with status 1.
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
+use oxidelake_core::EngineError;
+use oxidelake_runtime::cli::output::Format;
+use oxidelake_runtime::cli::{demo, gen_data, repl, run, tables};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
+use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 
 /// OxideLake: GPU-accelerated analytical SQL over Parquet lakes.
 #[derive(Debug, Parser)]
@@ -19,8 +30,71 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Generate a small dataset if there is none, then run placed, timed queries.
+    Demo {
+        /// Where the demo data lives.
+        #[arg(long, default_value = "oxide-demo-data")]
+        dir: PathBuf,
+        /// Rows to generate when the data does not exist yet.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+    },
+    /// Run SQL: one statement with -q, else an interactive prompt (or stdin's statements).
+    Sql(SqlArgs),
+    /// Show the physical plan with placement tags and why nodes stayed on the CPU.
+    Explain(SqlArgs),
+    /// Write the synthetic dataset or TPC-H as lake Parquet.
+    GenData(GenDataArgs),
     /// Run a query under the terminal dashboard (↑/↓ select, Tab panel, q quit).
     Tui(TuiArgs),
+}
+
+#[derive(Debug, Args)]
+struct SessionArgs {
+    /// Register every Parquet dataset in DIR as a table (subdirectory or file name).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// A Parquet file or directory as NAME=PATH (repeatable).
+    #[arg(short = 't', long = "table", value_name = "NAME=PATH")]
+    tables: Vec<String>,
+    /// Run on the Ballista cluster behind this scheduler (df://host:port).
+    #[arg(long, value_name = "URL")]
+    cluster: Option<String>,
+    /// Backend to place operators for: auto (this machine), cpu, cuda or metal. A GPU
+    /// this machine lacks runs the GPU operators' CPU paths.
+    #[arg(long, default_value = "auto")]
+    placement: String,
+}
+
+#[derive(Debug, Args)]
+struct SqlArgs {
+    /// The statement (without it, `oxide sql` reads statements interactively).
+    #[arg(short = 'q', long)]
+    query: Option<String>,
+    /// Output format.
+    #[arg(long, default_value = "table")]
+    format: String,
+    #[command(flatten)]
+    session: SessionArgs,
+}
+
+#[derive(Debug, Args)]
+struct GenDataArgs {
+    /// Output directory (one subdirectory per table).
+    #[arg(long)]
+    out: PathBuf,
+    /// Rows of the synthetic table `t`.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: u64,
+    /// Write the eight TPC-H tables instead.
+    #[arg(long)]
+    tpch: bool,
+    /// TPC-H scale factor (1 = 6 million lineitem rows).
+    #[arg(long, default_value_t = 0.1)]
+    scale_factor: f64,
+    /// Page compression: none, lz4 or zstd.
+    #[arg(long, default_value = "lz4")]
+    compression: String,
 }
 
 #[derive(Debug, Args)]
@@ -28,35 +102,118 @@ struct TuiArgs {
     /// The SQL query to run.
     #[arg(short = 'q', long)]
     query: String,
-    /// A Parquet file or directory to query, as NAME=PATH (repeatable).
-    #[arg(short = 't', long = "table", value_name = "NAME=PATH")]
-    tables: Vec<String>,
-    /// Backend to place operators for: auto (this machine), cpu, cuda or metal. A GPU
-    /// this machine lacks runs the GPU operators' CPU paths.
-    #[arg(long, default_value = "auto")]
-    placement: String,
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Tui(args) => tui(args),
+    match run_command(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!("error: {}", text.lines().next().unwrap_or("unknown error"));
+            ExitCode::FAILURE
+        }
     }
 }
 
-fn tui(args: TuiArgs) -> anyhow::Result<()> {
-    let target: PlacementTarget = args.placement.parse().map_err(anyhow::Error::msg)?;
-    let session = OxideSession::local_with(target, Arc::new(DetectorProbe));
-    let runtime = tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, EngineError> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))
+}
+
+async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
+    let target: PlacementTarget =
+        args.placement
+            .parse()
+            .map_err(|detail: String| EngineError::InvalidArgument {
+                what: "placement",
+                detail,
+            })?;
+    let session = match &args.cluster {
+        Some(url) => {
+            let session = OxideSession::connect(url).await?;
+            if target != PlacementTarget::Auto {
+                session
+                    .sql(&format!("SET oxidelake.placement.target = '{target}'"))
+                    .await?;
+            }
+            session
+        }
+        None => OxideSession::local_with(target, Arc::new(DetectorProbe)),
+    };
+    if let Some(dir) = &args.data {
+        tables::register_data_dir(&session, dir).await?;
+    }
     for table in &args.tables {
         let (name, path) = table
             .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--table wants NAME=PATH, got {table:?}"))?;
-        runtime.block_on(session.register_parquet(name, path))?;
+            .ok_or_else(|| EngineError::InvalidArgument {
+                what: "--table",
+                detail: format!("expected NAME=PATH, got {table:?}"),
+            })?;
+        session.register_parquet(name, path).await?;
     }
-    drop(runtime);
-    run_dashboard(session, &args.query)?;
-    Ok(())
+    Ok(session)
+}
+
+fn run_command(command: Command) -> Result<(), EngineError> {
+    match command {
+        Command::Demo { dir, rows } => {
+            runtime()?.block_on(demo::demo(&dir, rows, &mut std::io::stdout().lock()))
+        }
+        Command::Sql(args) => {
+            let format: Format =
+                args.format
+                    .parse()
+                    .map_err(|detail: String| EngineError::InvalidArgument {
+                        what: "--format",
+                        detail,
+                    })?;
+            runtime()?.block_on(async {
+                let session = open_session(&args.session).await?;
+                match &args.query {
+                    Some(sql) => {
+                        run::run_statement(&session, sql, format, &mut std::io::stdout().lock())
+                            .await
+                    }
+                    None => repl::repl(&session, format).await,
+                }
+            })
+        }
+        Command::Explain(args) => runtime()?.block_on(async {
+            let sql = args
+                .query
+                .as_deref()
+                .ok_or_else(|| EngineError::InvalidArgument {
+                    what: "-q",
+                    detail: "oxide explain needs a query".into(),
+                })?;
+            let session = open_session(&args.session).await?;
+            println!("{}", session.explain(sql).await?.trim_end());
+            Ok(())
+        }),
+        Command::GenData(args) => {
+            let compression: ParquetCompression = args.compression.parse()?;
+            let options = LakeWriterOptions::default().with_compression(compression);
+            if args.tpch {
+                for (table, file) in
+                    gen_data::generate_tpch(&args.out, args.scale_factor, &options)?
+                {
+                    eprintln!("{table}: {} rows, {} bytes", file.rows, file.bytes);
+                }
+            } else {
+                let file = gen_data::generate_synthetic(&args.out, args.rows, &options)?;
+                eprintln!("t: {} rows, {} bytes", file.rows, file.bytes);
+            }
+            Ok(())
+        }
+        Command::Tui(args) => {
+            let session = runtime()?.block_on(open_session(&args.session))?;
+            run_dashboard(session, &args.query)
+        }
+    }
 }

@@ -1,0 +1,12 @@
+//! The pieces of the `oxide` command line: data generation, statement running and
+//! output, the REPL, table registration and the demo.
+
+pub mod demo;
+pub mod gen_data;
+pub mod output;
+pub mod progress;
+pub mod repl;
+pub mod run;
+pub mod statements;
+pub mod tables;
+pub mod tpch;

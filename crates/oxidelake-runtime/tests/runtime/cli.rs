@@ -1,0 +1,240 @@
+//! The `oxide` command line end to end: generated data, SQL checked against an
+//! independent computation, the same SQL on a scheduler and a worker started as
+//! processes, EXPLAIN with placement, and errors that read like a tool's.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+
+const ROWS: i64 = 1_000_000;
+const QUERY: &str = "SELECT k, SUM(v) FROM t GROUP BY k ORDER BY k";
+
+fn oxide() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_oxide"))
+}
+
+/// SUM(v) per k computed straight from the generator's definition of the rows
+/// (k = id mod 64, v = id * 7919 mod 1000), without the engine.
+fn expected_sums() -> BTreeMap<i64, i64> {
+    let mut sums = BTreeMap::new();
+    for id in 0..ROWS {
+        *sums.entry(id % 64).or_insert(0) += (id * 7_919) % 1_000;
+    }
+    sums
+}
+
+fn parse_csv(stdout: &[u8]) -> BTreeMap<i64, i64> {
+    let text = String::from_utf8_lossy(stdout);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("k,sum(t.v)"), "{text}");
+    lines
+        .map(|l| {
+            let (k, s) = l.split_once(',').unwrap();
+            (k.parse().unwrap(), s.parse().unwrap())
+        })
+        .collect()
+}
+
+fn gen_data(dir: &Path) {
+    oxide()
+        .args(["gen-data", "--rows", &ROWS.to_string(), "--out"])
+        .arg(dir)
+        .assert()
+        .success();
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Child processes killed when the test ends, however it ends.
+struct Processes(Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    gen_data(dir.path());
+    let expected = expected_sums();
+
+    let embedded = oxide()
+        .args(["sql", "--format", "csv", "--data"])
+        .arg(dir.path())
+        .args(["-q", QUERY])
+        .assert()
+        .success();
+    let output = embedded.get_output();
+    assert_eq!(parse_csv(&output.stdout), expected);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("64 rows fetched. Elapsed"), "{stderr}");
+
+    // The same query on a cluster of real processes.
+    let (scheduler_port, flight_port, grpc_port) = (free_port(), free_port(), free_port());
+    let work = tempfile::tempdir().unwrap();
+    let mut processes = Processes(Vec::new());
+    processes.0.push(
+        StdCommand::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
+            .args([
+                "--bind-port",
+                &scheduler_port.to_string(),
+                "--placement",
+                "cuda",
+            ])
+            .args(["--log", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(scheduler_port);
+    processes.0.push(
+        StdCommand::new(env!("CARGO_BIN_EXE_oxide-worker"))
+            .args(["--scheduler-port", &scheduler_port.to_string()])
+            .args(["--bind-port", &flight_port.to_string()])
+            .args(["--bind-grpc-port", &grpc_port.to_string()])
+            .args(["--vcores", "2", "--log", "warn", "--work-dir"])
+            .arg(work.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(flight_port);
+    let url = format!("df://127.0.0.1:{scheduler_port}");
+    let clustered = oxide()
+        .args(["sql", "--format", "csv", "--cluster", &url, "--data"])
+        .arg(dir.path())
+        .args(["-q", QUERY])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success();
+    assert_eq!(parse_csv(&clustered.get_output().stdout), expected);
+    drop(processes);
+}
+
+#[test]
+fn explain_shows_placement_tags_and_cpu_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    oxide()
+        .args(["gen-data", "--rows", "10000", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let out = oxide()
+        .args(["explain", "--placement", "cuda", "--data"])
+        .arg(dir.path())
+        .args(["-q", "SELECT k, SUM(v) FROM t WHERE v < 10 GROUP BY k"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains("GpuAggregateExec[cuda]"), "{text}");
+    assert!(text.contains("GpuFilterExec[cuda]"), "{text}");
+    let out = oxide()
+        .args(["explain", "--placement", "cuda", "--data"])
+        .arg(dir.path())
+        .args(["-q", "SELECT k, COUNT(*) FROM t GROUP BY k"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains("[cpu: count of an expression"), "{text}");
+    // EXPLAIN ANALYZE runs through DataFusion and shows the operators' metrics.
+    let out = oxide()
+        .args(["sql", "--placement", "cuda", "--data"])
+        .arg(dir.path())
+        .args([
+            "-q",
+            "EXPLAIN ANALYZE SELECT k, SUM(v) FROM t WHERE v < 10 GROUP BY k",
+        ])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        text.contains("GpuFilterExec[cuda]") && text.contains("rows_in="),
+        "{text}"
+    );
+}
+
+#[test]
+fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["sql".into(), "-q".into(), "SELEC 1".into()],
+            "SQL error",
+        ),
+        (
+            vec![
+                "sql".into(),
+                "--data".into(),
+                dir.path().join("missing").display().to_string(),
+                "-q".into(),
+                "SELECT 1".into(),
+            ],
+            "No such file",
+        ),
+        (
+            vec![
+                "sql".into(),
+                "--cluster".into(),
+                format!("df://127.0.0.1:{}", free_port()),
+                "-q".into(),
+                "SELECT 1".into(),
+            ],
+            "cannot reach the scheduler",
+        ),
+        (
+            vec![
+                "sql".into(),
+                "--format".into(),
+                "xml".into(),
+                "-q".into(),
+                "SELECT 1".into(),
+            ],
+            "table, csv, json",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = oxide().args(&args).assert().failure().code(1);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn statements_piped_to_the_prompt_run_in_turn() {
+    let out = oxide()
+        .args(["sql", "--format", "csv"])
+        .write_stdin("SELECT 1 AS a;\nSELECT 'x;y' AS b,\n 2 AS c;\n")
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert_eq!(text, "a\n1\nb,c\nx;y,2\n");
+}
