@@ -21,6 +21,27 @@ pub enum ObjectError {
     /// A digest string that is not 64 hex characters.
     #[error("invalid sha256 digest {0:?}")]
     InvalidDigest(String),
+    /// The bytes read are not as many as recorded when they were written.
+    #[error("object {uri} is corrupt: expected {expected} bytes, found {actual}")]
+    SizeMismatch {
+        /// The object.
+        uri: String,
+        /// The recorded size.
+        expected: u64,
+        /// The size found.
+        actual: u64,
+    },
+    /// A location that is not inside this managed store (or not a `file://` URI).
+    #[error("refusing to open {uri}: {reason}")]
+    OutsideStore {
+        /// The location's URI.
+        uri: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A DataLocation column value that cannot be a location.
+    #[error("invalid data location: {0}")]
+    InvalidLocation(String),
     /// Reading or writing the object failed.
     #[error("I/O on {uri} failed: {source}")]
     Io {
@@ -48,6 +69,23 @@ impl From<ObjectError> for EngineError {
             ObjectError::InvalidDigest(text) => EngineError::InvalidArgument {
                 what: "sha256 digest",
                 detail: text,
+            },
+            ObjectError::SizeMismatch {
+                uri,
+                expected,
+                actual,
+            } => EngineError::Format {
+                path: uri,
+                detail: format!("corrupt object: expected {expected} bytes, found {actual}"),
+                source: None,
+            },
+            ObjectError::OutsideStore { uri, reason } => EngineError::InvalidArgument {
+                what: "data location",
+                detail: format!("{uri}: {reason}"),
+            },
+            ObjectError::InvalidLocation(detail) => EngineError::InvalidArgument {
+                what: "data location",
+                detail,
             },
         }
     }

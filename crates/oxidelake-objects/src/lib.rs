@@ -1,19 +1,30 @@
 //! # oxidelake-objects
 //!
-//! Managed large objects: the immutable `DataLocation` {uri, mime, size, sha256} a table
-//! row points at, its Arrow struct type, the streaming object store under
-//! `<data-dir>/objects` that hashes while it writes, and readers that verify the digest
-//! when they read.
+//! Managed large objects: the immutable [`DataLocation`] {uri, mime, size, sha256} a
+//! table row points at, its Arrow struct type, the streaming [`ManagedObjectStore`]
+//! under `<data-dir>/objects` that hashes while it copies and publishes only complete
+//! objects, verified readers that refuse locations outside the store and detect
+//! tampering, and garbage collection of orphaned uploads.
 //!
 //! **Allowed internal dependencies:** `oxidelake-core` only (AMENDMENTS A4).
-//!
-//! Status: the object store arrives with the managed-objects issue; today the crate
-//! defines its error type and the SHA-256 digest value.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod digest;
 mod error;
+mod gc;
+mod location;
+mod mime;
+mod reader;
+mod store;
 
 pub use digest::Sha256Digest;
 pub use error::ObjectError;
+pub use gc::GcReport;
+pub use location::{
+    DataLocation, data_location_field, data_location_fields, data_location_type, from_array,
+    is_data_location, to_array,
+};
+pub use mime::sniff_mime;
+pub use reader::{VerifiedReader, verification_error};
+pub use store::{DEFAULT_CHUNK_BYTES, ManagedObjectStore};
