@@ -1,0 +1,96 @@
+//! `append`: add one batch as table version `expected_version + 1`, or nothing.
+
+use arrow::array::RecordBatch;
+use datafusion::object_store::ObjectStoreExt;
+use deltalake_core::kernel::Add;
+use deltalake_core::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake_core::{DeltaTable, Path};
+
+use crate::catalog::loaded_version;
+use crate::commit::{CommitOutcome, commit_append_cas};
+use crate::schema_check::conform_batch;
+use crate::{Catalog, CatalogError, TableName};
+
+impl Catalog {
+    /// Appends `batch` to the table as version `expected_version + 1` and returns that
+    /// version.
+    ///
+    /// This is the table-version compare-and-swap: if the table is not at
+    /// `expected_version`, or another writer commits `expected_version + 1` first, it fails
+    /// with [`CatalogError::VersionConflict`] and publishes nothing (the Parquet files it
+    /// wrote for the batch are deleted again). A batch whose schema is not the table's
+    /// fails with [`CatalogError::SchemaMismatch`] before anything is written. To retry,
+    /// re-read [`Catalog::version`] and append again.
+    pub async fn append(
+        &self,
+        name: &TableName,
+        batch: RecordBatch,
+        expected_version: i64,
+    ) -> Result<i64, CatalogError> {
+        let table = self.open_delta(name, None).await?;
+        let current = loaded_version(name, &table)?;
+        if current != expected_version {
+            return Err(conflict(name, expected_version, current));
+        }
+        let schema = table
+            .snapshot()
+            .map_err(|e| CatalogError::delta(name, e))?
+            .snapshot()
+            .arrow_schema();
+        let batch = conform_batch(name, batch, &schema)?;
+
+        let adds = write_data_files(&table, batch)
+            .await
+            .map_err(|e| CatalogError::delta(name, e))?;
+        let outcome = commit_append_cas(&table, adds.clone())
+            .await
+            .map_err(|e| CatalogError::delta(name, e))?;
+        match outcome {
+            CommitOutcome::Landed(version) => {
+                tracing::debug!(table = %name, version, "appended {} file(s)", adds.len());
+                Ok(i64::try_from(version).unwrap_or(i64::MAX))
+            }
+            CommitOutcome::LostRace => {
+                delete_data_files(&table, &adds).await;
+                // Lists the log from the loaded version on; no replay needed.
+                let actual = table
+                    .get_latest_version()
+                    .await
+                    .map_err(|e| CatalogError::delta(name, e))?;
+                let actual = i64::try_from(actual).unwrap_or(i64::MAX);
+                Err(conflict(name, expected_version, actual))
+            }
+        }
+    }
+}
+
+fn conflict(name: &TableName, expected: i64, actual: i64) -> CatalogError {
+    CatalogError::VersionConflict {
+        table: name.to_string(),
+        expected,
+        actual,
+    }
+}
+
+/// Writes `batch` as Parquet file(s) in the table directory; they are not part of any
+/// version until a commit adds them.
+pub(crate) async fn write_data_files(
+    table: &DeltaTable,
+    batch: RecordBatch,
+) -> Result<Vec<Add>, deltalake_core::DeltaTableError> {
+    let mut writer = RecordBatchWriter::for_table(table)?;
+    writer.write(batch).await?;
+    writer.flush().await
+}
+
+/// Best-effort removal of the data files of a commit that lost its race. A failure leaves
+/// an orphan that no snapshot references (Delta's full vacuum removes such files).
+async fn delete_data_files(table: &DeltaTable, adds: &[Add]) {
+    let store = table.object_store();
+    for add in adds {
+        let path = Path::parse(&add.path).unwrap_or_else(|_| Path::from(add.path.as_str()));
+        if let Err(e) = store.delete(&path).await {
+            tracing::warn!(path = %add.path, error = %e, "could not delete an unpublished data file");
+        }
+    }
+}
