@@ -47,6 +47,10 @@ enum Command {
     GenData(GenDataArgs),
     /// Run a query under the terminal dashboard (↑/↓ select, Tab panel, q quit).
     Tui(TuiArgs),
+    /// `oxide <name> …` runs `oxide-<name> …` installed next to `oxide` (`insert`,
+    /// `table` and `objects` come with the SDK).
+    #[command(external_subcommand)]
+    External(Vec<String>),
 }
 
 #[derive(Debug, Args)]
@@ -215,5 +219,31 @@ fn run_command(command: Command) -> Result<(), EngineError> {
             let session = runtime()?.block_on(open_session(&args.session))?;
             run_dashboard(session, &args.query)
         }
+        Command::External(args) => external(&args),
     }
+}
+
+/// Runs `oxide-<name>` from the directory of this executable, passing the rest of the
+/// arguments, and exits with its status.
+fn external(args: &[String]) -> Result<(), EngineError> {
+    let Some((name, rest)) = args.split_first() else {
+        return Err(EngineError::InvalidArgument {
+            what: "command",
+            detail: "missing".into(),
+        });
+    };
+    let unknown = || EngineError::InvalidArgument {
+        what: "command",
+        detail: format!("unknown command {name:?} (see oxide --help)"),
+    };
+    let exe = std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
+    let candidate = exe.with_file_name(format!("oxide-{name}"));
+    if !candidate.is_file() {
+        return Err(unknown());
+    }
+    let status = std::process::Command::new(&candidate)
+        .args(rest)
+        .status()
+        .map_err(|e| EngineError::io(candidate.display().to_string(), e))?;
+    std::process::exit(status.code().unwrap_or(1));
 }

@@ -1,0 +1,66 @@
+//! `oxide insert` (run as `oxide insert …` or `oxide-insert …`): one managed-object row.
+//!
+//! ```text
+//! oxide insert --data-dir D "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)" 42 @./ep42.mcap
+//! ```
+//! Values are typed by their columns; `@path` uploads a file into a FILE column
+//! (`@path#mime/type` overrides the sniffed type); `NULL` is NULL.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use oxidelake_sdk::LakeClient;
+use oxidelake_sdk::cli::typed_params;
+
+/// Insert one row, uploading file parameters as managed objects.
+#[derive(Debug, Parser)]
+#[command(name = "oxide insert", version, about, long_about = None)]
+struct Args {
+    /// The data directory (objects and tables).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// `INSERT INTO ns.table (c1, ...) VALUES (?, ...)`.
+    statement: String,
+    /// One value per `?`: typed by its column; `@path` for files; `NULL`.
+    values: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: {}",
+                e.to_string().lines().next().unwrap_or("failed")
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let client = LakeClient::open(&args.data_dir)?;
+        let statement = oxidelake_sdk::parse_insert(&args.statement)?;
+        let schema = client.catalog().schema(&statement.table.parse()?).await?;
+        let params = typed_params(&args.statement, &schema, &args.values)?;
+        let outcome = client.execute(&args.statement, params).await?;
+        println!(
+            "inserted 1 row into {} (version {})",
+            statement.table, outcome.version
+        );
+        for location in outcome.locations {
+            println!(
+                "  {}  {} bytes  {}  sha256 {}",
+                location.uri(),
+                location.size(),
+                location.mime(),
+                location.sha256()
+            );
+        }
+        Ok(())
+    })
+}

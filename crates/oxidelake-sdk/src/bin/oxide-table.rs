@@ -1,0 +1,71 @@
+//! `oxide table` (run as `oxide table …` or `oxide-table …`): versioned tables.
+//!
+//! ```text
+//! oxide table --data-dir D create robots.episodes "id:int64!, note:utf8, episode:file"
+//! oxide table --data-dir D list
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use oxidelake_sdk::LakeClient;
+use oxidelake_sdk::cli::parse_columns;
+
+/// Create and list versioned tables.
+#[derive(Debug, Parser)]
+#[command(name = "oxide table", version, about, long_about = None)]
+struct Args {
+    /// The data directory (objects and tables).
+    #[arg(long)]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create NAME (`ns.table`) with columns `name:type[!]` (int64, float64, utf8, bool,
+    /// file; `!` = NOT NULL).
+    Create {
+        /// `ns.table`.
+        name: String,
+        /// e.g. `"id:int64!, episode:file"`.
+        columns: String,
+    },
+    /// List tables with their current version.
+    List,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "error: {}",
+                e.to_string().lines().next().unwrap_or("failed")
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let client = LakeClient::open(&args.data_dir)?;
+        match args.command {
+            Command::Create { name, columns } => {
+                let version = client.create_table(&name, parse_columns(&columns)?).await?;
+                println!("created {name} (version {version})");
+            }
+            Command::List => {
+                for name in client.catalog().list_tables()? {
+                    let version = client.catalog().version(&name).await?;
+                    println!("{name}\tversion {version}");
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,143 @@
+//! Text forms used by the `oxide insert`, `oxide table` and `oxide objects` commands:
+//! column specs and parameters typed by their target column.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use oxidelake_objects::{data_location_field, is_data_location};
+
+use crate::{FileUpload, InsertValue, SdkError, parse_insert};
+
+fn invalid(detail: String) -> SdkError {
+    SdkError::Engine(oxidelake_core::EngineError::InvalidArgument {
+        what: "command line",
+        detail,
+    })
+}
+
+/// Parses `name:type[!]` specs separated by commas (`!` = NOT NULL); types: `int64`,
+/// `float64`, `utf8`, `bool`, `file`.
+pub fn parse_columns(spec: &str) -> Result<SchemaRef, SdkError> {
+    let mut fields = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, ty) = part
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("column {part:?} is not name:type")))?;
+        let (ty, nullable) = match ty.strip_suffix('!') {
+            Some(t) => (t, false),
+            None => (ty, true),
+        };
+        let field = match ty.to_ascii_lowercase().as_str() {
+            "int64" | "bigint" => Field::new(name, DataType::Int64, nullable),
+            "float64" | "double" => Field::new(name, DataType::Float64, nullable),
+            "utf8" | "string" | "varchar" => Field::new(name, DataType::Utf8, nullable),
+            "bool" | "boolean" => Field::new(name, DataType::Boolean, nullable),
+            "file" => data_location_field(name).with_nullable(nullable),
+            other => {
+                return Err(invalid(format!(
+                    "type {other:?} of {name} is not one of int64, float64, utf8, bool, file"
+                )));
+            }
+        };
+        fields.push(field);
+    }
+    if fields.is_empty() {
+        return Err(invalid("no columns given".into()));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Types the text `values` of an INSERT by the columns they go into: `NULL` is NULL,
+/// `@path` (optionally `@path#mime/type`) a file upload for a FILE column, anything else
+/// parsed as the column's type.
+pub fn typed_params(
+    sql: &str,
+    schema: &SchemaRef,
+    values: &[String],
+) -> Result<Vec<InsertValue>, SdkError> {
+    let statement = parse_insert(sql)?;
+    if values.len() != statement.columns.len() {
+        return Err(SdkError::PlaceholderCount {
+            columns: statement.columns.len(),
+            placeholders: values.len(),
+        });
+    }
+    statement
+        .columns
+        .iter()
+        .zip(values)
+        .map(|(column, text)| {
+            let field = schema
+                .field_with_name(column)
+                .map_err(|_| SdkError::UnknownColumn {
+                    table: statement.table.clone(),
+                    column: column.clone(),
+                })?;
+            if text == "NULL" {
+                return Ok(InsertValue::Null);
+            }
+            let bad = |what: &str| invalid(format!("{column}: {text:?} is not {what}"));
+            Ok(match field.data_type() {
+                DataType::Int64 => InsertValue::Int64(text.parse().map_err(|_| bad("an integer"))?),
+                DataType::Float64 => {
+                    InsertValue::Float64(text.parse().map_err(|_| bad("a number"))?)
+                }
+                DataType::Boolean => {
+                    InsertValue::Bool(text.parse().map_err(|_| bad("true or false"))?)
+                }
+                DataType::Utf8 => InsertValue::Utf8(text.clone()),
+                dt if is_data_location(dt) => {
+                    let path = text
+                        .strip_prefix('@')
+                        .ok_or_else(|| bad("a file (write @path)"))?;
+                    match path.split_once('#') {
+                        Some((p, mime)) => {
+                            InsertValue::File(FileUpload::from_path(p).with_mime(mime))
+                        }
+                        None => InsertValue::File(FileUpload::from_path(path)),
+                    }
+                }
+                other => return Err(invalid(format!("{column} has unsupported type {other}"))),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_take_the_type_of_their_column() {
+        let schema =
+            parse_columns("id:int64!, score:float64, note:utf8, ok:bool, episode:file").unwrap();
+        assert!(!schema.field(0).is_nullable());
+        let params = typed_params(
+            "INSERT INTO r.e (id, score, note, ok, episode) VALUES (?, ?, ?, ?, ?)",
+            &schema,
+            &[
+                "42".into(),
+                "0.5".into(),
+                "42".into(),
+                "true".into(),
+                "@a.mcap#video/mp4".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(params[0], InsertValue::Int64(42));
+        assert_eq!(params[2], InsertValue::Utf8("42".into()));
+        assert_eq!(
+            params[4],
+            InsertValue::File(FileUpload::from_path("a.mcap").with_mime("video/mp4"))
+        );
+        assert!(typed_params("INSERT INTO r.e (id) VALUES (?)", &schema, &["x".into()]).is_err());
+        assert!(
+            typed_params(
+                "INSERT INTO r.e (episode) VALUES (?)",
+                &schema,
+                &["a.mcap".into()]
+            )
+            .is_err()
+        );
+    }
+}
