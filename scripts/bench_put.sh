@@ -6,8 +6,10 @@
 set -euo pipefail
 size_mib=${1:-1024}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/oxidelake/target}
-cargo build --profile bench -p oxidelake-objects --example put_file >/dev/null
-bin="$CARGO_TARGET_DIR/release/examples/put_file"
+# The workspace's test build (dependencies at opt-level 1, our crates at 0): the same
+# artifacts as `cargo test --workspace`, so nothing is rebuilt for the benchmark.
+cargo build --workspace --all-targets >/dev/null 2>&1
+bin="$CARGO_TARGET_DIR/debug/examples/put_file"
 work=$(mktemp -d "${BENCH_DIR:-$PWD}/.bench-put.XXXXXX")
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
 src="$work/source.bin"
