@@ -6,8 +6,8 @@ mod config;
 mod in_process;
 
 pub use config::{
-    CLUSTER_BACKEND_ENV, cluster_backend_from_env, cluster_codec, cluster_codec_arc,
-    cluster_session_config, executor_function_registry, executor_runtime_producer,
-    scheduler_session_state,
+    CLUSTER_BACKEND_ENV, SchedulingPolicy, cluster_backend_from_env, cluster_codec,
+    cluster_codec_arc, cluster_session_config, executor_function_registry,
+    executor_runtime_producer, scheduler_session_state,
 };
 pub use in_process::InProcessCluster;

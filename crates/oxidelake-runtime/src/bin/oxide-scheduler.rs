@@ -11,9 +11,10 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use oxidelake_runtime::cluster::{
-    cluster_backend_from_env, cluster_codec_arc, cluster_session_config, scheduler_session_state,
+    SchedulingPolicy, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
+    scheduler_session_state,
 };
 
 /// Ballista scheduler for OxideLake clusters.
@@ -31,8 +32,8 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1")]
     external_host: String,
     /// How tasks reach executors; executors must use the same policy.
-    #[arg(short = 's', long, value_enum, default_value_t = Policy::PullStaged)]
-    scheduler_policy: Policy,
+    #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
+    scheduler_policy: SchedulingPolicy,
     /// Backend plans are placed for: cpu | cuda | metal. Overrides OXIDE_CLUSTER_BACKEND;
     /// default cpu (no GPU operators). Sessions can still `SET oxidelake.placement.target`.
     #[arg(long)]
@@ -40,12 +41,6 @@ struct Args {
     /// Log filter (RUST_LOG syntax).
     #[arg(long, default_value = "info")]
     log: String,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Policy {
-    PullStaged,
-    PushStaged,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -80,10 +75,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         None => cluster_backend_from_env().map_err(anyhow::Error::msg)?,
     };
     let address: SocketAddr = format!("{}:{}", args.bind_host, args.bind_port).parse()?;
-    let policy = match args.scheduler_policy {
-        Policy::PullStaged => TaskSchedulingPolicy::PullStaged,
-        Policy::PushStaged => TaskSchedulingPolicy::PushStaged,
-    };
+    let policy = TaskSchedulingPolicy::from(args.scheduler_policy);
     let mut config = SchedulerConfig::default()
         .with_hostname(args.external_host)
         .with_port(args.bind_port)

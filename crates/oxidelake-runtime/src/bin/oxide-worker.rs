@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use oxidelake_runtime::cluster::{
-    cluster_codec_arc, cluster_session_config, executor_function_registry,
+    SchedulingPolicy, cluster_codec_arc, cluster_session_config, executor_function_registry,
     executor_runtime_producer,
 };
 
@@ -40,17 +40,11 @@ struct Args {
     #[arg(long)]
     work_dir: Option<String>,
     /// Must match the scheduler's policy.
-    #[arg(short = 's', long, value_enum, default_value_t = Policy::PullStaged)]
-    task_scheduling_policy: Policy,
+    #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
+    task_scheduling_policy: SchedulingPolicy,
     /// Log filter (RUST_LOG syntax).
     #[arg(long, default_value = "info")]
     log: String,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Policy {
-    PullStaged,
-    PushStaged,
 }
 
 #[tokio::main]
@@ -73,10 +67,7 @@ async fn main() -> anyhow::Result<()> {
         scheduler_port: args.scheduler_port,
         scheduler_connect_timeout_seconds: 30,
         vcores,
-        task_scheduling_policy: match args.task_scheduling_policy {
-            Policy::PullStaged => TaskSchedulingPolicy::PullStaged,
-            Policy::PushStaged => TaskSchedulingPolicy::PushStaged,
-        },
+        task_scheduling_policy: TaskSchedulingPolicy::from(args.task_scheduling_policy),
         work_dir: args.work_dir,
         override_runtime_producer: executor_runtime_producer(),
         override_function_registry: Some(Arc::new(executor_function_registry())),

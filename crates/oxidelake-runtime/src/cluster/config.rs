@@ -109,3 +109,21 @@ pub fn executor_function_registry() -> BallistaFunctionRegistry {
     }
     registry
 }
+
+/// How tasks reach executors (a command-line choice); scheduler and executors must agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SchedulingPolicy {
+    /// Executors poll the scheduler for tasks (the default: no extra ports).
+    PullStaged,
+    /// The scheduler pushes tasks to executors' gRPC ports.
+    PushStaged,
+}
+
+impl From<SchedulingPolicy> for ballista_core::config::TaskSchedulingPolicy {
+    fn from(policy: SchedulingPolicy) -> Self {
+        match policy {
+            SchedulingPolicy::PullStaged => Self::PullStaged,
+            SchedulingPolicy::PushStaged => Self::PushStaged,
+        }
+    }
+}

@@ -27,40 +27,27 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "error: {}",
-                e.to_string().lines().next().unwrap_or("failed")
-            );
-            ExitCode::FAILURE
-        }
-    }
+    oxidelake_sdk::cli::exit_status(run(Args::parse()))
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        let client = LakeClient::open(&args.data_dir)?;
-        let statement = oxidelake_sdk::parse_insert(&args.statement)?;
-        let schema = client.catalog().schema(&statement.table.parse()?).await?;
-        let params = typed_params(&args.statement, &schema, &args.values)?;
-        let outcome = client.execute(&args.statement, params).await?;
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = LakeClient::open(&args.data_dir)?;
+    let statement = oxidelake_sdk::parse_insert(&args.statement)?;
+    let schema = client.catalog().schema(&statement.table.parse()?).await?;
+    let params = typed_params(&args.statement, &schema, &args.values)?;
+    let outcome = client.execute(&args.statement, params).await?;
+    println!(
+        "inserted 1 row into {} (version {})",
+        statement.table, outcome.version
+    );
+    for location in outcome.locations {
         println!(
-            "inserted 1 row into {} (version {})",
-            statement.table, outcome.version
+            "  {}  {} bytes  {}  sha256 {}",
+            location.uri(),
+            location.size(),
+            location.mime(),
+            location.sha256()
         );
-        for location in outcome.locations {
-            println!(
-                "  {}  {} bytes  {}  sha256 {}",
-                location.uri(),
-                location.size(),
-                location.mime(),
-                location.sha256()
-            );
-        }
-        Ok(())
-    })
+    }
+    Ok(())
 }

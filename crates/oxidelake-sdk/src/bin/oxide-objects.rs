@@ -44,69 +44,56 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "error: {}",
-                e.to_string().lines().next().unwrap_or("failed")
-            );
-            ExitCode::FAILURE
-        }
-    }
+    oxidelake_sdk::cli::exit_status(run(Args::parse()))
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        let client = LakeClient::open(&args.data_dir)?;
-        match args.command {
-            Command::Cat { sha256 } => {
-                let digest: Sha256Digest = sha256.parse()?;
-                let path = client.objects().path_of(&digest);
-                let size = std::fs::metadata(&path)
-                    .map_err(|e| anyhow::anyhow!("no object {sha256}: {e}"))?
-                    .len();
-                let location = DataLocation::new(
-                    format!("file://{}", path.display()),
-                    "application/octet-stream",
-                    size,
-                    digest,
-                );
-                let mut reader = client.open_object(&location)?;
-                let mut out = std::io::stdout().lock();
-                std::io::copy(&mut reader, &mut out)
-                    .map_err(oxidelake_objects::verification_error)?;
-                out.flush()?;
-            }
-            Command::Verify => {
-                let digests = client.referenced_objects().await?;
-                for digest in &digests {
-                    let path = client.objects().path_of(digest);
-                    let size = std::fs::metadata(&path)
-                        .map_err(|e| anyhow::anyhow!("object {digest} is missing: {e}"))?
-                        .len();
-                    let location =
-                        DataLocation::new(format!("file://{}", path.display()), "", size, *digest);
-                    client.objects().verify(&location)?;
-                }
-                println!("{} referenced objects verified", digests.len());
-            }
-            Command::Gc { retention_hours } => {
-                let retention = Duration::from_secs_f64(retention_hours.max(0.0) * 3600.0);
-                let report = client.gc(retention).await?;
-                println!(
-                    "scanned {}, kept {} referenced and {} within retention, deleted {} objects \
-                     and {} abandoned uploads, freed {} bytes",
-                    report.scanned,
-                    report.referenced,
-                    report.too_young,
-                    report.deleted,
-                    report.deleted_uploads,
-                    report.freed_bytes
-                );
-            }
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = LakeClient::open(&args.data_dir)?;
+    match args.command {
+        Command::Cat { sha256 } => {
+            let digest: Sha256Digest = sha256.parse()?;
+            let path = client.objects().path_of(&digest);
+            let size = std::fs::metadata(&path)
+                .map_err(|e| anyhow::anyhow!("no object {sha256}: {e}"))?
+                .len();
+            let location = DataLocation::new(
+                format!("file://{}", path.display()),
+                "application/octet-stream",
+                size,
+                digest,
+            );
+            let mut reader = client.open_object(&location)?;
+            let mut out = std::io::stdout().lock();
+            std::io::copy(&mut reader, &mut out).map_err(oxidelake_objects::verification_error)?;
+            out.flush()?;
         }
-        Ok(())
-    })
+        Command::Verify => {
+            let digests = client.referenced_objects().await?;
+            for digest in &digests {
+                let path = client.objects().path_of(digest);
+                let size = std::fs::metadata(&path)
+                    .map_err(|e| anyhow::anyhow!("object {digest} is missing: {e}"))?
+                    .len();
+                let location =
+                    DataLocation::new(format!("file://{}", path.display()), "", size, *digest);
+                client.objects().verify(&location)?;
+            }
+            println!("{} referenced objects verified", digests.len());
+        }
+        Command::Gc { retention_hours } => {
+            let retention = Duration::from_secs_f64(retention_hours.max(0.0) * 3600.0);
+            let report = client.gc(retention).await?;
+            println!(
+                "scanned {}, kept {} referenced and {} within retention, deleted {} objects \
+                 and {} abandoned uploads, freed {} bytes",
+                report.scanned,
+                report.referenced,
+                report.too_young,
+                report.deleted,
+                report.deleted_uploads,
+                report.freed_bytes
+            );
+        }
+    }
+    Ok(())
 }

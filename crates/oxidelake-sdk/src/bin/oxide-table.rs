@@ -38,34 +38,22 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "error: {}",
-                e.to_string().lines().next().unwrap_or("failed")
-            );
-            ExitCode::FAILURE
-        }
-    }
+    oxidelake_sdk::cli::exit_status(run(Args::parse()))
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        let client = LakeClient::open(&args.data_dir)?;
-        match args.command {
-            Command::Create { name, columns } => {
-                let version = client.create_table(&name, parse_columns(&columns)?).await?;
-                println!("created {name} (version {version})");
-            }
-            Command::List => {
-                for name in client.catalog().list_tables()? {
-                    let version = client.catalog().version(&name).await?;
-                    println!("{name}\tversion {version}");
-                }
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = LakeClient::open(&args.data_dir)?;
+    match args.command {
+        Command::Create { name, columns } => {
+            let version = client.create_table(&name, parse_columns(&columns)?).await?;
+            println!("created {name} (version {version})");
+        }
+        Command::List => {
+            for name in client.catalog().list_tables()? {
+                let version = client.catalog().version(&name).await?;
+                println!("{name}\tversion {version}");
             }
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
