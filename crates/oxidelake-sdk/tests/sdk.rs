@@ -362,3 +362,69 @@ fn the_command_line_creates_inserts_reads_back_verifies_and_collects() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_session_reads_the_pinned_snapshot_files() {
+    use oxidelake_catalog::{TableName, register_snapshot};
+    use oxidelake_runtime::OxideSession;
+    use oxidelake_runtime::cluster::InProcessCluster;
+
+    let dir = tempfile::tempdir().unwrap();
+    let client = client_with_table(dir.path()).await;
+    for id in 0..3 {
+        let file = dir.path().join(format!("e{id}.bin"));
+        std::fs::write(&file, bytes(1000 + id as usize, id as u8)).unwrap();
+        client
+            .execute(
+                INSERT,
+                vec![
+                    InsertValue::Int64(id),
+                    InsertValue::File(FileUpload::from_path(&file)),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    let name: TableName = "robots.episodes".parse().unwrap();
+    let snapshot = client.catalog().snapshot(&name, None).await.unwrap();
+    // A write after the snapshot was taken is not part of it.
+    let late = dir.path().join("late.bin");
+    std::fs::write(&late, bytes(10, 9)).unwrap();
+    client
+        .execute(
+            INSERT,
+            vec![
+                InsertValue::Int64(99),
+                InsertValue::File(FileUpload::from_path(&late)),
+            ],
+        )
+        .await
+        .unwrap();
+
+    let cluster = InProcessCluster::start(1, 2, oxidelake_core::BackendKind::CpuSimd)
+        .await
+        .unwrap();
+    let remote = OxideSession::connect(&cluster.url()).await.unwrap();
+    register_snapshot(remote.context(), "robots.episodes", &snapshot).unwrap();
+    let batches = tokio::time::timeout(
+        Duration::from_secs(120),
+        remote.sql("SELECT id, episode['size'] AS size FROM robots.episodes ORDER BY id"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(ids, vec![0, 1, 2]);
+    drop(remote);
+    cluster.shutdown();
+}
