@@ -61,6 +61,21 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
     let _ = updates.send(last);
 }
 
+/// What the gauges are drawn against on this machine: the GPU's memory when the local
+/// backend is a GPU (the CPU backend has no device memory; the other gauges show bytes).
+fn local_capacities() -> Capacities {
+    let vram_bytes = oxidelake_device::HardwareDetector::from_env()
+        .and_then(|d| d.backend())
+        .ok()
+        .filter(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
+        .and_then(|b| b.memory_info().ok())
+        .map_or(0, |m| m.total_bytes);
+    Capacities {
+        vram_bytes,
+        ..Capacities::default()
+    }
+}
+
 /// Runs `sql` on `session` under the dashboard until the user quits (q). Quitting
 /// before the query finishes cancels it.
 pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
@@ -71,7 +86,7 @@ pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError
     let plan = runtime.block_on(session.physical_plan(sql))?;
     let (tx, rx) = std::sync::mpsc::channel();
     let mut state = AppState::new(sql);
-    state.capacities = Capacities::default();
+    state.capacities = local_capacities();
     state.status = QueryStatus::Running { elapsed_ms: 0 };
     state.plan = plan_view::plan_nodes(&plan);
     runtime.spawn(report(session, plan, tx));
