@@ -29,7 +29,7 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::GpuBackend;
 use oxidelake_device::ops::{AggSpec, AggregateArgs};
 
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
 /// Grouped aggregation with one output row per distinct key (NULL keys form a group).
@@ -252,16 +252,10 @@ impl ExecutionPlan for GpuAggregateExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "GpuAggregateExec takes 1 child, got {}",
-                children.len()
-            )));
-        }
         let exec = GpuAggregateExec::try_new(
-            children.swap_remove(0),
+            single_child(children, "GpuAggregateExec")?,
             self.group_column,
             self.aggregates.clone(),
             self.placement,

@@ -68,6 +68,15 @@ impl ExecBackend {
         self.backend.kind()
     }
 
+    /// Bytes a batch moved between host and device: `bytes` on a GPU, 0 on the CPU.
+    pub(crate) fn bytes_moved(&self, bytes: impl FnOnce() -> usize) -> usize {
+        if self.kind() == BackendKind::CpuSimd {
+            0
+        } else {
+            bytes()
+        }
+    }
+
     /// Runs `op` on the chosen backend; if it answers `Unsupported`, runs it on the CPU
     /// and counts the fallback.
     pub(crate) fn run<T>(
@@ -86,6 +95,20 @@ impl ExecBackend {
             other => other.map_err(DataFusionError::from),
         }
     }
+}
+
+/// The only child of a unary operator being rebuilt by `with_new_children`.
+pub(crate) fn single_child(
+    mut children: Vec<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+    operator: &str,
+) -> Result<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    if children.len() != 1 {
+        return Err(DataFusionError::Internal(format!(
+            "{operator} takes 1 child, got {}",
+            children.len()
+        )));
+    }
+    Ok(children.swap_remove(0))
 }
 
 /// DataFusion metrics (shown by EXPLAIN ANALYZE) plus the telemetry handle.

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{ColumnPredicate, FilterProjectArgs, check_predicates};
 
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
 /// Keeps the rows where every `column <op> literal` predicate is true, and outputs the
@@ -175,16 +175,10 @@ impl ExecutionPlan for GpuFilterExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "GpuFilterExec takes 1 child, got {}",
-                children.len()
-            )));
-        }
         let exec = GpuFilterExec::try_new(
-            children.swap_remove(0),
+            single_child(children, "GpuFilterExec")?,
             self.predicates.clone(),
             self.projection.clone(),
             self.placement,
@@ -215,11 +209,8 @@ impl ExecutionPlan for GpuFilterExec {
                     },
                 )
             })?;
-            let moved = if exec.kind() == BackendKind::CpuSimd {
-                0
-            } else {
-                batch.get_array_memory_size() + out.get_array_memory_size()
-            };
+            let moved =
+                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
         });

@@ -319,11 +319,7 @@ fn probe_batch(
         }
     }
     let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
-    let moved = if exec.kind() == BackendKind::CpuSimd {
-        0
-    } else {
-        keys.get_array_memory_size()
-    };
+    let moved = exec.bytes_moved(|| keys.get_array_memory_size());
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(out)
 }

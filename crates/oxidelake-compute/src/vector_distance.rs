@@ -18,7 +18,7 @@ use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{DistanceMetric, VectorDistanceArgs};
 
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
 /// Outputs every input column plus a nullable Float64 column with the L2 or cosine
@@ -193,16 +193,10 @@ impl ExecutionPlan for GpuVectorDistanceExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "GpuVectorDistanceExec takes 1 child, got {}",
-                children.len()
-            )));
-        }
         let exec = GpuVectorDistanceExec::try_new(
-            children.swap_remove(0),
+            single_child(children, "GpuVectorDistanceExec")?,
             self.column,
             self.query.clone(),
             self.metric,
@@ -255,11 +249,7 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
             columns.push(Arc::new(distances));
             let out = RecordBatch::try_new(Arc::clone(&schema), columns)?;
-            let moved = if exec.kind() == BackendKind::CpuSimd {
-                0
-            } else {
-                vectors.get_array_memory_size()
-            };
+            let moved = exec.bytes_moved(|| vectors.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
         });
