@@ -88,7 +88,6 @@ pub fn write_batches(
             writeln!(out, "{text}").map_err(io)
         }
         Format::Csv => {
-            let options = FormatOptions::default();
             if let Some(first) = batches.first() {
                 let header: Vec<String> = first
                     .schema()
@@ -99,23 +98,10 @@ pub fn write_batches(
                 writeln!(out, "{}", header.join(",")).map_err(io)?;
             }
             for batch in batches {
-                let formatters = batch
-                    .columns()
-                    .iter()
-                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for row in 0..batch.num_rows() {
-                    let fields: Vec<String> = batch
-                        .columns()
+                for row in cells(batch)? {
+                    let fields: Vec<String> = row
                         .iter()
-                        .zip(&formatters)
-                        .map(|(c, f)| {
-                            if c.is_null(row) {
-                                String::new()
-                            } else {
-                                csv_field(&f.value(row).to_string())
-                            }
-                        })
+                        .map(|cell| cell.as_deref().map(csv_field).unwrap_or_default())
                         .collect();
                     writeln!(out, "{}", fields.join(",")).map_err(io)?;
                 }
@@ -123,27 +109,19 @@ pub fn write_batches(
             Ok(())
         }
         Format::Json => {
-            let options = FormatOptions::default();
             let mut rows = Vec::new();
             for batch in batches {
                 let schema = batch.schema();
-                let formatters = batch
-                    .columns()
-                    .iter()
-                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for row in 0..batch.num_rows() {
+                for row in cells(batch)? {
                     let fields: Vec<String> = schema
                         .fields()
                         .iter()
-                        .zip(batch.columns())
-                        .zip(&formatters)
-                        .map(|((field, c), f)| {
-                            let value = if c.is_null(row) {
-                                "null".to_string()
-                            } else {
-                                json_value(field.data_type(), f.value(row).to_string())
-                            };
+                        .zip(row)
+                        .map(|(field, cell)| {
+                            let value = cell.map_or_else(
+                                || "null".to_string(),
+                                |text| json_value(field.data_type(), text),
+                            );
                             format!("{}:{value}", json_string(field.name()))
                         })
                         .collect();
@@ -153,6 +131,26 @@ pub fn write_batches(
             writeln!(out, "[{}]", rows.join(",\n ")).map_err(io)
         }
     }
+}
+
+/// Every cell of `batch` as text, row by row (`None` for NULL).
+fn cells(batch: &RecordBatch) -> Result<Vec<Vec<Option<String>>>, EngineError> {
+    let options = FormatOptions::default();
+    let formatters = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            batch
+                .columns()
+                .iter()
+                .zip(&formatters)
+                .map(|(c, f)| (!c.is_null(row)).then(|| f.value(row).to_string()))
+                .collect()
+        })
+        .collect())
 }
 
 #[cfg(test)]
