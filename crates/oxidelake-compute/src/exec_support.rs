@@ -29,7 +29,7 @@ impl BackendChoice {
     pub fn resolve(&self) -> Arc<dyn GpuBackend> {
         match self {
             BackendChoice::Fixed(b) => Arc::clone(b),
-            BackendChoice::Detect => match HardwareDetector::select() {
+            BackendChoice::Detect => match HardwareDetector::shared() {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "requested backend unavailable on this executor; auto-detecting");

@@ -1,6 +1,6 @@
 //! `HardwareDetector`: which backend this process uses.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use oxidelake_core::{BackendKind, EngineError};
 
@@ -53,6 +53,19 @@ impl HardwareDetector {
     /// Reads `OXIDE_BACKEND` and returns the backend to use.
     pub fn select() -> Result<Arc<dyn GpuBackend>, EngineError> {
         Self::from_env()?.backend()
+    }
+
+    /// The backend [`HardwareDetector::select`] chooses, created once per process and
+    /// shared by every operator and session. Creating a backend opens a device context,
+    /// and kernels compile on a backend's first use of them, so this must not happen per
+    /// operator execution. A selection that fails is not cached (it costs nothing).
+    pub fn shared() -> Result<Arc<dyn GpuBackend>, EngineError> {
+        static SHARED: OnceLock<Arc<dyn GpuBackend>> = OnceLock::new();
+        if let Some(backend) = SHARED.get() {
+            return Ok(Arc::clone(backend));
+        }
+        let backend = Self::select()?;
+        Ok(Arc::clone(SHARED.get_or_init(|| backend)))
     }
 
     /// The backend this detector chooses on this machine.

@@ -64,8 +64,7 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
 /// What the gauges are drawn against on this machine: the GPU's memory when the local
 /// backend is a GPU (the CPU backend has no device memory; the other gauges show bytes).
 fn local_capacities() -> Capacities {
-    let vram_bytes = oxidelake_device::HardwareDetector::from_env()
-        .and_then(|d| d.backend())
+    let vram_bytes = oxidelake_device::HardwareDetector::shared()
         .ok()
         .filter(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
         .and_then(|b| b.memory_info().ok())
