@@ -226,16 +226,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn ring_or_skip() -> Option<RingHandle> {
-        match RingHandle::start() {
-            Ok(ring) => Some(ring),
-            Err(err) => {
-                eprintln!("io_uring unavailable: {err}; skipping");
-                None
-            }
-        }
-    }
+    use crate::uring::ring::tests::ring_or_skip;
 
     #[tokio::test]
     async fn read_exact_at_keeps_reading_after_a_short_read() {

@@ -135,7 +135,7 @@ impl Drop for RingInner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::fs::File;
     use std::io::Write;
     use std::os::fd::OwnedFd;
@@ -144,7 +144,8 @@ mod tests {
 
     use super::*;
 
-    fn ring_or_skip() -> Option<RingHandle> {
+    /// A ring, or `None` (with the reason logged) where the kernel refuses io_uring.
+    pub(in crate::uring) fn ring_or_skip() -> Option<RingHandle> {
         match RingHandle::start() {
             Ok(ring) => Some(ring),
             Err(err) => {
