@@ -8,6 +8,8 @@ use deltalake_core::{DeltaTable, Path};
 
 use crate::catalog::loaded_version;
 use crate::commit::{CommitOutcome, commit_append_cas};
+use crate::data_files::data_file_path;
+use crate::durable::{SyncFailure, sync_commit, sync_data_files};
 use crate::schema_check::conform_batch;
 use crate::{Catalog, CatalogError, TableName};
 
@@ -21,6 +23,11 @@ impl Catalog {
     /// wrote for the batch are deleted again). A batch whose schema is not the table's
     /// fails with [`CatalogError::SchemaMismatch`] before anything is written. To retry,
     /// re-read [`Catalog::version`] and append again.
+    ///
+    /// `Ok` means durable: the data files are `fsync`ed before the commit and the commit
+    /// file after it (see the `durable` module). If that last `fsync` fails the version
+    /// has landed all the same and the error is [`CatalogError::CommitNotDurable`]: do not
+    /// append the same rows again without checking the table first.
     pub async fn append(
         &self,
         name: &TableName,
@@ -42,13 +49,20 @@ impl Catalog {
         let adds = write_data_files(&table, batch)
             .await
             .map_err(|e| CatalogError::delta(name, e))?;
+        let table_dir = self.table_dir(name);
+        if let Err(e) = sync_added_files(name, &table_dir, &adds) {
+            delete_data_files(&table, &adds).await;
+            return Err(e);
+        }
         let outcome = commit_append_cas(&table, adds.clone())
             .await
             .map_err(|e| CatalogError::delta(name, e))?;
         match outcome {
             CommitOutcome::Landed(version) => {
+                let landed = i64::try_from(version).unwrap_or(i64::MAX);
+                sync_commit(&table_dir, version).map_err(|f| f.after_commit(name, landed))?;
                 tracing::debug!(table = %name, version, "appended {} file(s)", adds.len());
-                Ok(i64::try_from(version).unwrap_or(i64::MAX))
+                Ok(landed)
             }
             CommitOutcome::LostRace => {
                 delete_data_files(&table, &adds).await;
@@ -81,6 +95,20 @@ pub(crate) async fn write_data_files(
     let mut writer = RecordBatchWriter::for_table(table)?;
     writer.write(batch).await?;
     writer.flush().await
+}
+
+/// `fsync`s the data files that `adds` name (relative to `table_dir`) and the
+/// directories holding them, before they are committed.
+fn sync_added_files(
+    name: &TableName,
+    table_dir: &std::path::Path,
+    adds: &[Add],
+) -> Result<(), CatalogError> {
+    let paths = adds
+        .iter()
+        .map(|add| data_file_path(name, table_dir, &add.path))
+        .collect::<Result<Vec<_>, _>>()?;
+    sync_data_files(table_dir, &paths).map_err(SyncFailure::into_io)
 }
 
 /// Best-effort removal of the data files of a commit that lost its race. A failure leaves

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use arrow::datatypes::SchemaRef;
 use deltalake_core::DeltaTable;
 
+use crate::delta_log::LogListing;
+use crate::table_name::is_dir_name;
 use crate::{CatalogError, TableName};
 
 /// Directory under the data directory that holds every table, as `<ns>/<table>/`.
 const TABLES_DIR: &str = "tables";
-/// Delta Lake's commit-log directory inside a table directory.
-pub(crate) const DELTA_LOG_DIR: &str = "_delta_log";
 
 /// Namespaced versioned tables under one local data directory.
 ///
@@ -60,18 +60,49 @@ impl Catalog {
 
     /// Every table of the catalog, sorted by name.
     ///
-    /// A directory counts as a table once it has a Delta log directory; names that are not
-    /// valid [`TableName`]s are skipped.
+    /// A directory `<ns>/<table>` is a table once its Delta log holds a commit or a
+    /// checkpoint (version 0's commit is the first file `create_table` lands). Garbage
+    /// collection of managed objects treats the objects of a table missing from this list
+    /// as unreferenced, so the list never leaves a table out silently:
+    ///
+    /// * Symbolic links are followed: a namespace or table directory may be a link to a
+    ///   directory elsewhere, and its tables are listed like any other.
+    /// * An entry that cannot be examined — a dangling link, a directory that cannot be
+    ///   read — fails the whole call with [`CatalogError::Io`] rather than being skipped.
+    /// * A `_delta_log` with no commit at all (a `create_table` interrupted before
+    ///   version 0 landed) holds no rows; that directory is skipped with a warning, and
+    ///   [`Catalog::snapshot`] calls it [`CatalogError::TableNotFound`].
+    /// * Directories not named as the catalog names them (lower-case identifiers) are not
+    ///   catalog tables, which no catalog call can create or open; they are skipped with a
+    ///   warning, and a namespace of such a name is not read at all (so that, say, a
+    ///   `lost+found` of a mount point does not fail the listing).
     pub fn list_tables(&self) -> Result<Vec<TableName>, CatalogError> {
         let mut names = Vec::new();
-        for ns in read_dir_names(&self.tables_dir)? {
+        for ns in subdirectories(&self.tables_dir)? {
             let ns_dir = self.tables_dir.join(&ns);
-            for table in read_dir_names(&ns_dir)? {
-                if !ns_dir.join(&table).join(DELTA_LOG_DIR).is_dir() {
-                    continue;
+            if !is_dir_name(&ns) {
+                tracing::warn!(dir = %ns_dir.display(), "not a namespace name; skipped");
+                continue;
+            }
+            for table in subdirectories(&ns_dir)? {
+                let table_dir = ns_dir.join(&table);
+                match LogListing::read(&table_dir)? {
+                    None => continue,
+                    Some(listing) if !listing.has_versions() => {
+                        tracing::warn!(
+                            dir = %table_dir.display(),
+                            "Delta log without any commit (an interrupted create_table); skipped"
+                        );
+                        continue;
+                    }
+                    Some(_) => {}
                 }
-                if let Ok(name) = format!("{ns}.{table}").parse::<TableName>() {
-                    names.push(name);
+                match TableName::from_dir_names(&ns, &table) {
+                    Some(name) => names.push(name),
+                    None => tracing::warn!(
+                        dir = %table_dir.display(),
+                        "Delta table under a name the catalog cannot open; skipped"
+                    ),
                 }
             }
         }
@@ -124,17 +155,33 @@ impl Catalog {
 
     /// Opens the table's Delta log at `version` (latest when `None`).
     ///
-    /// A table whose directory has no Delta log is [`CatalogError::TableNotFound`]; the
-    /// check comes first so that reading a missing table creates no directories.
+    /// A table whose directory has no Delta log, or one without any commit (an
+    /// interrupted create), is [`CatalogError::TableNotFound`]; the check comes first so
+    /// that reading a missing table creates no directories. Before delta-rs replays the
+    /// log, every commit file it will read is checked to be whole (see `delta_log`), so a
+    /// damaged one is [`CatalogError::CorruptLogEntry`], not a version with fewer rows.
     pub(crate) async fn open_delta(
         &self,
         name: &TableName,
         version: Option<i64>,
     ) -> Result<DeltaTable, CatalogError> {
-        if !self.table_dir(name).join(DELTA_LOG_DIR).is_dir() {
-            return Err(CatalogError::TableNotFound {
-                table: name.to_string(),
-            });
+        let dir = self.table_dir(name);
+        let listing = match LogListing::read(&dir)? {
+            Some(listing) if listing.has_versions() => listing,
+            _ => {
+                return Err(CatalogError::TableNotFound {
+                    table: name.to_string(),
+                });
+            }
+        };
+        if let Some(latest) = listing.latest_commit() {
+            // The latest version is loaded first, then (if asked) the older one; a version
+            // the table does not have is reported below, after the load.
+            let from = version
+                .and_then(|v| u64::try_from(v).ok())
+                .filter(|v| *v <= latest)
+                .unwrap_or(latest);
+            listing.check_replay(name, &dir, from, latest)?;
         }
         let url = deltalake_core::ensure_table_uri(self.table_url_string(name)?)
             .map_err(|e| CatalogError::delta(name, e))?;
@@ -178,22 +225,25 @@ pub(crate) fn loaded_version(name: &TableName, table: &DeltaTable) -> Result<i64
     Ok(i64::try_from(version).unwrap_or(i64::MAX))
 }
 
-/// The names of the sub-directories of `dir` (none if `dir` does not exist).
-fn read_dir_names(dir: &Path) -> Result<Vec<String>, CatalogError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CatalogError::io(dir, e)),
-    };
+/// The names of the directories in `dir`, following symbolic links.
+///
+/// `DirEntry::file_type` does not follow links, so a linked directory would look like a
+/// file; `std::fs::metadata` does, and fails on a dangling link, which is an error here
+/// like a directory that cannot be read. Names that are not UTF-8 cannot be catalog names
+/// and are skipped with a warning.
+fn subdirectories(dir: &Path) -> Result<Vec<String>, CatalogError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| CatalogError::io(dir, e))?;
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| CatalogError::io(dir, e))?;
-        let is_dir = entry
-            .file_type()
-            .map_err(|e| CatalogError::io(entry.path(), e))?
-            .is_dir();
-        if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
-            names.push(name.to_owned());
+        let path = entry.path();
+        let metadata = std::fs::metadata(&path).map_err(|e| CatalogError::io(&path, e))?;
+        if !metadata.is_dir() {
+            continue;
+        }
+        match entry.file_name().into_string() {
+            Ok(name) => names.push(name),
+            Err(_) => tracing::warn!(dir = %path.display(), "directory name is not UTF-8; skipped"),
         }
     }
     Ok(names)

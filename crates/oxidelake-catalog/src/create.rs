@@ -10,6 +10,7 @@ use deltalake_core::{DeltaTableError, TableProperty};
 
 use crate::catalog::TableInfo;
 use crate::commit::is_lost_race;
+use crate::durable::{SyncFailure, sync_commit, sync_dir};
 use crate::schema_check::check_round_trip;
 use crate::{Catalog, CatalogError, TableName};
 
@@ -21,6 +22,10 @@ impl Catalog {
     /// with [`CatalogError::UnsupportedColumnType`] for a column Delta would store as a
     /// different type (it has no unsigned integers and no fixed-size binary, for example),
     /// before anything is written. Tables are created `delta.appendOnly = true`.
+    ///
+    /// `Ok` means durable: version 0's commit file and the directories from `_delta_log`
+    /// up to `tables/` are `fsync`ed first; if that fails the table exists all the same
+    /// and the error is [`CatalogError::CommitNotDurable`].
     pub async fn create_table(
         &self,
         name: &TableName,
@@ -49,9 +54,21 @@ impl Catalog {
             Err(e) if is_lost_race(&e) || is_already_exists(&e) => return Err(exists),
             Err(e) => return Err(CatalogError::delta(name, e)),
         };
+        sync_created(&self.table_dir(name)).map_err(|f| f.after_commit(name, 0))?;
         tracing::debug!(table = %name, "created table at version 0");
         self.info_of(name, &table)
     }
+}
+
+/// `fsync`s version 0's commit, `_delta_log`, and the directories that creating the table
+/// may have added entries to: the table directory, its namespace directory and `tables/`
+/// (the table directory is always `tables/<ns>/<table>`).
+fn sync_created(table_dir: &std::path::Path) -> Result<(), SyncFailure> {
+    sync_commit(table_dir, 0)?;
+    for dir in table_dir.ancestors().take(3) {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// The Delta columns of `schema`, after checking that each converts back to itself.

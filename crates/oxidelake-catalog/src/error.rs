@@ -106,6 +106,83 @@ pub enum CatalogError {
         /// The underlying error (boxed: it is large).
         source: Box<DataFusionError>,
     },
+    /// A data file that a committed version lists is not on disk (or is not a regular
+    /// file). Reading the version would silently lose its rows, so it fails instead.
+    #[error("table {table} version {version}: committed data file {path:?} is missing")]
+    MissingDataFile {
+        /// The table.
+        table: String,
+        /// The version read.
+        version: i64,
+        /// The file's local path.
+        path: PathBuf,
+    },
+    /// A data file that a committed version lists has another size than the log recorded
+    /// (truncated or overwritten).
+    #[error(
+        "table {table} version {version}: data file {path:?} has {actual_bytes} bytes, the log recorded {expected_bytes}"
+    )]
+    DataFileSizeMismatch {
+        /// The table.
+        table: String,
+        /// The version read.
+        version: i64,
+        /// The file's local path.
+        path: PathBuf,
+        /// The size recorded in the Delta log.
+        expected_bytes: u64,
+        /// The size on disk.
+        actual_bytes: u64,
+    },
+    /// A data file path in the Delta log that does not name a local file.
+    #[error("table {table}: data file path {path:?} cannot be used: {reason}")]
+    InvalidDataFilePath {
+        /// The table.
+        table: String,
+        /// The path as the log (or the snapshot) gives it.
+        path: String,
+        /// Why not.
+        reason: &'static str,
+    },
+    /// A commit file of the Delta log that a read depends on is damaged (empty, not
+    /// JSON, cut off) or missing from the middle of the log.
+    #[error("table {table}: Delta log entry {path:?} of version {version} is corrupt: {reason}")]
+    CorruptLogEntry {
+        /// The table.
+        table: String,
+        /// The version whose commit file it is.
+        version: i64,
+        /// The commit file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The version's commit landed (readers already see it) but `fsync`ing it failed,
+    /// so a power loss may still take it away. Do not append the same rows again blindly:
+    /// re-read [`crate::Catalog::version`] and the snapshot first.
+    #[error(
+        "table {table}: version {version} was committed but could not be made durable at {path:?}: {source}"
+    )]
+    CommitNotDurable {
+        /// The table.
+        table: String,
+        /// The version that landed.
+        version: i64,
+        /// The file or directory whose `fsync` failed.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Columns asked of [`crate::read_columns`] that the snapshot cannot give.
+    #[error("table {table}: cannot read column {column:?}: {reason}")]
+    InvalidProjection {
+        /// The table.
+        table: String,
+        /// The column named.
+        column: String,
+        /// Why not.
+        reason: &'static str,
+    },
     /// Conforming a batch to the table schema failed.
     #[error("Arrow error: {source}")]
     Arrow {
@@ -143,9 +220,26 @@ impl From<DataFusionError> for CatalogError {
 
 impl From<CatalogError> for EngineError {
     fn from(err: CatalogError) -> Self {
-        EngineError::InvalidArgument {
-            what: "table operation",
-            detail: err.to_string(),
+        let detail = err.to_string();
+        match err {
+            CatalogError::MissingDataFile { path, .. } => EngineError::io(
+                path.display().to_string(),
+                std::io::Error::new(std::io::ErrorKind::NotFound, detail),
+            ),
+            CatalogError::CommitNotDurable { path, source, .. } => EngineError::io(
+                path.display().to_string(),
+                std::io::Error::new(source.kind(), detail),
+            ),
+            CatalogError::DataFileSizeMismatch { path, .. }
+            | CatalogError::CorruptLogEntry { path, .. } => EngineError::Format {
+                path: path.display().to_string(),
+                detail,
+                source: None,
+            },
+            _ => EngineError::InvalidArgument {
+                what: "table operation",
+                detail,
+            },
         }
     }
 }

@@ -18,10 +18,28 @@
 //!                                            │ landed: rows visible from N+1 on
 //!                                            └ exists: VersionConflict, files deleted
 //!
-//!  snapshot(t, v) ──replay log to v──▶ Snapshot { version, schema, files }
+//!  snapshot(t, v) ──check commits, replay log to v──▶ Snapshot { version, schema, files }
 //!        ├─ read_batches(&snapshot)                      DataFusion over exactly those files
+//!        ├─ read_columns(&snapshot, &["file"])           the same, some columns, streamed
 //!        └─ register_snapshot(ctx, "ns.table", &snapshot) ListingTable for SQL / Ballista
 //! ```
+//!
+//! ## Exact reads
+//!
+//! Garbage collection of managed objects reads every table's latest snapshot to learn
+//! which objects are referenced, so a read that silently returns fewer rows deletes
+//! committed data. Every read is therefore exact or an error:
+//!
+//! * every commit file a load replays is checked to be whole before delta-rs parses it
+//!   ([`CatalogError::CorruptLogEntry`]; delta-rs would read an empty one as no actions);
+//! * every data file of a snapshot is checked to be on disk with the size its commit
+//!   recorded ([`CatalogError::MissingDataFile`], [`CatalogError::DataFileSizeMismatch`]),
+//!   and [`read_batches`] / [`read_columns`] scan the listed files directly, never a listing;
+//! * file paths become URLs without globbing, so `[`, `?` or `*` in the data directory's
+//!   path is just a character;
+//! * [`Catalog::list_tables`] follows symbolic links and fails, rather than skipping, on
+//!   anything it cannot examine; only a table whose create never committed version 0 (no
+//!   rows) is skipped, with a warning.
 //!
 //! ## Visibility
 //!
@@ -52,8 +70,10 @@
 //! ## Limits
 //!
 //! * Local filesystem only; the put-if-absent commit needs hard links (ext4, xfs, btrfs,
-//!   zfs; not most FUSE mounts). object_store does not fsync, so a power loss can lose a
-//!   commit that was reported as landed.
+//!   zfs; not most FUSE mounts). object_store does not fsync, so the catalog does: an
+//!   append or create returns `Ok` only once its files and commit are durable, but a
+//!   reader may see a commit in the moment between its link and its `fsync` (see the
+//!   `durable` module for what is and is not guaranteed).
 //! * A crash between writing data files and committing leaves unreferenced Parquet files
 //!   (never read; Delta's full vacuum removes them). No vacuum, checkpoint or log clean-up
 //!   scheduling is done here.
@@ -65,8 +85,12 @@ mod append;
 mod catalog;
 mod commit;
 mod create;
+mod data_files;
+mod delta_log;
+mod durable;
 mod error;
 mod register;
+mod scan;
 mod schema_check;
 mod snapshot;
 mod table_name;
@@ -74,5 +98,6 @@ mod table_name;
 pub use catalog::{Catalog, TableInfo};
 pub use error::CatalogError;
 pub use register::{register_snapshot, snapshot_table_provider};
-pub use snapshot::{Snapshot, SnapshotFile, read_batches};
+pub use scan::{read_batches, read_columns};
+pub use snapshot::{Snapshot, SnapshotFile};
 pub use table_name::TableName;

@@ -7,6 +7,15 @@
 //! It is exact for these tables: protocol reader 1 / writer 2 (no deletion vectors, no
 //! column mapping), unpartitioned, append-only — so the Parquet files hold precisely the
 //! snapshot's rows under the logical column names.
+//!
+//! Each file becomes a `ListingTableUrl` built from its `file://` URL with no glob, so a
+//! data directory whose path holds `[`, `?` or `*` is read like any other. The files are
+//! checked (present, with the size the log recorded) when the provider is built: a listing
+//! table reads a file it cannot find as an empty directory, that is as no rows. A file
+//! deleted after that check and before the scan is planned is not caught here; the
+//! catalog itself never deletes a committed file (only a vacuum would), and
+//! [`crate::read_batches`] / [`crate::read_columns`] scan the files directly, where a
+//! missing file is always an error.
 
 use std::sync::Arc;
 
@@ -20,14 +29,18 @@ use datafusion::datasource::listing::{
 };
 use datafusion::prelude::SessionContext;
 
+use crate::data_files::{check_data_files, file_url};
 use crate::{CatalogError, Snapshot};
 
 /// A table provider that scans exactly the files of `snapshot` with its schema.
 ///
-/// A snapshot with no files (a table with no appends yet) becomes an empty table.
+/// A snapshot with no files (a table with no appends yet) becomes an empty table. Fails
+/// with [`CatalogError::MissingDataFile`] or [`CatalogError::DataFileSizeMismatch`] if a
+/// file of the snapshot is not on disk as committed.
 pub fn snapshot_table_provider(
     snapshot: &Snapshot,
 ) -> Result<Arc<dyn TableProvider>, CatalogError> {
+    check_data_files(snapshot)?;
     let schema = Arc::clone(&snapshot.schema);
     if snapshot.files.is_empty() {
         // `ListingTableConfig` requires at least one path.
@@ -36,11 +49,11 @@ pub fn snapshot_table_provider(
     let urls = snapshot
         .files
         .iter()
-        .map(|file| {
-            let path = file.path.to_str().ok_or_else(|| {
-                plan_datafusion_err!("snapshot file path {:?} is not UTF-8", file.path)
-            })?;
-            ListingTableUrl::parse(path)
+        .map(|file| -> Result<ListingTableUrl, CatalogError> {
+            let url = file_url(&snapshot.table, &file.path)?;
+            // `try_new` with no glob: `ListingTableUrl::parse` would read `[`, `?` and `*`
+            // in the path as a glob pattern.
+            Ok(ListingTableUrl::try_new(url, None)?)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let options =

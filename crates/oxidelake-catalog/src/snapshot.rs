@@ -4,11 +4,9 @@ use std::path::PathBuf;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::prelude::SessionContext;
 
 use crate::catalog::loaded_version;
-use crate::register::snapshot_table_provider;
-use crate::{Catalog, CatalogError, TableName};
+use crate::{Catalog, CatalogError, TableName, read_batches};
 
 /// One version of a table, pinned: reading it later returns the same rows whatever was
 /// appended since (as long as its files have not been vacuumed).
@@ -35,6 +33,8 @@ pub struct SnapshotFile {
 
 impl Snapshot {
     /// Number of rows in the snapshot, from reading it (the log's statistics are optional).
+    ///
+    /// Fails like [`read_batches`] if a data file is missing or damaged.
     pub async fn count_rows(&self) -> Result<usize, CatalogError> {
         Ok(read_batches(self)
             .await?
@@ -50,7 +50,9 @@ impl Catalog {
     /// The file list is the set of active `add` actions of the Delta log replayed up to
     /// that version — never a listing of the table directory, which also holds files of
     /// commits that lost their race or have not landed yet. A version the table never had,
-    /// or whose log has been cleaned up, is an error.
+    /// or whose log has been cleaned up, is an error, and so is a damaged commit file
+    /// ([`CatalogError::CorruptLogEntry`]). The data files are not opened here; every
+    /// read of the snapshot checks them.
     pub async fn snapshot(
         &self,
         name: &TableName,
@@ -66,7 +68,9 @@ impl Catalog {
         let mut files: Vec<SnapshotFile> = log_data
             .iter()
             .map(|file| SnapshotFile {
-                // Paths written by this crate are relative to the table root.
+                // Paths written by this crate are relative to the table root (`path()`
+                // decodes them); any other path names no file here, so every read of the
+                // snapshot fails with `MissingDataFile` rather than skipping it.
                 path: dir.join(file.path().as_ref()),
                 size_bytes: u64::try_from(file.size()).unwrap_or(0),
             })
@@ -79,13 +83,4 @@ impl Catalog {
             files,
         })
     }
-}
-
-/// Reads every row of `snapshot` by scanning exactly its files with DataFusion.
-///
-/// Rows come back with the snapshot's schema; their order across files is not defined.
-pub async fn read_batches(snapshot: &Snapshot) -> Result<Vec<RecordBatch>, CatalogError> {
-    let ctx = SessionContext::new();
-    let provider = snapshot_table_provider(snapshot)?;
-    Ok(ctx.read_table(provider)?.collect().await?)
 }

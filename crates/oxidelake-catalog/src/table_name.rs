@@ -26,6 +26,21 @@ impl TableName {
     pub fn table(&self) -> &str {
         &self.table
     }
+
+    /// The name whose directories are `<namespace>/<table>`, if both are names the
+    /// catalog could have created them under (lower-case identifiers).
+    pub(crate) fn from_dir_names(namespace: &str, table: &str) -> Option<Self> {
+        (is_dir_name(namespace) && is_dir_name(table)).then(|| Self {
+            namespace: namespace.to_owned(),
+            table: table.to_owned(),
+        })
+    }
+}
+
+/// Whether `part` is a namespace or table directory name the catalog creates: an
+/// identifier already folded to lower case.
+pub(crate) fn is_dir_name(part: &str) -> bool {
+    is_identifier(part) && !part.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -74,6 +89,18 @@ mod tests {
         let name: TableName = "Robots.Episodes".parse().unwrap();
         assert_eq!((name.namespace(), name.table()), ("robots", "episodes"));
         assert_eq!(name.to_string(), "robots.episodes");
+    }
+
+    #[test]
+    fn only_lower_case_identifier_directories_name_tables() {
+        let name = TableName::from_dir_names("robots", "episodes").unwrap();
+        assert_eq!(name, "robots.episodes".parse::<TableName>().unwrap());
+        for (ns, table) in [("Robots", "episodes"), ("robots", "lost+found"), ("", "t")] {
+            assert!(
+                TableName::from_dir_names(ns, table).is_none(),
+                "{ns}/{table}"
+            );
+        }
     }
 
     #[test]

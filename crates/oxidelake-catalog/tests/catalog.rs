@@ -4,7 +4,11 @@
 
 mod catalog {
     pub mod append;
+    pub mod columns;
     pub mod concurrency;
+    pub mod integrity;
+    pub mod layout;
+    pub mod log_fuzz;
     pub mod snapshot;
     pub mod sql;
     pub mod support;

@@ -28,6 +28,24 @@ impl Sha256Digest {
     }
 }
 
+/// The digest of everything `reader` yields, read in chunks of `chunk_bytes`.
+pub(crate) fn hash_reader(
+    reader: &mut impl std::io::Read,
+    chunk_bytes: usize,
+) -> std::io::Result<Sha256Digest> {
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; chunk_bytes.max(4096)];
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Sha256Digest(hasher.finalize().into()))
+}
+
 impl fmt::Display for Sha256Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&hex::encode(self.0))

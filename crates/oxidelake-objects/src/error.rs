@@ -42,6 +42,20 @@ pub enum ObjectError {
     /// A DataLocation column value that cannot be a location.
     #[error("invalid data location: {0}")]
     InvalidLocation(String),
+    /// A retention that is not a finite, non-negative duration within range.
+    #[error("invalid retention {0}")]
+    InvalidRetention(String),
+    /// A retention below the safety floor, without the explicit override.
+    #[error(
+        "refusing a retention of {requested:?}: below the floor of {floor:?}, objects of \
+         INSERTs still in flight could be deleted (override explicitly to force it)"
+    )]
+    RetentionBelowFloor {
+        /// The retention asked for.
+        requested: std::time::Duration,
+        /// The floor.
+        floor: std::time::Duration,
+    },
     /// Reading or writing the object failed.
     #[error("I/O on {uri} failed: {source}")]
     Io {
@@ -86,6 +100,14 @@ impl From<ObjectError> for EngineError {
             ObjectError::InvalidLocation(detail) => EngineError::InvalidArgument {
                 what: "data location",
                 detail,
+            },
+            ObjectError::InvalidRetention(detail) => EngineError::InvalidArgument {
+                what: "retention",
+                detail,
+            },
+            err @ ObjectError::RetentionBelowFloor { .. } => EngineError::InvalidArgument {
+                what: "retention",
+                detail: err.to_string(),
             },
         }
     }

@@ -54,7 +54,8 @@ impl DataLocation {
         }
     }
 
-    /// The object's URI (`file://` for the local store).
+    /// The object's URI: `objects/sha256/<2>/<62>` relative to the data directory for
+    /// the local store (absolute `file://` URIs of earlier versions still resolve).
     pub fn uri(&self) -> &str {
         &self.uri
     }

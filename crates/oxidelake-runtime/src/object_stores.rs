@@ -2,10 +2,16 @@
 
 use datafusion::execution::runtime_env::RuntimeEnv;
 
-/// Installs OxideLake's object stores into `env`. With the `io-uring` feature on Linux
-/// that is the io_uring store for `file://` when the kernel allows io_uring (the reason
-/// is logged when it does not, and DataFusion's `LocalFileSystem` stays); otherwise
-/// nothing changes.
+/// Installs OxideLake's object stores into `env`:
+/// - with the `io-uring` feature on Linux, the io_uring store for `file://` when the
+///   kernel allows io_uring (the reason is logged when it does not, and DataFusion's
+///   `LocalFileSystem` stays);
+/// - then, always, [`oxidelake_storage::ParquetFooterGuard`] around whichever `file://`
+///   store that is, so no Parquet read of `env` — table registration, snapshot file lists,
+///   `CREATE EXTERNAL TABLE`, scans on any cluster member — hands parquet's metadata
+///   decoder a footer length larger than its file (it underflows and panics on one).
+///
+/// Installing it twice on one `RuntimeEnv` guards `file://` once.
 pub fn install_object_stores(env: &RuntimeEnv) {
     #[cfg(all(target_os = "linux", feature = "io-uring"))]
     match oxidelake_storage::probe_io_uring() {
@@ -19,6 +25,7 @@ pub fn install_object_stores(env: &RuntimeEnv) {
             tracing::warn!(%reason, "io_uring unavailable; using LocalFileSystem");
         }
     }
-    #[cfg(not(all(target_os = "linux", feature = "io-uring")))]
-    let _ = env;
+    if let Err(e) = oxidelake_storage::guard_local_parquet_reads(env) {
+        tracing::warn!(error = %e, "Parquet footer guard not installed on file://");
+    }
 }

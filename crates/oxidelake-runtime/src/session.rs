@@ -20,11 +20,12 @@ use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler
 use crate::probe::DetectorProbe;
 
 /// A connection failure to the scheduler as an I/O error that says so in one line;
-/// any other error unchanged.
+/// any other error as [`oxidelake_storage::into_engine_error`] converts it (a Parquet
+/// file the footer guard refused is a `Format` error naming it).
 fn unreachable_scheduler(url: &str, e: datafusion::error::DataFusionError) -> EngineError {
     let text = e.to_string();
     if !(text.contains("tcp connect error") || text.contains("Connection refused")) {
-        return e.into();
+        return oxidelake_storage::into_engine_error(e);
     }
     EngineError::io(
         url,
@@ -110,6 +111,9 @@ impl OxideSession {
         let ctx = SessionContext::remote_with_state(&url, state)
             .await
             .map_err(|e| unreachable_scheduler(&url, e))?;
+        // DDL (`CREATE EXTERNAL TABLE`) and schema inference read Parquet footers here,
+        // on the client.
+        crate::install_object_stores(&ctx.runtime_env());
         // Registered after the context exists: creating a remote context replaces the
         // scalar-function list.
         for f in datafusion::functions_nested::all_default_nested_functions()
@@ -167,7 +171,7 @@ impl OxideSession {
         match (&self.mode, result) {
             (_, Ok(batches)) => Ok(batches),
             (SessionMode::Cluster(url), Err(e)) => Err(unreachable_scheduler(url, e)),
-            (SessionMode::Embedded, Err(e)) => Err(e.into()),
+            (SessionMode::Embedded, Err(e)) => Err(oxidelake_storage::into_engine_error(e)),
         }
     }
 

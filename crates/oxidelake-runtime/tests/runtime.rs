@@ -7,7 +7,9 @@ mod runtime {
     pub mod cli;
     pub mod cluster_gate;
     pub mod data;
+    pub mod demo;
     pub mod differential;
+    pub mod parquet_reads;
     pub mod readme;
     pub mod tpch;
     pub mod tui_pty;

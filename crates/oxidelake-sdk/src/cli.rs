@@ -66,8 +66,9 @@ pub fn parse_columns(spec: &str) -> Result<SchemaRef, SdkError> {
 }
 
 /// Types the text `values` of an INSERT by the columns they go into: `NULL` is NULL,
-/// `@path` (optionally `@path#mime/type`) a file upload for a FILE column, anything else
-/// parsed as the column's type.
+/// `@path` a file upload for a FILE column (everything after the `@` is the path, byte
+/// for byte: `@take#2.bin` is the file `take#2.bin`; MIME types are given separately,
+/// see [`apply_mime_overrides`]), anything else parsed as the column's type.
 pub fn typed_params(
     sql: &str,
     schema: &SchemaRef,
@@ -108,17 +109,56 @@ pub fn typed_params(
                     let path = text
                         .strip_prefix('@')
                         .ok_or_else(|| bad("a file (write @path)"))?;
-                    match path.split_once('#') {
-                        Some((p, mime)) => {
-                            InsertValue::File(FileUpload::from_path(p).with_mime(mime))
-                        }
-                        None => InsertValue::File(FileUpload::from_path(path)),
+                    if path.is_empty() {
+                        return Err(bad("a file (the path after @ is empty)"));
                     }
+                    InsertValue::File(FileUpload::from_path(path))
                 }
                 other => return Err(invalid(format!("{column} has unsupported type {other}"))),
             })
         })
         .collect()
+}
+
+/// Applies `column=mime/type` overrides (the `--mime` option of `oxide insert`) to the
+/// file parameters of `sql`. A column that is not a FILE parameter of the statement, or
+/// a text without `=`, is an error.
+pub fn apply_mime_overrides(
+    sql: &str,
+    params: &mut [InsertValue],
+    overrides: &[String],
+) -> Result<(), SdkError> {
+    let statement = parse_insert(sql)?;
+    for text in overrides {
+        let (column, mime) = text
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("--mime {text:?} is not column=type/subtype")))?;
+        if mime.is_empty() || !mime.contains('/') {
+            return Err(invalid(format!(
+                "--mime {text:?}: {mime:?} is not a MIME type"
+            )));
+        }
+        let index = statement
+            .columns
+            .iter()
+            .position(|c| c == column)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "--mime {text:?}: the statement has no column {column}"
+                ))
+            })?;
+        match params.get_mut(index) {
+            Some(InsertValue::File(upload)) => {
+                *upload = upload.clone().with_mime(mime);
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "--mime {text:?}: the value of {column} is not a file (@path)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -138,7 +178,7 @@ mod tests {
                 "0.5".into(),
                 "42".into(),
                 "true".into(),
-                "@a.mcap#video/mp4".into(),
+                "@a.mcap".into(),
             ],
         )
         .unwrap();
@@ -146,7 +186,7 @@ mod tests {
         assert_eq!(params[2], InsertValue::Utf8("42".into()));
         assert_eq!(
             params[4],
-            InsertValue::File(FileUpload::from_path("a.mcap").with_mime("video/mp4"))
+            InsertValue::File(FileUpload::from_path("a.mcap"))
         );
         assert!(typed_params("INSERT INTO r.e (id) VALUES (?)", &schema, &["x".into()]).is_err());
         assert!(
@@ -157,5 +197,28 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_hash_in_an_at_path_is_part_of_the_file_name_and_mime_comes_from_its_own_option() {
+        let schema = parse_columns("id:int64!, episode:file").unwrap();
+        let sql = "INSERT INTO r.e (id, episode) VALUES (?, ?)";
+        let mut params = typed_params(sql, &schema, &["1".into(), "@take#2.bin".into()]).unwrap();
+        assert_eq!(
+            params[1],
+            InsertValue::File(FileUpload::from_path("take#2.bin"))
+        );
+        apply_mime_overrides(sql, &mut params, &["episode=video/mp4".into()]).unwrap();
+        assert_eq!(
+            params[1],
+            InsertValue::File(FileUpload::from_path("take#2.bin").with_mime("video/mp4"))
+        );
+        for bad in ["id=video/mp4", "nope=video/mp4", "episode", "episode=mp4"] {
+            assert!(
+                apply_mime_overrides(sql, &mut params, &[bad.into()]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(typed_params(sql, &schema, &["1".into(), "@".into()]).is_err());
     }
 }

@@ -7,10 +7,11 @@ use std::time::Duration;
 use arrow::array::{Array, StructArray};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::TableProvider;
-use oxidelake_catalog::{Catalog, CatalogError, TableName, read_batches, register_snapshot};
+use futures::TryStreamExt;
+use oxidelake_catalog::{Catalog, CatalogError, TableName, read_columns, register_snapshot};
 use oxidelake_objects::{
-    DataLocation, GcReport, ManagedObjectStore, Sha256Digest, VerifiedReader, from_array,
-    is_data_location,
+    DataLocation, GcPolicy, GcReport, ManagedObjectStore, ObjectPin, Sha256Digest, VerifiedReader,
+    from_array, is_data_location,
 };
 use oxidelake_runtime::OxideSession;
 
@@ -55,6 +56,20 @@ impl LakeClient {
             session: OxideSession::local(),
             data_dir,
         })
+    }
+
+    /// Opens the existing data directory `data_dir`, refusing a path that is not one
+    /// (so a mistyped `--data-dir` of a read or collect command is an error rather than
+    /// an empty lake that "verifies").
+    pub fn open_existing(data_dir: impl AsRef<Path>) -> Result<Self, SdkError> {
+        let dir = data_dir.as_ref();
+        let is_lake = dir.join("tables").is_dir() || dir.join("objects").is_dir();
+        if !is_lake {
+            return Err(SdkError::NoLake {
+                path: dir.to_path_buf(),
+            });
+        }
+        Self::open(dir)
     }
 
     /// The data directory.
@@ -106,12 +121,15 @@ impl LakeClient {
 
         let mut uploaded = HashMap::new();
         let mut locations = Vec::new();
+        // Held until this function returns, i.e. until the commit landed or failed: a
+        // collector never deletes a pinned object (see `oxidelake_objects::gc`).
+        let mut pins: Vec<ObjectPin> = Vec::new();
         for (i, param) in params.iter().enumerate() {
             if let InsertValue::File(upload) = param {
                 let store = self.objects.clone();
                 let upload = upload.clone();
-                let location = tokio::task::spawn_blocking(move || {
-                    store.put_file(upload.path(), upload.mime())
+                let (location, pin) = tokio::task::spawn_blocking(move || {
+                    store.put_file_pinned(upload.path(), upload.mime())
                 })
                 .await
                 .map_err(|e| {
@@ -119,6 +137,7 @@ impl LakeClient {
                         "upload task: {e}"
                     )))
                 })??;
+                pins.push(pin);
                 locations.push(location.clone());
                 uploaded.insert(i, location);
             }
@@ -128,7 +147,10 @@ impl LakeClient {
         for attempt in 0..MAX_APPEND_ATTEMPTS {
             let expected = self.catalog.version(&table).await?;
             match self.catalog.append(&table, batch.clone(), expected).await {
-                Ok(version) => return Ok(InsertOutcome { version, locations }),
+                Ok(version) => {
+                    drop(pins);
+                    return Ok(InsertOutcome { version, locations });
+                }
                 Err(CatalogError::VersionConflict { .. }) => {
                     // A short, varying back-off spreads writers that collided apart.
                     let ms = 1 + (attempt as u64 * 7 + u64::from(std::process::id())) % 13;
@@ -157,44 +179,74 @@ impl LakeClient {
         Ok(self.objects.open_verified(location)?)
     }
 
-    /// Every object the latest version of any table references. Tables are
-    /// append-only, so the latest version references everything earlier ones did.
-    pub async fn referenced_objects(&self) -> Result<HashSet<Sha256Digest>, SdkError> {
-        let mut digests = HashSet::new();
+    /// Every location the latest version of any table references, with its table.
+    /// Tables are append-only, so the latest version references everything earlier
+    /// ones did. Only the FILE columns are read, batch by batch; a table that cannot be
+    /// read completely (a missing data file, a damaged log) is an error, never "no
+    /// references".
+    pub async fn referenced_locations(&self) -> Result<Vec<(TableName, DataLocation)>, SdkError> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
         for name in self.catalog.list_tables()? {
             let snapshot = self.catalog.snapshot(&name, None).await?;
-            let file_columns: Vec<usize> = snapshot
+            let file_columns: Vec<&str> = snapshot
                 .schema
                 .fields()
                 .iter()
-                .enumerate()
-                .filter(|(_, f)| is_data_location(f.data_type()))
-                .map(|(i, _)| i)
+                .filter(|f| is_data_location(f.data_type()))
+                .map(|f| f.name().as_str())
                 .collect();
             if file_columns.is_empty() {
                 continue;
             }
-            for batch in read_batches(&snapshot).await? {
-                for i in &file_columns {
-                    if let Some(column) = batch.column(*i).as_any().downcast_ref::<StructArray>() {
-                        digests.extend(
-                            from_array(column)?
-                                .into_iter()
-                                .flatten()
-                                .map(|l| l.sha256()),
-                        );
+            let mut stream = read_columns(&snapshot, &file_columns).await?;
+            while let Some(batch) = stream.try_next().await.map_err(CatalogError::from)? {
+                for column in batch.columns() {
+                    let column =
+                        column
+                            .as_any()
+                            .downcast_ref::<StructArray>()
+                            .ok_or_else(|| {
+                                SdkError::Engine(oxidelake_core::EngineError::Internal(format!(
+                                    "FILE column of {name} read back as {}",
+                                    column.data_type()
+                                )))
+                            })?;
+                    for location in from_array(column)?.into_iter().flatten() {
+                        if seen.insert((location.uri().to_string(), location.sha256())) {
+                            out.push((name.clone(), location));
+                        }
                     }
                 }
             }
         }
-        Ok(digests)
+        Ok(out)
     }
 
-    /// Deletes objects no table references that are older than `retention` (see
-    /// [`ManagedObjectStore::gc`]).
-    pub async fn gc(&self, retention: Duration) -> Result<GcReport, SdkError> {
+    /// The digests of [`Self::referenced_locations`].
+    pub async fn referenced_objects(&self) -> Result<HashSet<Sha256Digest>, SdkError> {
+        Ok(self
+            .referenced_locations()
+            .await?
+            .into_iter()
+            .map(|(_, l)| l.sha256())
+            .collect())
+    }
+
+    /// Deletes objects no committed table version references and no in-flight INSERT
+    /// pins, that are older than the policy's retention (see
+    /// [`oxidelake_objects::GcRun`] for why this order of reads is safe).
+    pub async fn gc(&self, policy: GcPolicy) -> Result<GcReport, SdkError> {
+        let run = self.objects.begin_gc(policy)?;
         let referenced = self.referenced_objects().await?;
-        Ok(self.objects.gc(&referenced, retention)?)
+        let report = tokio::task::spawn_blocking(move || run.collect(&referenced))
+            .await
+            .map_err(|e| {
+                SdkError::Engine(oxidelake_core::EngineError::Internal(format!(
+                    "gc task: {e}"
+                )))
+            })??;
+        Ok(report)
     }
 
     /// The SQL table provider of the latest snapshot of `name` (for callers that want

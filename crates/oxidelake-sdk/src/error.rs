@@ -46,6 +46,12 @@ pub enum SdkError {
         /// Attempts made.
         attempts: usize,
     },
+    /// A path given as a data directory that holds no lake.
+    #[error("{} is not an OxideLake data directory (no tables/ or objects/ in it)", path.display())]
+    NoLake {
+        /// The path.
+        path: std::path::PathBuf,
+    },
     /// The object store refused or failed (nothing was committed).
     #[error(transparent)]
     Object(#[from] oxidelake_objects::ObjectError),

@@ -9,12 +9,19 @@ use std::time::Duration;
 
 use arrow::array::{Array, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use oxidelake_objects::{data_location_field, from_array};
+use oxidelake_objects::{GcPolicy, data_location_field, from_array};
 use oxidelake_sdk::{FileUpload, InsertValue, LakeClient, SdkError};
+
+#[path = "sdk/crash.rs"]
+mod crash;
+#[path = "sdk/hardening.rs"]
+mod hardening;
+#[path = "sdk/properties.rs"]
+mod properties;
 
 const INSERT: &str = "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)";
 
-async fn client_with_table(dir: &Path) -> LakeClient {
+pub(crate) async fn client_with_table(dir: &Path) -> LakeClient {
     let client = LakeClient::open(dir).unwrap();
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -28,7 +35,7 @@ async fn client_with_table(dir: &Path) -> LakeClient {
     client
 }
 
-fn bytes(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
@@ -224,12 +231,18 @@ async fn orphaned_uploads_are_collected_and_referenced_objects_never_are() {
     std::fs::write(&orphan_source, bytes(7000, 3)).unwrap();
     let orphan = client.objects().put_file(&orphan_source, None).unwrap();
 
-    let report = client.gc(Duration::from_secs(3600)).await.unwrap();
+    let report = client
+        .gc(GcPolicy::new(Duration::from_secs(3600)))
+        .await
+        .unwrap();
     assert_eq!(
         (report.deleted, report.referenced, report.too_young),
         (0, 1, 1)
     );
-    let report = client.gc(Duration::ZERO).await.unwrap();
+    let report = client
+        .gc(GcPolicy::new(Duration::ZERO).allow_below_floor())
+        .await
+        .unwrap();
     assert_eq!((report.deleted, report.referenced), (1, 1));
     assert!(client.objects().verify(&outcome.locations[0]).is_ok());
     assert!(client.objects().verify(&orphan).is_err());
@@ -353,7 +366,14 @@ fn the_command_line_creates_inserts_reads_back_verifies_and_collects() {
         "{stderr}"
     );
     let gc = Command::new(env!("CARGO_BIN_EXE_oxide-objects"))
-        .args(["--data-dir", &data_arg, "gc", "--retention-hours", "0"])
+        .args([
+            "--data-dir",
+            &data_arg,
+            "gc",
+            "--retention-hours",
+            "0",
+            "--force",
+        ])
         .assert()
         .success();
     let text = String::from_utf8_lossy(&gc.get_output().stdout).to_string();

@@ -15,6 +15,15 @@ pub enum StorageError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    /// A Parquet trailer announcing a footer that does not fit in its file, refused by
+    /// [`crate::ParquetFooterGuard`] before the Parquet decoder sees it.
+    #[error("Parquet file {path} is unreadable: {detail}")]
+    ParquetFooter {
+        /// The object, as its store names it.
+        path: String,
+        /// What does not fit.
+        detail: String,
+    },
     /// An object-store operation failed.
     #[error("object store operation on {path} failed: {source}")]
     ObjectStore {
@@ -40,6 +49,11 @@ impl From<StorageError> for EngineError {
             StorageError::Parquet { path, source } => {
                 EngineError::format(path, "invalid Parquet", source)
             }
+            StorageError::ParquetFooter { path, detail } => EngineError::Format {
+                path,
+                detail,
+                source: None,
+            },
             StorageError::ObjectStore { path, source } => EngineError::io(path, source),
             StorageError::InvalidOption { what, detail } => {
                 EngineError::InvalidArgument { what, detail }

@@ -7,8 +7,14 @@
 //! the IPC copy was made from, the copy is rebuilt from the Parquet source, otherwise the
 //! scan serves the IPC file, whose column buffers come back without decode (see
 //! [`crate::ipc`]). So a cached table never returns stale rows after its Parquet changes.
+//!
+//! The IPC file is named after the table *and* its source (`{name}-{hash}.arrow`, the
+//! hash over the canonical source URLs, extension and schema; see `key.rs`): two tables
+//! of the same name over different files — in two sessions, or registered again from
+//! another directory — each get their own copy instead of overwriting one another's.
 
 mod fingerprint;
+mod key;
 mod table;
 
 use std::sync::Arc;
@@ -119,7 +125,8 @@ impl HotCache {
         };
         let urls = listing.table_paths().clone();
         let extension = listing.options().file_extension.clone();
-        let ipc_path = self.prefix.clone().join(format!("{name}.arrow"));
+        let file_name = key::ipc_file_name(name, &urls, &extension, &source.schema());
+        let ipc_path = self.prefix.clone().join(file_name);
         let table = CachedTable::new(
             Arc::clone(&source),
             urls,

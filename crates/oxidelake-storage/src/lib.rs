@@ -15,9 +15,16 @@
 //! - [`register_parquet`], [`read_parquet`] and [`query`] are the read boundary: a
 //!   damaged file is [`oxidelake_core::EngineError::Format`], a failed read
 //!   [`oxidelake_core::EngineError::Io`].
+//! - [`ParquetFooterGuard`] wraps a session's `file://` store ([`guard_local_parquet_reads`])
+//!   and fails, with a typed error, any read that would hand parquet 59.3.2's metadata
+//!   decoder a footer length larger than the file (which underflows, and panics with
+//!   overflow checks on). Guarding the store covers every Parquet read of the session —
+//!   registration, snapshot file lists, external tables, scans — whichever provider
+//!   planned it; [`into_engine_error`] turns that error into a `Format` error.
 //! - [`ipc`] encodes and decodes 64-byte-aligned, uncompressed Arrow IPC files without
 //!   copying column buffers; [`HotCache`] keeps such a copy of a Parquet table and serves
-//!   SQL scans from it until the Parquet changes.
+//!   SQL scans from it until the Parquet changes (one copy per source: tables of the same
+//!   name over different files never share one).
 //!
 //! docs/storage.md shows them together.
 //!
@@ -27,6 +34,7 @@
 
 mod compression;
 mod error;
+mod footer_guard;
 mod hot_cache;
 mod read;
 mod scan_options;
@@ -36,9 +44,12 @@ mod writer;
 
 pub use compression::ParquetCompression;
 pub use error::StorageError;
+pub use footer_guard::{ParquetFooterGuard, guard_local_parquet_reads};
 pub use hot_cache::{CachedTableInfo, HotCache, HotCacheCounters};
 pub use oxidelake_memory::ipc;
-pub use read::{classify_read_error, query, read_parquet, register_parquet};
+pub use read::{
+    classify_read_error, footer_error_in, into_engine_error, query, read_parquet, register_parquet,
+};
 pub use scan_options::{ScanOptions, lake_session_config};
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
 pub use uring::{

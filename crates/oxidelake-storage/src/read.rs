@@ -2,12 +2,18 @@
 //! that does not decode is [`EngineError::Format`], a failed read is [`EngineError::Io`],
 //! anything else (a bad query) stays a DataFusion error.
 
+use std::collections::HashSet;
+use std::path::Path;
+
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use oxidelake_core::EngineError;
 use parquet::errors::ParquetError;
+
+use crate::StorageError;
+use crate::footer_guard::{MIN_PARQUET_BYTES, TRAILER_BYTES, footer_misfit};
 
 /// What an error chain says went wrong with a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +62,38 @@ fn is_io(err: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
         || err.downcast_ref::<object_store::Error>().is_some()
 }
 
+/// The [`StorageError::ParquetFooter`] that [`crate::ParquetFooterGuard`] raised, if it
+/// is in `err`'s source chain (DataFusion reports it as an object-store error).
+pub fn footer_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a StorageError> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(found @ StorageError::ParquetFooter { .. }) = e.downcast_ref::<StorageError>() {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// `err` as an [`EngineError`]: a Parquet file the footer guard refused becomes
+/// [`EngineError::Format`] naming that file; anything else converts as
+/// `EngineError::from` does.
+pub fn into_engine_error(err: DataFusionError) -> EngineError {
+    let refused = match footer_error_in(&err) {
+        Some(StorageError::ParquetFooter { path, detail }) => Some((path.clone(), detail.clone())),
+        _ => None,
+    };
+    match refused {
+        Some((path, detail)) => EngineError::format(path, detail, err),
+        None => err.into(),
+    }
+}
+
 /// Sorts a DataFusion error from reading `path` into Format / Io / DataFusion.
 pub fn classify_read_error(path: &str, err: DataFusionError) -> EngineError {
+    if footer_error_in(&err).is_some() {
+        return into_engine_error(err);
+    }
     match cause_of(&err) {
         Some(Cause::Format) => EngineError::format(path, "not a readable Parquet file", err),
         Some(Cause::Io) => EngineError::io(path, err),
@@ -65,52 +101,61 @@ pub fn classify_read_error(path: &str, err: DataFusionError) -> EngineError {
     }
 }
 
-/// Parquet's smallest possible file: leading magic, footer length, trailing magic.
-const MIN_PARQUET_BYTES: u64 = 12;
-
-/// Checks a local path before DataFusion sees it:
+/// Checks a local path before DataFusion sees it, for errors that name the file at
+/// registration:
 /// - a missing path is an I/O error (DataFusion reports a "no files found" plan error);
 /// - every `.parquet` file (the path itself, or the files under a directory) must end in
 ///   a footer length and the `PAR1` magic, with the footer inside the file. DataFusion
-///   would read a zero-length file as an empty table, and parquet 59.3.2's metadata
-///   decoder underflows (a panic in builds with overflow checks) on a footer length
-///   larger than the file; eight bytes read per file rule both out.
+///   would read a zero-length file as an empty table; eight bytes read per file rule it
+///   out. (The footer length is also what [`crate::ParquetFooterGuard`] checks on every
+///   read of a session that installs it; this check covers plain `SessionContext`s.)
 ///
-/// Remote URLs are left to DataFusion.
+/// Symlinks are followed deliberately, as DataFusion's `LocalFileSystem` listing follows
+/// them: a linked file is checked by its target's length and bytes, a linked directory is
+/// walked (once, however many links lead to it), and a broken link is skipped as the
+/// listing skips it. Remote URLs are left to DataFusion.
 fn preflight(path: &str) -> Result<(), EngineError> {
     if path.contains("://") && !path.starts_with("file://") {
         return Ok(());
     }
-    let local = std::path::Path::new(path.strip_prefix("file://").unwrap_or(path));
+    let local = Path::new(path.strip_prefix("file://").unwrap_or(path));
     let meta = std::fs::metadata(local).map_err(|e| EngineError::io(path, e))?;
     if meta.is_file() {
         return check_trailer(local, meta.len());
     }
+    let io = |p: &Path, e: std::io::Error| EngineError::io(p.display().to_string(), e);
+    let mut walked = HashSet::new();
     let mut dirs = vec![local.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| EngineError::io(dir.display().to_string(), e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| EngineError::io(dir.display().to_string(), e))?;
-            let p = entry.path();
-            let kind = entry
-                .file_type()
-                .map_err(|e| EngineError::io(p.display().to_string(), e))?;
-            if kind.is_dir() {
+        let canonical = std::fs::canonicalize(&dir).map_err(|e| io(&dir, e))?;
+        if !walked.insert(canonical) {
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let p = entry.map_err(|e| io(&dir, e))?.path();
+            // `fs::metadata` follows links; `DirEntry::metadata` would describe the link.
+            let meta = match std::fs::metadata(&p) {
+                Ok(meta) => meta,
+                Err(e) if is_broken_link(&p, &e) => continue,
+                Err(e) => return Err(io(&p, e)),
+            };
+            if meta.is_dir() {
                 dirs.push(p);
             } else if p.extension().is_some_and(|e| e == "parquet") {
-                let len = entry
-                    .metadata()
-                    .map_err(|e| EngineError::io(p.display().to_string(), e))?
-                    .len();
-                check_trailer(&p, len)?;
+                check_trailer(&p, meta.len())?;
             }
         }
     }
     Ok(())
 }
 
-fn check_trailer(file: &std::path::Path, len: u64) -> Result<(), EngineError> {
+/// Whether `err`, from following `path`, means `path` is a link to nothing.
+fn is_broken_link(path: &Path, err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::NotFound
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn check_trailer(file: &Path, len: u64) -> Result<(), EngineError> {
     use std::io::{Read, Seek, SeekFrom};
     let name = file.display().to_string();
     let format = |detail: String| EngineError::Format {
@@ -123,9 +168,9 @@ fn check_trailer(file: &std::path::Path, len: u64) -> Result<(), EngineError> {
             "{len} bytes is shorter than the smallest Parquet file ({MIN_PARQUET_BYTES})"
         )));
     }
-    let mut trailer = [0u8; 8];
+    let mut trailer = [0u8; TRAILER_BYTES];
     let mut f = std::fs::File::open(file).map_err(|e| EngineError::io(&name, e))?;
-    f.seek(SeekFrom::End(-8))
+    f.seek(SeekFrom::End(-(TRAILER_BYTES as i64)))
         .and_then(|_| f.read_exact(&mut trailer))
         .map_err(|e| EngineError::io(&name, e))?;
     if &trailer[4..] != b"PAR1" {
@@ -137,12 +182,10 @@ fn check_trailer(file: &std::path::Path, len: u64) -> Result<(), EngineError> {
     let footer = u64::from(u32::from_le_bytes([
         trailer[0], trailer[1], trailer[2], trailer[3],
     ]));
-    if footer + MIN_PARQUET_BYTES > len {
-        return Err(format(format!(
-            "footer length {footer} does not fit in a {len}-byte file"
-        )));
+    match footer_misfit(footer, len) {
+        Some(detail) => Err(format(detail)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Registers the Parquet file or directory at `path` as table `name` of `ctx`.
@@ -219,6 +262,41 @@ mod tests {
         let plan = DataFusionError::Plan("no such table".into());
         assert!(matches!(
             classify_read_error("f", plan),
+            EngineError::DataFusion(_)
+        ));
+    }
+
+    #[test]
+    fn a_footer_the_guard_refused_is_a_format_error_naming_the_file_not_an_io_error() {
+        let refused = || {
+            DataFusionError::Context(
+                "infer schema".into(),
+                Box::new(DataFusionError::ObjectStore(Box::new(
+                    object_store::Error::Generic {
+                        store: "ParquetFooterGuard",
+                        source: Box::new(StorageError::ParquetFooter {
+                            path: "lake/bad.parquet".into(),
+                            detail: "footer length 80 does not fit in a 20-byte file".into(),
+                        }),
+                    },
+                ))),
+            )
+        };
+        for err in [
+            into_engine_error(refused()),
+            classify_read_error("lake/", refused()),
+        ] {
+            match err {
+                EngineError::Format { path, detail, .. } => {
+                    assert_eq!(path, "lake/bad.parquet");
+                    assert!(detail.contains("footer length 80"), "{detail}");
+                }
+                other => panic!("expected EngineError::Format, got {other:?}"),
+            }
+        }
+        let other = DataFusionError::Execution("boom".into());
+        assert!(matches!(
+            into_engine_error(other),
             EngineError::DataFusion(_)
         ));
     }

@@ -1,6 +1,7 @@
 //! `oxide-worker`: a Ballista 55 executor that decodes and runs OxideLake's GPU
 //! operators, picking its local backend (CUDA, Metal or the CPU paths) at execute time.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ballista_core::config::TaskSchedulingPolicy;
@@ -58,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         args.vcores
     };
+    let runtime_producer = executor_runtime_producer(args.work_dir.as_deref().map(PathBuf::from));
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,
@@ -69,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
         vcores,
         task_scheduling_policy: TaskSchedulingPolicy::from(args.task_scheduling_policy),
         work_dir: args.work_dir,
-        override_runtime_producer: executor_runtime_producer(),
+        override_runtime_producer: Some(runtime_producer),
         override_function_registry: Some(Arc::new(executor_function_registry())),
         override_config_producer: Some(Arc::new(cluster_session_config)),
         override_physical_codec: Some(cluster_codec_arc()),

@@ -32,7 +32,10 @@ struct Cli {
 enum Command {
     /// Generate a small dataset if there is none, then run placed, timed queries.
     Demo {
-        /// Where the demo data lives.
+        /// Where the demo data lives. It is generated into a temporary sibling directory
+        /// and renamed into place when complete; a directory here that is not a complete
+        /// demo dataset (from an interrupted older run, or damaged) is an error: delete it
+        /// and run the demo again.
         #[arg(long, default_value = "oxide-demo-data")]
         dir: PathBuf,
         /// Rows to generate when the data does not exist yet.

@@ -1,6 +1,14 @@
 //! `oxide demo`: the main job on the embedded default, from nothing to placed, timed
 //! queries: generates a small dataset when there is none, then runs a few queries as
 //! this machine places them and as a CUDA machine would.
+//!
+//! The dataset is published atomically (written in a temporary sibling directory, then
+//! renamed into place), so an interrupted run never leaves a dataset directory that a
+//! later run would take for complete; a directory that is there but not a complete
+//! dataset (from an older `oxide`, or damaged) is an error saying to delete it. See
+//! `demo/dataset.rs`.
+
+mod dataset;
 
 use std::io::Write;
 use std::path::Path;
@@ -8,9 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use oxidelake_core::EngineError;
-use oxidelake_storage::LakeWriterOptions;
 
-use super::gen_data::{SYNTHETIC_DIM, generate_synthetic};
+use super::gen_data::SYNTHETIC_DIM;
 use super::output::{Format, write_batches};
 use crate::{DetectorProbe, OxideSession, PlacementTarget};
 
@@ -41,10 +48,12 @@ fn say(out: &mut impl Write, text: impl AsRef<str>) -> Result<(), EngineError> {
     writeln!(out, "{}", text.as_ref()).map_err(|e| EngineError::io("stdout", e))
 }
 
-/// Runs the demo over `dir` (creating `rows` rows of data there if it has none).
+/// Runs the demo over the dataset in `dir`, first generating `rows` rows there when
+/// `dir` is missing or empty. A `dir` holding anything but a complete demo dataset is an
+/// [`EngineError::Format`] that says to delete it.
 pub async fn demo(dir: &Path, rows: u64, out: &mut impl Write) -> Result<(), EngineError> {
-    let table_dir = dir.join("t");
-    if !table_dir.is_dir() {
+    let table_dir = dir.join(dataset::TABLE);
+    if !dataset::is_complete(dir)? {
         say(
             out,
             format!(
@@ -53,7 +62,7 @@ pub async fn demo(dir: &Path, rows: u64, out: &mut impl Write) -> Result<(), Eng
             ),
         )?;
         let started = Instant::now();
-        let written = generate_synthetic(dir, rows, &LakeWriterOptions::default())?;
+        let written = dataset::generate(dir, rows)?;
         say(
             out,
             format!(

@@ -1,12 +1,14 @@
 //! Session configuration shared by the client, the scheduler and the executors of an
 //! OxideLake cluster.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ballista::prelude::SessionConfigExt;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::BallistaPhysicalExtensionCodec;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionState;
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
@@ -72,19 +74,20 @@ fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Res
     Ok(())
 }
 
-/// The executors' runtime producer when OxideLake has object stores to add (the
-/// `io-uring` feature); `None` keeps Ballista's default, which sizes memory pools from
-/// the executor's flags.
-pub fn executor_runtime_producer() -> Option<ballista_core::RuntimeProducer> {
-    if cfg!(all(target_os = "linux", feature = "io-uring")) {
-        Some(Arc::new(|_config: &SessionConfig| {
-            let env = datafusion::execution::runtime_env::RuntimeEnvBuilder::new().build()?;
-            crate::install_object_stores(&env);
-            Ok(Arc::new(env))
-        }))
-    } else {
-        None
-    }
+/// The executors' runtime producer: what Ballista's default builds (spill files under
+/// `work_dir`; DataFusion's temporary directory when `None`) plus OxideLake's object
+/// stores, the Parquet footer guard always among them. Ballista still wraps each
+/// environment it returns with the per-task memory pool sized from the executor's flags.
+pub fn executor_runtime_producer(work_dir: Option<PathBuf>) -> ballista_core::RuntimeProducer {
+    Arc::new(move |_config: &SessionConfig| {
+        let mut builder = RuntimeEnvBuilder::new();
+        if let Some(dir) = &work_dir {
+            builder = builder.with_temp_file_path(dir.clone());
+        }
+        let env = builder.build()?;
+        crate::install_object_stores(&env);
+        Ok(Arc::new(env))
+    })
 }
 
 /// The codec every cluster member uses: OxideLake's nodes, then Ballista's.

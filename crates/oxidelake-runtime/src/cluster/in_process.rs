@@ -110,6 +110,8 @@ impl InProcessCluster {
                 tokio::spawn(start_grpc_service_with_listener(listener, server));
                 let registry = Arc::new(executor_function_registry());
                 for (work_dir, flight_port, grpc_port) in configs {
+                    let runtime_producer =
+                        executor_runtime_producer(Some(std::path::PathBuf::from(&work_dir)));
                     let executor = ExecutorProcessConfig {
                         bind_host: "127.0.0.1".into(),
                         external_host: Some("127.0.0.1".into()),
@@ -121,7 +123,7 @@ impl InProcessCluster {
                         vcores,
                         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
                         work_dir: Some(work_dir),
-                        override_runtime_producer: executor_runtime_producer(),
+                        override_runtime_producer: Some(runtime_producer),
                         override_function_registry: Some(Arc::clone(&registry)),
                         override_config_producer: Some(Arc::new(cluster_session_config)),
                         override_physical_codec: Some(Arc::new(exec_codec.clone())),

@@ -3,23 +3,28 @@
 //! ```text
 //! oxide insert --data-dir D "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)" 42 @./ep42.mcap
 //! ```
-//! Values are typed by their columns; `@path` uploads a file into a FILE column
-//! (`@path#mime/type` overrides the sniffed type); `NULL` is NULL.
+//! Values are typed by their columns; `@path` uploads a file into a FILE column (all of
+//! the text after `@` is the path, `#` included); `--mime episode=video/mp4` overrides
+//! the type sniffed for that column's file; `NULL` is NULL.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use oxidelake_sdk::LakeClient;
-use oxidelake_sdk::cli::typed_params;
+use oxidelake_sdk::cli::{apply_mime_overrides, typed_params};
 
 /// Insert one row, uploading file parameters as managed objects.
 #[derive(Debug, Parser)]
 #[command(name = "oxide insert", version, about, long_about = None)]
 struct Args {
-    /// The data directory (objects and tables).
+    /// The data directory (objects and tables); it must exist.
     #[arg(long)]
     data_dir: PathBuf,
+    /// `column=type/subtype`: the MIME type of that column's file (repeatable);
+    /// otherwise it is sniffed from the content and the file name.
+    #[arg(long = "mime", value_name = "COLUMN=TYPE")]
+    mime: Vec<String>,
     /// `INSERT INTO ns.table (c1, ...) VALUES (?, ...)`.
     statement: String,
     /// One value per `?`: typed by its column; `@path` for files; `NULL`.
@@ -31,10 +36,11 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let client = LakeClient::open(&args.data_dir)?;
+    let client = LakeClient::open_existing(&args.data_dir)?;
     let statement = oxidelake_sdk::parse_insert(&args.statement)?;
     let schema = client.catalog().schema(&statement.table.parse()?).await?;
-    let params = typed_params(&args.statement, &schema, &args.values)?;
+    let mut params = typed_params(&args.statement, &schema, &args.values)?;
+    apply_mime_overrides(&args.statement, &mut params, &args.mime)?;
     let outcome = client.execute(&args.statement, params).await?;
     println!(
         "inserted 1 row into {} (version {})",
@@ -43,7 +49,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     for location in outcome.locations {
         println!(
             "  {}  {} bytes  {}  sha256 {}",
-            location.uri(),
+            client.objects().file_url(&location)?,
             location.size(),
             location.mime(),
             location.sha256()

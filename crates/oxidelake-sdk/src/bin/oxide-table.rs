@@ -42,13 +42,14 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let client = LakeClient::open(&args.data_dir)?;
     match args.command {
         Command::Create { name, columns } => {
+            let client = LakeClient::open(&args.data_dir)?;
             let version = client.create_table(&name, parse_columns(&columns)?).await?;
             println!("created {name} (version {version})");
         }
         Command::List => {
+            let client = LakeClient::open_existing(&args.data_dir)?;
             for name in client.catalog().list_tables()? {
                 let version = client.catalog().version(&name).await?;
                 println!("{name}\tversion {version}");

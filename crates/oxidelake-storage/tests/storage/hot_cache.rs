@@ -93,3 +93,49 @@ async fn caching_a_table_that_is_not_file_backed_is_unsupported() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn two_tables_of_the_same_name_over_different_sources_each_read_their_own_rows() {
+    let (lake_a, lake_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_dataset(
+        &lake_a.path().join("a.parquet"),
+        0,
+        1,
+        LakeWriterOptions::default(),
+    );
+    write_dataset(
+        &lake_b.path().join("b.parquet"),
+        10 * ROW_GROUP_ROWS as i64,
+        2,
+        LakeWriterOptions::default(),
+    );
+    // One cache directory shared by two sessions, each with its own table `t`.
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = HotCache::local(cache_dir.path()).unwrap();
+    let mut sessions = Vec::new();
+    for lake in [&lake_a, &lake_b] {
+        let ctx = SessionContext::new_with_config(lake_session_config());
+        let url = format!("{}/", lake.path().display());
+        oxidelake_storage::register_parquet(&ctx, "t", &url)
+            .await
+            .unwrap();
+        let from_parquet = ctx.sql(SQL).await.unwrap().collect().await.unwrap();
+        sessions.push((ctx, from_parquet));
+    }
+    let mut ipc_paths = Vec::new();
+    for (ctx, _) in &sessions {
+        ipc_paths.push(cache.cache_table(ctx, "t").await.unwrap().ipc_path);
+    }
+    assert_ne!(ipc_paths[0], ipc_paths[1]);
+    for (ctx, from_parquet) in &sessions {
+        let from_cache = ctx.sql(SQL).await.unwrap().collect().await.unwrap();
+        assert_eq!(sorted_rows(&from_cache), sorted_rows(from_parquet));
+    }
+    assert_ne!(sorted_rows(&sessions[0].1), sorted_rows(&sessions[1].1));
+    let counters = cache.counters();
+    assert_eq!(
+        (counters.builds, counters.ipc_scans),
+        (2, 2),
+        "{counters:?}"
+    );
+}
