@@ -241,6 +241,7 @@ impl ObjectStore for ParquetFooterGuard {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // get_ranges takes a slice of ranges
 mod tests {
     use object_store::memory::InMemory;
 

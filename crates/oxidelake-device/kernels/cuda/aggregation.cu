@@ -62,7 +62,7 @@ extern "C" __global__ void agg_assign_groups(const long long* __restrict__ keys,
     }
     if (!agg_valid(valid, row)) {
         group_of_row[row] = (unsigned int)capacity;
-        slot_state[capacity] = 2u;
+        atomicExch(&slot_state[capacity], 2u);  // every NULL row writes it: atomically (found by the emulator's TSan run)
         return;
     }
     const long long key = keys[row];

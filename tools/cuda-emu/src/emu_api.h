@@ -1,0 +1,15 @@
+// emu_api.h — the emulator's own exported functions, for tests (Rust or C++) that run in
+// the same process as the driver.
+#pragma once
+
+#include "driver_state.h"
+
+// Replaces the fault plan (grammar in faults.h), resets its counters and clears any
+// sticky error. Returns 0, or -1 when the spec does not parse (the plan is then empty).
+EMU_EXPORT int oxide_emu_set_fault(const char* spec);
+// Launches of `kernel` that ran to completion since the process started (0 if unknown).
+EMU_EXPORT unsigned long long oxide_emu_launch_count(const char* kernel);
+// Writes `emulated launches: <kernel>=<count> ...` (every kernel, by name) to stderr.
+EMU_EXPORT void oxide_emu_report(void);
+// The same line into `buf` (NUL-terminated, truncated to `len`); returns its full length.
+EMU_EXPORT size_t oxide_emu_report_line(char* buf, size_t len);

@@ -1,0 +1,10 @@
+// Host build of kernels/cuda/aggregation.cu (the .cu file itself, included unchanged).
+#include "cuda_shim.h"
+#include "kernel_registry.h"
+
+#include "aggregation.cu"
+
+#define EMU_KERNEL_SOURCE "aggregation.cu"
+EMU_KERNEL(agg_assign_groups);
+EMU_KERNEL(agg_update_i64);
+EMU_KERNEL(agg_update_f64);

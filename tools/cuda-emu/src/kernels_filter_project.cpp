@@ -1,0 +1,12 @@
+// Host build of kernels/cuda/filter_project.cu (the .cu file itself, included unchanged).
+#include "cuda_shim.h"
+#include "kernel_registry.h"
+
+#include "filter_project.cu"
+
+#define EMU_KERNEL_SOURCE "filter_project.cu"
+EMU_KERNEL(eval_predicates);
+EMU_KERNEL(count_flags);
+EMU_KERNEL(exclusive_scan_blocks);
+EMU_KERNEL(compact_rows);
+EMU_KERNEL(gather_8byte);

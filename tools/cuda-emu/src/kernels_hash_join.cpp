@@ -1,0 +1,10 @@
+// Host build of kernels/cuda/hash_join.cu (the .cu file itself, included unchanged).
+#include "cuda_shim.h"
+#include "kernel_registry.h"
+
+#include "hash_join.cu"
+
+#define EMU_KERNEL_SOURCE "hash_join.cu"
+EMU_KERNEL(join_build);
+EMU_KERNEL(join_probe_count);
+EMU_KERNEL(join_probe_write);
