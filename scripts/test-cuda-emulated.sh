@@ -6,8 +6,10 @@
 #      every kernel of the five .cu files against a C++ reference, stream/event ordering,
 #      fault injection; the TSan run catches races on shared and global memory;
 #   2. runs every #[ignore]d CUDA test of the workspace (pinned memory, device round
-#      trips, null count, the operator conformance suite) with the `cuda` feature, the
-#      emulator as libcuda and the real NVRTC;
+#      trips, null count, the operator conformance suite, fault injection: a failed
+#      allocation, launch, copy, module load, a sticky kernel fault, out of memory) with
+#      the `cuda` feature, the emulator as libcuda and the real NVRTC; then the detector
+#      with the emulator but without libnvrtc;
 #   3. runs the differential test with OXIDE_BACKEND=cuda: GPU-placed plans executed by
 #      CudaBackend against the CPU plans;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
@@ -36,10 +38,24 @@ export OXIDE_CUDA_EMU_REPORT=1
 export OXIDE_REQUIRE_NVRTC=1
 
 echo "== ignored CUDA tests on the emulated driver"
-cargo test --workspace --features oxidelake-runtime/cuda -- --ignored --nocapture \
+# The fault plan is process-wide: the fault-injection tests run on their own, after the
+# rest, so that no other test's kernels consume (or suffer) an armed fault.
+cargo test --workspace --features oxidelake-runtime/cuda -- --ignored --nocapture --skip faults \
   2>&1 | tee "$LOG_DIR/ignored.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "ignored CUDA tests failed (exit $rc)"; exit "$rc"; }
+
+echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
+cargo test --workspace --features oxidelake-runtime/cuda --test compute -- --ignored --nocapture faults \
+  2>&1 | tee "$LOG_DIR/faults.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "fault-injection tests failed (exit $rc)"; exit "$rc"; }
+grep -q "test result: ok. 6 passed" "$LOG_DIR/faults.log" || { echo "expected 6 fault tests"; exit 1; }
+
+echo "== no libnvrtc: the CUDA backend is refused with the reason, auto-detection picks the CPU"
+LD_LIBRARY_PATH="$EMU_DIR" OXIDE_EXPECT_NO_NVRTC=1 cargo test --workspace \
+  --features oxidelake-runtime/cuda --lib -- --ignored --exact \
+  detector::tests::a_gpu_without_nvrtc_is_refused_with_the_reason_and_auto_detection_picks_the_cpu
 
 echo "== differential test, OXIDE_BACKEND=cuda (GPU-placed plans on CudaBackend)"
 OXIDE_BACKEND=cuda cargo test --workspace --features oxidelake-runtime/cuda --test runtime \

@@ -1,7 +1,14 @@
 //! What the four operators share: choosing a backend at execute time, falling back to
 //! the CPU per batch, and reporting to DataFusion metrics and the telemetry hub.
+//!
+//! A batch the device refuses (`Unsupported`) or fails (a driver error, out of memory,
+//! a kernel that did not compile or load) completes on the CPU path, counted in the
+//! `cpu_fallback_batches` metric (and `device_errors` for failures, with a `tracing`
+//! warning); after a failure the rest of that execution stays on the CPU. Errors in the
+//! input itself still fail the query, typed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use datafusion::error::{DataFusionError, Result};
@@ -48,6 +55,22 @@ pub(crate) struct ExecBackend {
     pub(crate) stream: DeviceStream,
     pub(crate) cpu: CpuBackend,
     pub(crate) cpu_stream: DeviceStream,
+    /// Set after the device failed (not merely refused) a batch: the rest of this
+    /// execution runs on the CPU, since a failed device (a sticky CUDA error, a lost
+    /// context, memory exhausted) would fail every later batch the same way.
+    degraded: AtomicBool,
+}
+
+/// Why a device did not run a batch, if the CPU may run it instead.
+fn fallback_reason(err: &EngineError) -> Option<&'static str> {
+    match err {
+        EngineError::Unsupported { .. } => Some("unsupported on the device"),
+        EngineError::Device { .. } => Some("device error"),
+        EngineError::OutOfMemory { .. } => Some("device out of memory"),
+        EngineError::KernelCompile { .. } => Some("kernel did not compile or load"),
+        EngineError::BackendUnavailable { .. } => Some("device unavailable"),
+        _ => None,
+    }
 }
 
 impl ExecBackend {
@@ -61,6 +84,7 @@ impl ExecBackend {
             stream,
             cpu,
             cpu_stream,
+            degraded: AtomicBool::new(false),
         })
     }
 
@@ -77,22 +101,57 @@ impl ExecBackend {
         }
     }
 
-    /// Runs `op` on the chosen backend; if it answers `Unsupported`, runs it on the CPU
-    /// and counts the fallback.
+    /// Runs `op` on the device; `Ok(None)` when the device refused it (`Unsupported`) or
+    /// failed at it (a device error, out of memory, a kernel that did not load), which is
+    /// counted in `cpu_fallback_batches` (and `device_errors` for a failure, with a
+    /// warning): the caller then runs its CPU path. Other errors (bad input) propagate.
+    pub(crate) fn run_on_device<T>(
+        &self,
+        metrics: &OperatorMetrics,
+        op: impl FnOnce(&dyn GpuBackend, &DeviceStream) -> std::result::Result<T, EngineError>,
+    ) -> Result<Option<T>> {
+        if self.kind() == BackendKind::CpuSimd {
+            return op(self.backend.as_ref(), &self.stream)
+                .map(Some)
+                .map_err(DataFusionError::from);
+        }
+        if self.degraded.load(Ordering::Relaxed) {
+            metrics.cpu_fallback_batches.add(1);
+            return Ok(None);
+        }
+        match op(self.backend.as_ref(), &self.stream) {
+            Ok(value) => Ok(Some(value)),
+            Err(err) => match fallback_reason(&err) {
+                Some(reason) => {
+                    if matches!(err, EngineError::Unsupported { .. }) {
+                        tracing::debug!(error = %err, "batch falls back to the CPU");
+                    } else {
+                        tracing::warn!(
+                            error = %err,
+                            reason,
+                            "device failed a batch; it and the rest of this execution run on the CPU"
+                        );
+                        self.degraded.store(true, Ordering::Relaxed);
+                        metrics.device_errors.add(1);
+                    }
+                    metrics.cpu_fallback_batches.add(1);
+                    Ok(None)
+                }
+                None => Err(DataFusionError::from(err)),
+            },
+        }
+    }
+
+    /// Runs `op` on the chosen backend and, where [`Self::run_on_device`] falls back,
+    /// on the CPU reference (for operations whose inputs and outputs are host data).
     pub(crate) fn run<T>(
         &self,
         metrics: &OperatorMetrics,
         op: impl Fn(&dyn GpuBackend, &DeviceStream) -> std::result::Result<T, EngineError>,
     ) -> Result<T> {
-        match op(self.backend.as_ref(), &self.stream) {
-            Err(EngineError::Unsupported { feature, detail })
-                if self.kind() != BackendKind::CpuSimd =>
-            {
-                tracing::debug!(%feature, %detail, "batch falls back to the CPU");
-                metrics.cpu_fallback_batches.add(1);
-                op(&self.cpu, &self.cpu_stream).map_err(DataFusionError::from)
-            }
-            other => other.map_err(DataFusionError::from),
+        match self.run_on_device(metrics, &op)? {
+            Some(value) => Ok(value),
+            None => op(&self.cpu, &self.cpu_stream).map_err(DataFusionError::from),
         }
     }
 }
@@ -117,6 +176,8 @@ pub(crate) struct OperatorMetrics {
     pub(crate) rows_in: Count,
     pub(crate) bytes_moved: Count,
     pub(crate) cpu_fallback_batches: Count,
+    /// Batches the device failed (not merely refused) before the CPU ran them.
+    pub(crate) device_errors: Count,
     pub(crate) telemetry: Arc<OperatorTelemetry>,
 }
 
@@ -133,6 +194,7 @@ impl OperatorMetrics {
             bytes_moved: MetricBuilder::new(set).counter("bytes_moved", partition),
             cpu_fallback_batches: MetricBuilder::new(set)
                 .counter("cpu_fallback_batches", partition),
+            device_errors: MetricBuilder::new(set).counter("device_errors", partition),
             telemetry: TelemetryHub::global().register_operator(name, placement),
         }
     }

@@ -35,6 +35,26 @@ use crate::placement_label;
 struct BuildSide {
     batch: RecordBatch,
     table: JoinTable,
+    left_key: usize,
+    /// A CPU copy of the table, built on first need: when the device fails a probe, the
+    /// table it holds is unusable and the rest of the join probes this one.
+    cpu_table: std::sync::OnceLock<JoinTable>,
+}
+
+impl BuildSide {
+    /// The CPU table, built from the host copy of the build side once.
+    fn cpu_table(&self, exec: &ExecBackend) -> Result<&JoinTable> {
+        if let Some(table) = self.cpu_table.get() {
+            return Ok(table);
+        }
+        use oxidelake_device::GpuBackend;
+        let keys = key_column(&self.batch, self.left_key)?;
+        let table = exec
+            .cpu
+            .build_join_table(&exec.cpu_stream, keys)
+            .map_err(DataFusionError::from)?;
+        Ok(self.cpu_table.get_or_init(|| table))
+    }
 }
 
 /// Inner hash join of `left.left_key = right.right_key`; output is every left column
@@ -247,7 +267,12 @@ impl ExecutionPlan for GpuHashJoinExec {
                     .baseline
                     .elapsed_compute()
                     .add_duration(started.elapsed());
-                Ok::<_, DataFusionError>(Arc::new(BuildSide { batch, table }))
+                Ok::<_, DataFusionError>(Arc::new(BuildSide {
+                    batch,
+                    table,
+                    left_key,
+                    cpu_table: std::sync::OnceLock::new(),
+                }))
             })
             .await
             .cloned()
@@ -293,10 +318,21 @@ fn probe_batch(
 ) -> Result<RecordBatch> {
     let started = Instant::now();
     let keys = key_column(batch, right_key)?;
-    let matches = if side.table.device() == exec.backend.device() {
-        exec.run(metrics, |backend, stream| {
+    let on_device = if side.table.device() == exec.backend.device() {
+        exec.run_on_device(metrics, |backend, stream| {
             backend.probe_join_table(stream, &side.table, keys)
         })?
+    } else {
+        None
+    };
+    let matches = if let Some(matches) = on_device {
+        matches
+    } else if side.table.device() == exec.backend.device() {
+        // The device refused or failed this probe: probe a CPU copy of the table.
+        use oxidelake_device::GpuBackend;
+        exec.cpu
+            .probe_join_table(&exec.cpu_stream, side.cpu_table(exec)?, keys)
+            .map_err(DataFusionError::from)?
     } else {
         // The table fell back to the CPU when it was built; probe it there too.
         metrics.cpu_fallback_batches.add(1);

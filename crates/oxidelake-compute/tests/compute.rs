@@ -5,5 +5,7 @@
 mod compute {
     pub mod conformance;
     pub mod data;
+    #[cfg(feature = "cuda")]
+    pub mod faults;
     pub mod rows;
 }

@@ -65,6 +65,17 @@ impl CudaBackend {
             }
             CudaAvailability::Available { .. } => {}
         }
+        // Kernels compile at run time: libnvrtc ships with the CUDA toolkit, not with the
+        // driver, so a machine can have a GPU and no compiler. Refuse the backend now,
+        // with the reason, rather than fail every operator's first batch.
+        if !crate::nvrtc_available() {
+            return Err(unavailable(
+                "the CUDA driver is present but libnvrtc (the runtime kernel compiler, \
+                 in the CUDA toolkit or the nvidia-cuda-nvrtc-cu12 wheel) could not be \
+                 loaded; add its directory to LD_LIBRARY_PATH"
+                    .into(),
+            ));
+        }
         let device = DeviceId::new(
             BackendKind::Cuda,
             u32::try_from(ordinal).unwrap_or(u32::MAX),

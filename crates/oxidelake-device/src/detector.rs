@@ -81,6 +81,13 @@ impl HardwareDetector {
                 ] {
                     match attempt() {
                         Ok(backend) => return Ok(backend),
+                        // A CUDA device that cannot be used (no NVRTC, no context) is worth
+                        // a warning; a machine without one is the normal case.
+                        Err(e)
+                            if kind == BackendKind::Cuda && crate::probe_cuda().devices() > 0 =>
+                        {
+                            tracing::warn!(%kind, reason = %e, "GPU present but not used; using the CPU")
+                        }
                         Err(e) => tracing::debug!(%kind, reason = %e, "backend not used"),
                     }
                 }
@@ -163,6 +170,40 @@ mod tests {
             }
             other => panic!("expected BackendUnavailable, got {other:?}"),
         }
+    }
+
+    /// Run by scripts/test-cuda-emulated.sh with the emulated driver on the loader path
+    /// and libnvrtc deliberately off it (`OXIDE_EXPECT_NO_NVRTC=1`).
+    #[test]
+    #[ignore = "needs a CUDA driver (or the emulated one) and no libnvrtc: scripts/test-cuda-emulated.sh"]
+    fn a_gpu_without_nvrtc_is_refused_with_the_reason_and_auto_detection_picks_the_cpu() {
+        if std::env::var_os("OXIDE_EXPECT_NO_NVRTC").is_none() {
+            eprintln!("skipping: set OXIDE_EXPECT_NO_NVRTC=1 with libnvrtc off the loader path");
+            return;
+        }
+        assert!(
+            crate::probe_cuda().devices() > 0,
+            "no (emulated) CUDA device"
+        );
+        assert!(!crate::nvrtc_available(), "libnvrtc is loadable");
+        match HardwareDetector::from_setting(Some("cuda"))
+            .unwrap()
+            .backend()
+        {
+            Err(EngineError::BackendUnavailable { requested, reason }) => {
+                assert_eq!(requested, BackendKind::Cuda);
+                assert!(reason.contains("libnvrtc"), "{reason}");
+            }
+            other => panic!(
+                "expected BackendUnavailable, got {:?}",
+                other.map(|b| b.kind())
+            ),
+        }
+        let auto = HardwareDetector::from_setting(None)
+            .unwrap()
+            .backend()
+            .unwrap();
+        assert_eq!(auto.kind(), BackendKind::CpuSimd);
     }
 
     #[test]
