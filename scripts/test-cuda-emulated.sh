@@ -40,7 +40,10 @@ export OXIDE_REQUIRE_NVRTC=1
 echo "== ignored CUDA tests on the emulated driver"
 # The fault plan is process-wide: the fault-injection tests run on their own, after the
 # rest, so that no other test's kernels consume (or suffer) an armed fault.
-cargo test --workspace --features oxidelake-runtime/cuda -- --ignored --nocapture --skip faults \
+# Only the targets that hold CUDA tests (the libraries' unit tests, the compute suite):
+# building every test binary of the workspace with the feature costs minutes more.
+cargo test --workspace --features oxidelake-runtime/cuda --lib --test compute \
+  -- --ignored --nocapture --skip faults \
   2>&1 | tee "$LOG_DIR/ignored.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "ignored CUDA tests failed (exit $rc)"; exit "$rc"; }
