@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::lock::{StoreLock, is_locked_elsewhere};
-use crate::pin::{dir_names, live_pins, pinned_names};
+use crate::pin::{dir_names, live_pins, pinned_names, remove_if_present as remove};
 use crate::{ManagedObjectStore, ObjectError, Sha256Digest};
 
 /// The shortest retention a collection accepts without an explicit override.
@@ -153,18 +153,6 @@ fn stat(path: &Path) -> Result<Option<(u64, SystemTime)>, ObjectError> {
             meta.modified().unwrap_or_else(|_| SystemTime::now()),
         ))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ObjectError::Io {
-            uri: path.display().to_string(),
-            source,
-        }),
-    }
-}
-
-/// Removes `path`; `false` when something else removed it first.
-fn remove(path: &Path) -> Result<bool, ObjectError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(ObjectError::Io {
             uri: path.display().to_string(),
             source,

@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 
 use crate::ObjectError;
+use crate::store::io;
 
 /// A held store lock (shared or exclusive); released on drop.
 #[derive(Debug)]
@@ -27,29 +28,20 @@ impl StoreLock {
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(|source| ObjectError::Io {
-                uri: path.display().to_string(),
-                source,
-            })
+            .map_err(io(path.display().to_string()))
     }
 
     /// Waits for and takes the lock shared (uploads publishing).
     pub(crate) fn shared(path: &Path) -> Result<Self, ObjectError> {
         let file = Self::open(path)?;
-        file.lock_shared().map_err(|source| ObjectError::Io {
-            uri: path.display().to_string(),
-            source,
-        })?;
+        file.lock_shared().map_err(io(path.display().to_string()))?;
         Ok(Self { file })
     }
 
     /// Waits for and takes the lock exclusive (garbage collection deleting).
     pub(crate) fn exclusive(path: &Path) -> Result<Self, ObjectError> {
         let file = Self::open(path)?;
-        file.lock().map_err(|source| ObjectError::Io {
-            uri: path.display().to_string(),
-            source,
-        })?;
+        file.lock().map_err(io(path.display().to_string()))?;
         Ok(Self { file })
     }
 }
@@ -68,12 +60,7 @@ pub(crate) fn is_locked_elsewhere(path: &Path) -> Result<Option<bool>, ObjectErr
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(ObjectError::Io {
-                uri: path.display().to_string(),
-                source,
-            });
-        }
+        Err(source) => return Err(io(path.display().to_string())(source)),
     };
     match file.try_lock() {
         Ok(()) => {
@@ -81,9 +68,6 @@ pub(crate) fn is_locked_elsewhere(path: &Path) -> Result<Option<bool>, ObjectErr
             Ok(Some(false))
         }
         Err(std::fs::TryLockError::WouldBlock) => Ok(Some(true)),
-        Err(std::fs::TryLockError::Error(source)) => Err(ObjectError::Io {
-            uri: path.display().to_string(),
-            source,
-        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(io(path.display().to_string())(source)),
     }
 }

@@ -112,10 +112,11 @@ pub(crate) fn live_pins(pins_dir: &Path) -> Result<(HashSet<Sha256Digest>, u64),
     Ok((live, stale))
 }
 
-fn remove_if_present(path: &Path) -> Result<(), ObjectError> {
+/// Removes `path`; `false` when something else removed it first.
+pub(crate) fn remove_if_present(path: &Path) -> Result<bool, ObjectError> {
     match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(ObjectError::Io {
             uri: path.display().to_string(),
             source,
