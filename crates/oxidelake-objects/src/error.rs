@@ -112,3 +112,9 @@ impl From<ObjectError> for EngineError {
         }
     }
 }
+
+/// Maps an I/O error on `uri` to [`ObjectError::Io`] (for `map_err`).
+pub(crate) fn io(uri: impl Into<String>) -> impl FnOnce(std::io::Error) -> ObjectError {
+    let uri = uri.into();
+    move |source| ObjectError::Io { uri, source }
+}

@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 
 use crate::ObjectError;
-use crate::store::io;
+use crate::error::io;
 
 /// A held store lock (shared or exclusive); released on drop.
 #[derive(Debug)]

@@ -28,6 +28,7 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use crate::error::io;
 use crate::lock::StoreLock;
 use crate::mime::sniff_mime;
 use crate::pin::ObjectPin;
@@ -39,11 +40,6 @@ pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
 
 /// The prefix of every location this store writes: relative to the data directory.
 pub const RELATIVE_PREFIX: &str = "objects/sha256/";
-
-pub(crate) fn io(uri: impl Into<String>) -> impl FnOnce(std::io::Error) -> ObjectError {
-    let uri = uri.into();
-    move |source| ObjectError::Io { uri, source }
-}
 
 /// fsyncs a directory, so that entries created or renamed in it survive a power loss.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), ObjectError> {
