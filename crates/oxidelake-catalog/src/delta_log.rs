@@ -57,10 +57,13 @@ impl LogListing {
         let log_dir = table_dir.join(DELTA_LOG_DIR);
         let entries = match std::fs::read_dir(&log_dir) {
             Ok(entries) => entries,
-            // Nothing of that name (as opposed to a link to nothing, an error below).
+            // Nothing of that name (as opposed to a link to nothing, an error below). A
+            // concurrent create may make the directory right after the failed read: it
+            // was absent when read, so that is still no table.
             Err(e)
                 if e.kind() == ErrorKind::NotFound
-                    && std::fs::symlink_metadata(&log_dir).is_err() =>
+                    && !std::fs::symlink_metadata(&log_dir)
+                        .is_ok_and(|m| m.file_type().is_symlink()) =>
             {
                 return Ok(None);
             }
