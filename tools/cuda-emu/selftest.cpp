@@ -281,19 +281,38 @@ void filter_pipeline_matches_reference(Env& e) {
     }
     const auto valid_i = bitmap_where(rows, [](size_t i) { return i % 13 != 0; });
     const auto valid_f = bitmap_where(rows, [](size_t i) { return i % 17 != 0; });
+    // (i > -100 AND f <= 0.0) OR (f IS NULL AND NOT (i != 7)), in three-valued logic
+    // (0 false, 1 true, 2 NULL), as the postfix program below encodes it.
+    auto and3 = [](int a, int b) { return (a == 0 || b == 0) ? 0 : (a == 2 || b == 2) ? 2 : 1; };
+    auto or3 = [](int a, int b) { return (a == 1 || b == 1) ? 1 : (a == 2 || b == 2) ? 2 : 0; };
     std::vector<uint32_t> want;
+    size_t kept_by_second_arm = 0;
     for (size_t i = 0; i < rows; ++i) {
-        const bool keep = bit(valid_i, i) && ints[i] > -100 && bit(valid_f, i) && !total_less(0.0, double_of(floats[i]));
-        if (keep) want.push_back(static_cast<uint32_t>(i));
+        const int a = bit(valid_i, i) ? int(ints[i] > -100) : 2;
+        const int b = bit(valid_f, i) ? int(!total_less(0.0, double_of(floats[i]))) : 2;
+        const int c = bit(valid_f, i) ? 0 : 1;
+        const int not_d = bit(valid_i, i) ? int(ints[i] == 7) : 2;
+        const int second = and3(c, not_d);
+        if (or3(and3(a, b), second) == 1) want.push_back(static_cast<uint32_t>(i));
+        kept_by_second_arm += second == 1 ? 1 : 0;
     }
+    CHECK(kept_by_second_arm > 0);
     const CUdeviceptr col_i = upload(d, ints), col_f = upload(d, floats);
     const CUdeviceptr vi = upload(d, valid_i), vf = upload(d, valid_f);
     const CUdeviceptr col_ptrs = upload(d, std::vector<uint64_t>{col_i, col_f});
     const CUdeviceptr valid_ptrs = upload(d, std::vector<uint64_t>{vi, vf});
-    const CUdeviceptr ops = upload(d, std::vector<int32_t>{3 /*GT*/, 2 /*LE*/});
     const CUdeviceptr types = upload(d, std::vector<int32_t>{0 /*i64*/, 1 /*f64*/});
-    const CUdeviceptr literals = upload(d, std::vector<int64_t>{-100, bits_of(0.0)});
-    int num_preds = 2;
+    // CMP i > -100; CMP f <= 0.0; AND; IS_NULL f; CMP i != 7; NOT; AND; OR
+    const CUdeviceptr codes = upload(d, std::vector<int32_t>{0, 0, 2, 1, 0, 4, 2, 3});
+    const CUdeviceptr slots = upload(d, std::vector<int32_t>{0, 1, 0, 1, 0, 0, 0, 0});
+    const CUdeviceptr args = upload(d, std::vector<int32_t>{3 /*GT*/, 2 /*LE*/, 0, 0, 5 /*NE*/, 0, 0, 0});
+    const CUdeviceptr literals = upload(d, std::vector<int64_t>{-100, bits_of(0.0), 0, 0, 7, 0, 0, 0});
+    int num_instrs = 8;
+    // No string slots: their offset and byte tables are never read, the pool is empty.
+    const CUdeviceptr off_ptrs = upload(d, std::vector<uint64_t>{0, 0});
+    const CUdeviceptr byte_ptrs = upload(d, std::vector<uint64_t>{0, 0});
+    const CUdeviceptr pool = upload(d, std::vector<uint8_t>{0});
+    const CUdeviceptr pool_offsets = upload(d, std::vector<int32_t>{0});
     uint64_t n = rows;
     unsigned blocks = blocks_for(rows);
     const CUdeviceptr flags = zeros<uint8_t>(d, rows);
@@ -301,7 +320,9 @@ void filter_pipeline_matches_reference(Env& e) {
     const CUdeviceptr out_rows = zeros<uint32_t>(d, rows);
     uint64_t capacity = rows;
     CHECK_CU(d, e.launch("eval_predicates", blocks, kBlock, 0,
-                         {&col_ptrs, &valid_ptrs, &ops, &types, &literals, &num_preds, &n, &flags}), CUDA_SUCCESS);
+                         {&col_ptrs, &off_ptrs, &byte_ptrs, &valid_ptrs, &pool, &pool_offsets, &types, &codes,
+                          &slots, &args, &literals, &num_instrs, &n, &flags}),
+             CUDA_SUCCESS);
     CHECK_CU(d, e.launch("count_flags", blocks, kBlock, 0, {&flags, &n, &block_counts, &blocks}), CUDA_SUCCESS);
     CHECK_CU(d, e.launch("exclusive_scan_blocks", 1, kBlock, 0, {&block_counts, &blocks}), CUDA_SUCCESS);
     CHECK_CU(d, e.launch("compact_rows", blocks, kBlock, 0,
@@ -322,7 +343,8 @@ void filter_pipeline_matches_reference(Env& e) {
     bool same = values.size() == kept_rows && valid.size() == kept_rows;
     for (size_t i = 0; same && i < kept_rows; ++i) same = values[i] == ints[want[i]] && valid[i] == 1;
     CHECK(same);
-    for (CUdeviceptr p : {col_i, col_f, vi, vf, col_ptrs, valid_ptrs, ops, types, literals, flags, block_counts,
+    for (CUdeviceptr p : {col_i, col_f, vi, vf, col_ptrs, off_ptrs, byte_ptrs, pool, pool_offsets, valid_ptrs, codes, slots,
+                          args, types, literals, flags, block_counts,
                           out_rows, out_values, out_valid}) {
         CHECK_CU(d, d.cuMemFree_v2(p), CUDA_SUCCESS);
     }

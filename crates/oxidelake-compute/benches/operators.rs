@@ -16,7 +16,9 @@ use datafusion::datasource::MemTable;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::ops::{AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal};
+use oxidelake_compute::ops::{
+    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
+};
 use oxidelake_compute::{
     BackendChoice, GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec,
 };
@@ -118,16 +120,16 @@ fn operators(c: &mut Criterion) {
 
     let filter = || -> Arc<dyn ExecutionPlan> {
         let preds = vec![
-            ColumnPredicate {
+            Predicate::from(ColumnPredicate {
                 column: 1,
                 op: CmpOp::Lt,
                 literal: Literal::Int64(500),
-            },
-            ColumnPredicate {
+            }),
+            Predicate::from(ColumnPredicate {
                 column: 2,
                 op: CmpOp::GtEq,
                 literal: Literal::Float64(10.0),
-            },
+            }),
         ];
         Arc::new(
             GpuFilterExec::try_new(source(&data), preds, vec![0, 1], BackendKind::CpuSimd)

@@ -8,24 +8,32 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
 use oxidelake_core::BackendKind;
-use oxidelake_device::ops::{ColumnPredicate, FilterProjectArgs, check_predicates};
+use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
+use crate::predicate_expr::conjunction_expr;
 
-/// Keeps the rows where every `column <op> literal` predicate is true, and outputs the
-/// projected columns. Equivalent to `ProjectionExec(columns) <- FilterExec(a AND b ...)`,
-/// but the dropped columns are never filtered or copied.
+/// Keeps the rows where every predicate is true, and outputs the projected columns.
+/// Equivalent to `FilterExec(a AND b ...)` with a projection, but the dropped columns are
+/// never filtered or copied.
+///
+/// Its plan properties (partitioning, equivalences, orderings, constants) are those of
+/// the stock `FilterExec` with the same predicate and projection, computed by building
+/// that node: the operator keeps its input's row order on every backend (the device
+/// compaction is order-preserving), so it may claim what FilterExec claims, and claiming
+/// less would make DataFusion insert sorts or reject the plan (`SanityCheckPlan`).
 #[derive(Debug)]
 pub struct GpuFilterExec {
     input: Arc<dyn ExecutionPlan>,
-    predicates: Vec<ColumnPredicate>,
+    predicates: Vec<Predicate>,
     projection: Vec<usize>,
     placement: BackendKind,
     backend: BackendChoice,
@@ -36,23 +44,23 @@ pub struct GpuFilterExec {
 
 impl GpuFilterExec {
     /// A filter over `input`, placed (for EXPLAIN) on `placement`. Fails with
-    /// `Unsupported` for predicates outside the Int64/Float64 coverage.
+    /// `Unsupported` for predicates outside the covered types.
     pub fn try_new(
         input: Arc<dyn ExecutionPlan>,
-        predicates: Vec<ColumnPredicate>,
+        predicates: Vec<Predicate>,
         projection: Vec<usize>,
         placement: BackendKind,
     ) -> Result<Self> {
         let input_schema = input.schema();
         check_predicates(&input_schema, &predicates).map_err(DataFusionError::from)?;
-        let schema = Arc::new(input_schema.project(&projection)?);
-        let ip = input.properties();
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&schema)),
-            ip.output_partitioning().clone(),
-            ip.emission_type,
-            ip.boundedness,
-        );
+        let stock = FilterExecBuilder::new(
+            conjunction_expr(&predicates, &input_schema)?,
+            Arc::clone(&input),
+        )
+        .apply_projection(Some(projection.clone()))?
+        .build()?;
+        let schema = stock.schema();
+        let properties = stock.properties().as_ref().clone();
         Ok(Self {
             input,
             predicates,
@@ -77,7 +85,7 @@ impl GpuFilterExec {
     }
 
     /// The conjunction of predicates.
-    pub fn predicates(&self) -> &[ColumnPredicate] {
+    pub fn predicates(&self) -> &[Predicate] {
         &self.predicates
     }
 
@@ -96,14 +104,7 @@ impl GpuFilterExec {
         let text: Vec<String> = self
             .predicates
             .iter()
-            .map(|p| {
-                let name = input_schema
-                    .fields()
-                    .get(p.column)
-                    .map(|f| f.name().as_str())
-                    .unwrap_or("?");
-                format!("{name}@{} {} {}", p.column, p.op.symbol(), p.literal)
-            })
+            .map(|p| p.display(&input_schema))
             .collect();
         if text.is_empty() {
             "true".into()

@@ -11,12 +11,15 @@ use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use arrow::compute::{concat_batches, take};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{JoinType, NullEquality};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -99,20 +102,22 @@ impl GpuHashJoinExec {
                 .into());
             }
         }
-        let fields: Vec<_> = ls
-            .fields()
-            .iter()
-            .chain(rs.fields().iter())
-            .cloned()
-            .collect();
-        let schema = Arc::new(Schema::new(fields));
-        let rp = right.properties();
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(Arc::clone(&schema)),
-            rp.output_partitioning().clone(),
-            rp.emission_type,
-            rp.boundedness,
-        );
+        // The plan properties of the stock operator this one stands for: an inner
+        // HashJoinExec in CollectLeft mode on the same key. It shifts the probe side's
+        // partitioning and orderings past the build side's columns and knows the key
+        // equivalence; both backends emit matches in probe-row order (the device writes
+        // each probe row's pairs at its prefix-sum offset), so every claim holds here.
+        let on = vec![(
+            Arc::new(Column::new(ls.field(left_key).name(), left_key)) as Arc<dyn PhysicalExpr>,
+            Arc::new(Column::new(rs.field(right_key).name(), right_key)) as Arc<dyn PhysicalExpr>,
+        )];
+        let stock =
+            HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), on, JoinType::Inner)
+                .with_partition_mode(PartitionMode::CollectLeft)
+                .with_null_equality(NullEquality::NullEqualsNothing)
+                .build()?;
+        let schema = stock.schema();
+        let properties = stock.properties().as_ref().clone();
         Ok(Self {
             left,
             right,
@@ -210,6 +215,11 @@ impl ExecutionPlan for GpuHashJoinExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.left, &self.right]
+    }
+
+    /// As the stock inner hash join: the output follows the probe side's row order.
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false, true]
     }
 
     fn apply_expressions(

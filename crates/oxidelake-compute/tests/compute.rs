@@ -7,5 +7,7 @@ mod compute {
     pub mod data;
     #[cfg(feature = "cuda")]
     pub mod faults;
+    pub mod properties;
     pub mod rows;
+    pub mod typed_filters;
 }

@@ -15,6 +15,8 @@ pub(crate) use aggregate::{
     aggregate as aggregate_on_cpu, output_schema as aggregate_schema,
     validate as validate_aggregate,
 };
+#[cfg(test)]
+pub(crate) use filter_project::mask as filter_mask;
 #[cfg(feature = "cuda")]
 pub(crate) use filter_project::validate as validate_filter_project;
 pub(crate) use hash_join::CpuJoinTable;

@@ -6,6 +6,7 @@
 //! architecture the device supports, and the loaded module is cached per kernel (each
 //! backend instance drives one device, so that is per (kernel, device)).
 
+mod filter;
 mod launch;
 mod pipeline;
 
@@ -334,7 +335,7 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        launch::filter_project(&dev, args)
+        filter::filter_project(&dev, args)
     }
 
     fn build_join_table(

@@ -36,6 +36,7 @@ mod metal;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 pub mod ops;
+mod predicate;
 
 pub use backend::{GpuBackend, MemoryInfo};
 pub use cpu::CpuBackend;

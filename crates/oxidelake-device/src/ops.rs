@@ -4,111 +4,26 @@
 //! the device (and overlapping those copies with compute) is the backend's business, so
 //! an operator reads the same on every backend and the CPU backend needs no copies at all.
 //!
-//! Coverage is deliberately narrow (spec §2.3). Anything outside it is rejected with
+//! Coverage is deliberately explicit (spec §2.3). Anything outside it is rejected with
 //! [`oxidelake_core::EngineError::Unsupported`] before any work starts, and the operator
 //! falls back to the CPU for that batch.
 
 use arrow::array::{Float64Array, UInt32Array};
 
-/// A comparison between a column and a literal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CmpOp {
-    /// `=`
-    Eq,
-    /// `<`
-    Lt,
-    /// `<=`
-    LtEq,
-    /// `>`
-    Gt,
-    /// `>=`
-    GtEq,
-}
+pub use crate::predicate::{
+    CmpOp, ColumnPredicate, DeviceProgram, Literal, MAX_PROGRAM_STACK, Predicate, ValueClass,
+    check_predicates, like_percent, literal_array, opcode, run_program_on_host, string_column,
+    value_class, write_images,
+};
 
-impl CmpOp {
-    /// The SQL operator text.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "=",
-            CmpOp::Lt => "<",
-            CmpOp::LtEq => "<=",
-            CmpOp::Gt => ">",
-            CmpOp::GtEq => ">=",
-        }
-    }
-}
-
-/// A literal a column is compared with; its type must equal the column's.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Literal {
-    /// A 64-bit integer.
-    Int64(i64),
-    /// A 64-bit float (NaN allowed; compared with IEEE total order, like Arrow).
-    Float64(f64),
-}
-
-impl std::fmt::Display for Literal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Literal::Int64(v) => write!(f, "{v}"),
-            Literal::Float64(v) => write!(f, "{v:?}"),
-        }
-    }
-}
-
-/// `column <op> literal`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ColumnPredicate {
-    /// Index of the column in the input batch.
-    pub column: usize,
-    /// The comparison.
-    pub op: CmpOp,
-    /// The right-hand side.
-    pub literal: Literal,
-}
-
-/// Checks that every predicate names a column of `schema` that is Int64 or Float64 and
-/// compares it with a literal of the same type (the v1 coverage; no implicit casts).
-pub fn check_predicates(
-    schema: &arrow::datatypes::Schema,
-    predicates: &[ColumnPredicate],
-) -> Result<(), oxidelake_core::EngineError> {
-    use arrow::datatypes::DataType;
-    let fields = schema.fields();
-    for p in predicates {
-        let field =
-            fields
-                .get(p.column)
-                .ok_or_else(|| oxidelake_core::EngineError::InvalidArgument {
-                    what: "predicate column",
-                    detail: format!("index {} out of {} columns", p.column, fields.len()),
-                })?;
-        match (field.data_type(), p.literal) {
-            (DataType::Int64, Literal::Int64(_)) | (DataType::Float64, Literal::Float64(_)) => {}
-            (dt, lit) => {
-                return Err(oxidelake_core::EngineError::unsupported(
-                    "filter predicate",
-                    format!(
-                        "{} {} {lit} compares {dt} with a literal of another type \
-                         (only Int64/Float64 against a literal of the same type)",
-                        field.name(),
-                        p.op.symbol()
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A fused filter and projection: keep rows where every predicate is true (a NULL
-/// comparison is not true, as in SQL), then keep the `projection` columns in that order.
+/// A fused filter and projection: keep rows where every predicate is true (NULL is not
+/// true, as in SQL), then keep the `projection` columns in that order.
 #[derive(Debug, Clone, Copy)]
 pub struct FilterProjectArgs<'a> {
     /// The input rows.
     pub batch: &'a arrow::record_batch::RecordBatch,
-    /// Conjunction of comparisons (empty = keep every row).
-    pub predicates: &'a [ColumnPredicate],
+    /// Conjunction of predicates (empty = keep every row).
+    pub predicates: &'a [Predicate],
     /// Input column indices to output.
     pub projection: &'a [usize],
 }

@@ -6,6 +6,8 @@
 //!   ([`OxideOptions`], `oxidelake.placement.target`) resolves to a GPU;
 //! - [`explain_with_placement`], the EXPLAIN text that also says why each eligible-looking
 //!   node stayed on the CPU;
+//! - [`PlacementCoverage`], how many filters, joins and aggregates of a plan were placed
+//!   and why the others were not;
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
 //!   Ballista executors.
 //!
@@ -15,6 +17,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod codec;
+mod coverage;
 mod eligibility;
 mod error;
 mod explain;
@@ -23,6 +26,7 @@ mod rule;
 mod target;
 
 pub use codec::OxidePhysicalCodec;
+pub use coverage::{OperatorFamily, PlacementCoverage};
 pub use eligibility::{Placement, cpu_reason, place};
 pub use error::CodecError;
 pub use explain::{CpuTarget, explain_with_placement};

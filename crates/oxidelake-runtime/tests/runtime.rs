@@ -6,6 +6,7 @@ mod runtime {
     pub mod binaries;
     pub mod cli;
     pub mod cluster_gate;
+    pub mod coverage;
     pub mod data;
     pub mod demo;
     pub mod differential;

@@ -16,7 +16,9 @@ use datafusion::datasource::MemTable;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::ops::{AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal};
+use oxidelake_compute::ops::{
+    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
+};
 use oxidelake_compute::{
     BackendChoice, GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec,
 };
@@ -75,13 +77,17 @@ fn fallback_batches(plan: &Arc<dyn ExecutionPlan>) -> usize {
         .unwrap_or(0)
 }
 
-/// Filter shapes: (SQL WHERE clause, our predicates), projecting k, a, b.
-fn filters() -> Vec<(&'static str, Vec<ColumnPredicate>)> {
-    let p = |column, op, literal| ColumnPredicate {
-        column,
-        op,
-        literal,
+/// Filter shapes: (SQL WHERE clause, our predicates), projecting k, a, b. The data has
+/// NULLs in every column, so the OR / NOT / IN shapes exercise three-valued logic.
+fn filters() -> Vec<(&'static str, Vec<Predicate>)> {
+    let p = |column, op, literal| {
+        Predicate::Compare(ColumnPredicate {
+            column,
+            op,
+            literal,
+        })
     };
+    let null = |column, negated| Predicate::IsNull { column, negated };
     vec![
         ("a > 5", vec![p(1, CmpOp::Gt, Literal::Int64(5))]),
         ("a = 0", vec![p(1, CmpOp::Eq, Literal::Int64(0))]),
@@ -103,6 +109,46 @@ fn filters() -> Vec<(&'static str, Vec<ColumnPredicate>)> {
                 p(0, CmpOp::GtEq, Literal::Int64(1)),
                 p(1, CmpOp::Lt, Literal::Int64(50)),
                 p(3, CmpOp::Gt, Literal::Float64(-10.0)),
+            ],
+        ),
+        (
+            "a < -20 OR b > 30.0",
+            vec![Predicate::Or(vec![
+                p(1, CmpOp::Lt, Literal::Int64(-20)),
+                p(2, CmpOp::Gt, Literal::Float64(30.0)),
+            ])],
+        ),
+        (
+            "NOT (a > 5)",
+            vec![Predicate::Not(Box::new(p(1, CmpOp::Gt, Literal::Int64(5))))],
+        ),
+        (
+            "a IS NULL OR b IS NOT NULL",
+            vec![Predicate::Or(vec![null(1, false), null(2, true)])],
+        ),
+        (
+            "a IN (1, 2, 3)",
+            vec![Predicate::Or(vec![
+                p(1, CmpOp::Eq, Literal::Int64(1)),
+                p(1, CmpOp::Eq, Literal::Int64(2)),
+                p(1, CmpOp::Eq, Literal::Int64(3)),
+            ])],
+        ),
+        (
+            "a NOT IN (0, 4)",
+            vec![Predicate::And(vec![
+                p(1, CmpOp::NotEq, Literal::Int64(0)),
+                p(1, CmpOp::NotEq, Literal::Int64(4)),
+            ])],
+        ),
+        (
+            "a != 7 AND NOT (b <= 0.0 OR c IS NULL)",
+            vec![
+                p(1, CmpOp::NotEq, Literal::Int64(7)),
+                Predicate::Not(Box::new(Predicate::Or(vec![
+                    p(2, CmpOp::LtEq, Literal::Float64(0.0)),
+                    null(3, false),
+                ]))),
             ],
         ),
     ]

@@ -15,7 +15,9 @@ use arrow::record_batch::RecordBatch;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::ops::{AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal};
+use oxidelake_compute::ops::{
+    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
+};
 use oxidelake_compute::{
     BackendChoice, GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec,
 };
@@ -104,11 +106,11 @@ fn filter(
     parts: &[Vec<RecordBatch>],
     _: &[Vec<RecordBatch>],
 ) -> Arc<dyn ExecutionPlan> {
-    let predicates = vec![ColumnPredicate {
+    let predicates = vec![Predicate::from(ColumnPredicate {
         column: 1,
         op: CmpOp::Gt,
         literal: Literal::Int64(5),
-    }];
+    })];
     Arc::new(
         GpuFilterExec::try_new(
             source(parts, &data::schema()),

@@ -1,13 +1,15 @@
-//! CPU fused filter + projection: Arrow comparison kernels, AND-ed, then one filter pass
-//! over the projected columns only (the columns that are dropped are never copied).
+//! CPU fused filter + projection: Arrow's comparison kernels on the columns as they are,
+//! combined in Kleene logic, then one filter pass over the projected columns only (the
+//! columns that are dropped are never copied).
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Datum, Float64Array, Int64Array, Scalar};
-use arrow::compute::kernels::cmp;
-use arrow::compute::{and, filter_record_batch};
+use arrow::array::{Array, ArrayRef, BooleanArray, Datum, Scalar};
+use arrow::compute::kernels::{boolean, cmp, comparison};
+use arrow::compute::{cast, filter_record_batch, is_not_null, is_null};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
-use crate::ops::{CmpOp, ColumnPredicate, FilterProjectArgs, Literal, check_predicates};
+use crate::ops::{CmpOp, FilterProjectArgs, Literal, Predicate, check_predicates, literal_array};
 
 /// Checks the predicates and projection against the batch's schema.
 pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> {
@@ -26,6 +28,7 @@ pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> 
 fn compare(column: &ArrayRef, op: CmpOp, rhs: &dyn Datum) -> Result<BooleanArray, EngineError> {
     let result = match op {
         CmpOp::Eq => cmp::eq(column, rhs),
+        CmpOp::NotEq => cmp::neq(column, rhs),
         CmpOp::Lt => cmp::lt(column, rhs),
         CmpOp::LtEq => cmp::lt_eq(column, rhs),
         CmpOp::Gt => cmp::gt(column, rhs),
@@ -34,26 +37,77 @@ fn compare(column: &ArrayRef, op: CmpOp, rhs: &dyn Datum) -> Result<BooleanArray
     Ok(result?)
 }
 
+/// The three-valued result of one predicate over every row of `batch`.
+fn eval(batch: &RecordBatch, predicate: &Predicate) -> Result<BooleanArray, EngineError> {
+    Ok(match predicate {
+        Predicate::Compare(p) => {
+            let column = batch.column(p.column);
+            let rhs = literal_array(column.data_type(), &p.literal)?;
+            compare(column, p.op, &Scalar::new(rhs))?
+        }
+        Predicate::CompareColumns { left, op, right } => {
+            compare(batch.column(*left), *op, batch.column(*right))?
+        }
+        Predicate::Like {
+            column,
+            pattern,
+            negated,
+        } => {
+            let mut column = batch.column(*column).clone();
+            if let DataType::Dictionary(_, value) = column.data_type() {
+                column = cast(&column, value)?;
+            }
+            let rhs = Scalar::new(literal_array(
+                column.data_type(),
+                &Literal::Utf8(pattern.clone()),
+            )?);
+            if *negated {
+                comparison::nlike(&column, &rhs)?
+            } else {
+                comparison::like(&column, &rhs)?
+            }
+        }
+        Predicate::IsNull { column, negated } => {
+            let column = batch.column(*column);
+            if *negated {
+                is_not_null(column)?
+            } else {
+                is_null(column)?
+            }
+        }
+        Predicate::And(children) => fold(batch, children, true)?,
+        Predicate::Or(children) => fold(batch, children, false)?,
+        Predicate::Not(child) => boolean::not(&eval(batch, child)?)?,
+    })
+}
+
+/// Kleene AND (or OR) of `children`; the empty AND is true, the empty OR false.
+fn fold(
+    batch: &RecordBatch,
+    children: &[Predicate],
+    and: bool,
+) -> Result<BooleanArray, EngineError> {
+    let mut acc: Option<BooleanArray> = None;
+    for child in children {
+        let m = eval(batch, child)?;
+        acc = Some(match acc {
+            None => m,
+            Some(prev) if and => boolean::and_kleene(&prev, &m)?,
+            Some(prev) => boolean::or_kleene(&prev, &m)?,
+        });
+    }
+    Ok(acc.unwrap_or_else(|| BooleanArray::from(vec![and; batch.num_rows()])))
+}
+
 /// The selection mask: true where every predicate is true, NULL or false elsewhere.
 pub(crate) fn mask(
     batch: &RecordBatch,
-    predicates: &[ColumnPredicate],
+    predicates: &[Predicate],
 ) -> Result<Option<BooleanArray>, EngineError> {
-    let mut acc: Option<BooleanArray> = None;
-    for p in predicates {
-        let column = batch.column(p.column);
-        let m = match p.literal {
-            Literal::Int64(v) => compare(column, p.op, &Scalar::new(Int64Array::from(vec![v])))?,
-            Literal::Float64(v) => {
-                compare(column, p.op, &Scalar::new(Float64Array::from(vec![v])))?
-            }
-        };
-        acc = Some(match acc {
-            None => m,
-            Some(prev) => and(&prev, &m)?,
-        });
+    if predicates.is_empty() {
+        return Ok(None);
     }
-    Ok(acc)
+    fold(batch, predicates, true).map(Some)
 }
 
 /// Runs the fused filter + projection on the CPU.
@@ -71,9 +125,11 @@ pub(crate) fn filter_project(args: FilterProjectArgs<'_>) -> Result<RecordBatch,
 mod tests {
     use std::sync::Arc;
 
+    use arrow::array::{Array, Float64Array, Int64Array};
     use arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
+    use crate::ops::ColumnPredicate;
 
     fn batch() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
@@ -98,11 +154,11 @@ mod tests {
     #[test]
     fn rows_with_a_null_comparison_are_dropped_like_sql() {
         let b = batch();
-        let preds = [ColumnPredicate {
+        let preds = [Predicate::from(ColumnPredicate {
             column: 0,
             op: CmpOp::GtEq,
             literal: Literal::Int64(1),
-        }];
+        })];
         let out = filter_project(FilterProjectArgs {
             batch: &b,
             predicates: &preds,
@@ -116,11 +172,11 @@ mod tests {
     #[test]
     fn nan_compares_greater_than_every_number_as_in_arrow() {
         let b = batch();
-        let preds = [ColumnPredicate {
+        let preds = [Predicate::from(ColumnPredicate {
             column: 1,
             op: CmpOp::Gt,
             literal: Literal::Float64(100.0),
-        }];
+        })];
         let out = filter_project(FilterProjectArgs {
             batch: &b,
             predicates: &preds,
@@ -134,11 +190,11 @@ mod tests {
     #[test]
     fn a_literal_of_another_type_is_unsupported_not_coerced() {
         let b = batch();
-        let preds = [ColumnPredicate {
+        let preds = [Predicate::from(ColumnPredicate {
             column: 0,
             op: CmpOp::Eq,
             literal: Literal::Float64(1.0),
-        }];
+        })];
         let err = filter_project(FilterProjectArgs {
             batch: &b,
             predicates: &preds,

@@ -15,24 +15,21 @@ use arrow::buffer::NullBuffer;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use cudarc::driver::{
-    CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use oxidelake_core::EngineError;
 
 use super::CudaBackend;
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
-use crate::ops::{
-    AggFunc, AggregateArgs, DistanceMetric, FilterProjectArgs, JoinMatches, Literal,
-    VectorDistanceArgs,
-};
+use crate::ops::{AggFunc, AggregateArgs, DistanceMetric, JoinMatches, VectorDistanceArgs};
 
 /// Threads per block; a multiple of the warp size, and `FP_BLOCK` in filter_project.cu.
-const BLOCK: u32 = 256;
+pub(super) const BLOCK: u32 = 256;
 /// Slots of the device group table (v1 covers low-cardinality keys).
 const AGG_CAPACITY: usize = 1 << 12;
 
-fn grid(rows: usize) -> LaunchConfig {
+pub(super) fn grid(rows: usize) -> LaunchConfig {
     let blocks = u32::try_from(rows.div_ceil(BLOCK as usize))
         .unwrap_or(u32::MAX)
         .max(1);
@@ -55,7 +52,7 @@ impl Dev<'_> {
         move |e| self.backend.driver_err(&op, e)
     }
 
-    fn upload<T: DeviceRepr + ValidAsZeroBits>(
+    pub(super) fn upload<T: DeviceRepr + ValidAsZeroBits>(
         &self,
         values: &[T],
     ) -> Result<CudaSlice<T>, EngineError> {
@@ -103,244 +100,8 @@ impl Dev<'_> {
     }
 }
 
-fn unsupported(detail: impl Into<String>) -> EngineError {
+pub(super) fn unsupported(detail: impl Into<String>) -> EngineError {
     EngineError::unsupported("CUDA operator input", detail)
-}
-
-/// Per-lane buffers of the filter pipeline.
-struct FilterLane {
-    /// Per predicate: the chunk's values as 8-byte images, and its validity bits.
-    columns: Vec<Staging<i64>>,
-    validity: Vec<Staging<u8>>,
-    /// Device tables of the pointers above, as eval_predicates takes them.
-    column_ptrs: CudaSlice<u64>,
-    validity_ptrs: CudaSlice<u64>,
-    flags: CudaSlice<u8>,
-    block_counts: Staging<u32>,
-    out_rows: Staging<u32>,
-}
-
-/// A device array of raw device pointers (for kernels taking one pointer per column).
-fn device_ptr_table(
-    dev: &Dev<'_>,
-    stream: &Arc<CudaStream>,
-    ptrs: impl Iterator<Item = u64>,
-) -> Result<CudaSlice<u64>, EngineError> {
-    let ptrs: Vec<u64> = ptrs.collect();
-    stream.clone_htod(&ptrs).map_err(dev.err("cuMemcpyHtoD"))
-}
-
-/// Filter on the device, projection gathered on the host with the kept row indices.
-///
-/// The predicate columns stream through the double-buffered pipeline in chunks: per
-/// chunk the device evaluates the predicates, counts and scans the kept rows per block
-/// and stream-compacts their indices, and only the indices (plus the block totals) come
-/// back.
-pub(super) fn filter_project(
-    dev: &Dev<'_>,
-    args: FilterProjectArgs<'_>,
-) -> Result<RecordBatch, EngineError> {
-    crate::cpu::validate_filter_project(&args)?;
-    let batch = args.batch;
-    let rows = batch.num_rows();
-    let projected = batch.project(args.projection)?;
-    if rows == 0 || args.predicates.is_empty() {
-        return Ok(projected);
-    }
-    enum Values<'a> {
-        Int(&'a [i64]),
-        Float(&'a [f64]),
-    }
-    let mut inputs = Vec::with_capacity(args.predicates.len());
-    let (mut ops, mut types, mut literals) = (Vec::new(), Vec::new(), Vec::new());
-    for p in args.predicates {
-        let column = batch.column(p.column);
-        let values = match column.data_type() {
-            DataType::Int64 => column
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .map(|a| Values::Int(a.values())),
-            _ => column
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .map(|a| Values::Float(a.values())),
-        }
-        .ok_or_else(|| unsupported("predicate column is neither Int64 nor Float64"))?;
-        inputs.push((values, column.nulls()));
-        ops.push(p.op as i32);
-        let (ty, lit) = match p.literal {
-            Literal::Int64(v) => (0i32, v),
-            Literal::Float64(v) => (1i32, v.to_bits() as i64),
-        };
-        types.push(ty);
-        literals.push(lit);
-    }
-    let (d_ops, d_types, d_lits) = (
-        dev.upload(&ops)?,
-        dev.upload(&types)?,
-        dev.upload(&literals)?,
-    );
-    let num_preds = args.predicates.len() as i32;
-    let eval = dev
-        .backend
-        .function(CudaKernel::FilterProject, "eval_predicates")?;
-    let count = dev
-        .backend
-        .function(CudaKernel::FilterProject, "count_flags")?;
-    let scan = dev
-        .backend
-        .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
-    let compact = dev
-        .backend
-        .function(CudaKernel::FilterProject, "compact_rows")?;
-    let mut kept_rows: Vec<u32> = Vec::new();
-    pipeline::double_buffered(
-        dev,
-        rows,
-        pipeline::CHUNK_ROWS,
-        |stream, lane_rows| {
-            let columns = (0..inputs.len())
-                .map(|_| Staging::new(dev, stream, lane_rows))
-                .collect::<Result<Vec<_>, _>>()?;
-            let validity = (0..inputs.len())
-                .map(|_| Staging::new(dev, stream, lane_rows.div_ceil(8)))
-                .collect::<Result<Vec<_>, _>>()?;
-            let column_ptrs = device_ptr_table(
-                dev,
-                stream,
-                columns
-                    .iter()
-                    .map(|c: &Staging<i64>| c.device().device_ptr(stream).0),
-            )?;
-            let validity_ptrs = device_ptr_table(
-                dev,
-                stream,
-                validity
-                    .iter()
-                    .map(|v: &Staging<u8>| v.device().device_ptr(stream).0),
-            )?;
-            Ok(FilterLane {
-                columns,
-                validity,
-                column_ptrs,
-                validity_ptrs,
-                flags: stream
-                    .alloc_zeros::<u8>(lane_rows.max(1))
-                    .map_err(dev.err("cuMemAlloc"))?,
-                block_counts: Staging::new(dev, stream, lane_rows.div_ceil(BLOCK as usize) + 1)?,
-                out_rows: Staging::new(dev, stream, lane_rows)?,
-            })
-        },
-        |lane, stream, range| {
-            let n = range.len();
-            for (i, (values, nulls)) in inputs.iter().enumerate() {
-                let host = lane.columns[i].host_mut(dev)?;
-                match values {
-                    Values::Int(v) => host[..n].copy_from_slice(&v[range.clone()]),
-                    Values::Float(v) => host[..n]
-                        .iter_mut()
-                        .zip(&v[range.clone()])
-                        .for_each(|(h, f)| *h = f.to_bits() as i64),
-                }
-                pipeline::chunk_validity(*nulls, &range, lane.validity[i].host_mut(dev)?);
-                lane.columns[i].upload(dev, stream)?;
-                lane.validity[i].upload(dev, stream)?;
-            }
-            let rows_u64 = n as u64;
-            let blocks = n.div_ceil(BLOCK as usize);
-            let blocks_u32 =
-                u32::try_from(blocks).map_err(|_| unsupported("chunk too large for one launch"))?;
-            let mut launch = stream.launch_builder(&eval);
-            launch
-                .arg(&lane.column_ptrs)
-                .arg(&lane.validity_ptrs)
-                .arg(&d_ops)
-                .arg(&d_types)
-                .arg(&d_lits)
-                .arg(&num_preds)
-                .arg(&rows_u64)
-                .arg(&mut lane.flags);
-            // SAFETY: eval_predicates(const u64*, const u64*, const int*, const int*,
-            // const i64*, int, u64, u8*): the pointer tables address this lane's column
-            // buffers (>= n values) and validity buffers (>= ceil(n/8) bytes), all
-            // written earlier on this same stream; flags holds lane_rows >= n bytes, and
-            // the kernel bounds rows by n.
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch eval_predicates"))?;
-            let mut launch = stream.launch_builder(&count);
-            launch
-                .arg(&lane.flags)
-                .arg(&rows_u64)
-                .arg(lane.block_counts.device_mut())
-                .arg(&blocks_u32);
-            // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has >= n bytes,
-            // block_counts has >= blocks + 1 entries and the kernel writes only index
-            // blockIdx.x < blocks; the grid has exactly `blocks` blocks of FP_BLOCK.
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch count_flags"))?;
-            let mut launch = stream.launch_builder(&scan);
-            launch.arg(lane.block_counts.device_mut()).arg(&blocks_u32);
-            // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block of FP_BLOCK
-            // threads and touches indices 0..=blocks of block_counts (>= blocks + 1).
-            #[allow(unsafe_code)]
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(dev.err("launch exclusive_scan_blocks"))?;
-            let FilterLane {
-                flags,
-                block_counts,
-                out_rows,
-                ..
-            } = lane;
-            let capacity = n as u64;
-            let mut launch = stream.launch_builder(&compact);
-            launch
-                .arg(&*flags)
-                .arg(&rows_u64)
-                .arg(block_counts.device())
-                .arg(&blocks_u32)
-                .arg(out_rows.device_mut())
-                .arg(&capacity);
-            // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): out_rows
-            // holds lane_rows >= n entries, at most n rows are kept, and the kernel checks
-            // dst < out_capacity (= n) before every write.
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch compact_rows"))?;
-            block_counts.download(dev, stream, blocks + 1)?;
-            // The kept count is on the device only; bring back the chunk's index
-            // capacity (4 bytes a row at most) rather than stall the lane for the count.
-            out_rows.download(dev, stream, n)
-        },
-        |lane, range| {
-            let blocks = range.len().div_ceil(BLOCK as usize);
-            let kept = lane
-                .block_counts
-                .host(dev)?
-                .get(blocks)
-                .copied()
-                .unwrap_or(0) as usize;
-            let base =
-                u32::try_from(range.start).map_err(|_| unsupported("batch over 2^32 rows"))?;
-            let indices = lane.out_rows.host(dev)?;
-            kept_rows.extend(indices[..kept.min(indices.len())].iter().map(|r| base + r));
-            Ok(())
-        },
-    )?;
-    if kept_rows.is_empty() {
-        return Ok(projected.slice(0, 0));
-    }
-    let indices = UInt32Array::from(kept_rows);
-    let columns: Vec<ArrayRef> = projected
-        .columns()
-        .iter()
-        .map(|c| arrow::compute::take(c.as_ref(), &indices, None))
-        .collect::<Result<_, _>>()?;
-    Ok(RecordBatch::try_new(projected.schema(), columns)?)
 }
 
 /// Device state of a built join table.

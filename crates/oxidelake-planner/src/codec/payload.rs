@@ -5,7 +5,9 @@ use std::sync::Arc;
 use arrow::datatypes::{Field, Schema};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
-use oxidelake_compute::ops::{AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal};
+use oxidelake_compute::ops::{
+    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
+};
 use oxidelake_compute::{GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec};
 use oxidelake_core::BackendKind;
 use serde::{Deserialize, Serialize};
@@ -37,13 +39,119 @@ impl From<Backend> for BackendKind {
     }
 }
 
+/// A filter predicate tree ([`Predicate`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct Predicate {
-    column: usize,
-    /// 0 `=`, 1 `<`, 2 `<=`, 3 `>`, 4 `>=`.
-    op: u8,
-    int: Option<i64>,
-    float: Option<f64>,
+pub(super) enum Pred {
+    Compare {
+        column: usize,
+        /// [`CmpOp::code`].
+        op: u8,
+        literal: Lit,
+    },
+    CompareColumns {
+        left: usize,
+        op: u8,
+        right: usize,
+    },
+    Like {
+        column: usize,
+        pattern: String,
+        negated: bool,
+    },
+    IsNull {
+        column: usize,
+        negated: bool,
+    },
+    And(Vec<Pred>),
+    Or(Vec<Pred>),
+    Not(Box<Pred>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum Lit {
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+impl From<&Predicate> for Pred {
+    fn from(p: &Predicate) -> Self {
+        match p {
+            Predicate::Compare(c) => Pred::Compare {
+                column: c.column,
+                op: c.op.code() as u8,
+                literal: match &c.literal {
+                    Literal::Int64(v) => Lit::Int(*v),
+                    Literal::Float64(v) => Lit::Float(*v),
+                    Literal::Utf8(v) => Lit::Str(v.clone()),
+                },
+            },
+            Predicate::CompareColumns { left, op, right } => Pred::CompareColumns {
+                left: *left,
+                op: op.code() as u8,
+                right: *right,
+            },
+            Predicate::Like {
+                column,
+                pattern,
+                negated,
+            } => Pred::Like {
+                column: *column,
+                pattern: pattern.clone(),
+                negated: *negated,
+            },
+            Predicate::IsNull { column, negated } => Pred::IsNull {
+                column: *column,
+                negated: *negated,
+            },
+            Predicate::And(c) => Pred::And(c.iter().map(Pred::from).collect()),
+            Predicate::Or(c) => Pred::Or(c.iter().map(Pred::from).collect()),
+            Predicate::Not(p) => Pred::Not(Box::new(Pred::from(p.as_ref()))),
+        }
+    }
+}
+
+impl Pred {
+    fn into_predicate(self) -> Result<Predicate> {
+        let all = |c: Vec<Pred>| {
+            c.into_iter()
+                .map(Pred::into_predicate)
+                .collect::<Result<Vec<_>>>()
+        };
+        Ok(match self {
+            Pred::Compare {
+                column,
+                op,
+                literal,
+            } => Predicate::Compare(ColumnPredicate {
+                column,
+                op: op_of(op)?,
+                literal: match literal {
+                    Lit::Int(v) => Literal::Int64(v),
+                    Lit::Float(v) => Literal::Float64(v),
+                    Lit::Str(v) => Literal::Utf8(v),
+                },
+            }),
+            Pred::CompareColumns { left, op, right } => Predicate::CompareColumns {
+                left,
+                op: op_of(op)?,
+                right,
+            },
+            Pred::Like {
+                column,
+                pattern,
+                negated,
+            } => Predicate::Like {
+                column,
+                pattern,
+                negated,
+            },
+            Pred::IsNull { column, negated } => Predicate::IsNull { column, negated },
+            Pred::And(c) => Predicate::And(all(c)?),
+            Pred::Or(c) => Predicate::Or(all(c)?),
+            Pred::Not(p) => Predicate::Not(Box::new(p.into_predicate()?)),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,7 +165,7 @@ pub(super) struct Aggregate {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) enum NodePayload {
     Filter {
-        predicates: Vec<Predicate>,
+        predicates: Vec<Pred>,
         projection: Vec<usize>,
         placement: Backend,
     },
@@ -82,16 +190,6 @@ pub(super) enum NodePayload {
     },
 }
 
-fn op_code(op: CmpOp) -> u8 {
-    match op {
-        CmpOp::Eq => 0,
-        CmpOp::Lt => 1,
-        CmpOp::LtEq => 2,
-        CmpOp::Gt => 3,
-        CmpOp::GtEq => 4,
-    }
-}
-
 fn op_of(code: u8) -> Result<CmpOp> {
     Ok(match code {
         0 => CmpOp::Eq,
@@ -99,6 +197,7 @@ fn op_of(code: u8) -> Result<CmpOp> {
         2 => CmpOp::LtEq,
         3 => CmpOp::Gt,
         4 => CmpOp::GtEq,
+        5 => CmpOp::NotEq,
         other => return Err(bad(format!("comparison code {other}"))),
     })
 }
@@ -147,22 +246,7 @@ impl NodePayload {
     pub(super) fn from_plan(node: &Arc<dyn ExecutionPlan>) -> Option<Self> {
         if let Some(f) = node.downcast_ref::<GpuFilterExec>() {
             return Some(NodePayload::Filter {
-                predicates: f
-                    .predicates()
-                    .iter()
-                    .map(|p| Predicate {
-                        column: p.column,
-                        op: op_code(p.op),
-                        int: match p.literal {
-                            Literal::Int64(v) => Some(v),
-                            Literal::Float64(_) => None,
-                        },
-                        float: match p.literal {
-                            Literal::Float64(v) => Some(v),
-                            Literal::Int64(_) => None,
-                        },
-                    })
-                    .collect(),
+                predicates: f.predicates().iter().map(Pred::from).collect(),
                 projection: f.projection().to_vec(),
                 placement: f.placement().into(),
             });
@@ -220,18 +304,7 @@ impl NodePayload {
             } => {
                 let predicates = predicates
                     .into_iter()
-                    .map(|p| {
-                        let literal = match (p.int, p.float) {
-                            (Some(v), None) => Literal::Int64(v),
-                            (None, Some(v)) => Literal::Float64(v),
-                            _ => return Err(bad("predicate literal".into())),
-                        };
-                        Ok(ColumnPredicate {
-                            column: p.column,
-                            op: op_of(p.op)?,
-                            literal,
-                        })
-                    })
+                    .map(Pred::into_predicate)
                     .collect::<Result<Vec<_>>>()?;
                 Arc::new(GpuFilterExec::try_new(
                     one_input(inputs, "GpuFilterExec")?,

@@ -31,6 +31,11 @@ async fn every_gpu_node_survives_encode_and_decode_with_identical_explain_and_sc
             "GpuFilterExec",
         ),
         (
+            "SELECT k FROM t WHERE (s LIKE '%x%' OR s IN ('a', 'b')) AND NOT (a IS NULL) \
+             AND a != k AND b <> 2.5",
+            "GpuFilterExec",
+        ),
+        (
             "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
             "GpuHashJoinExec",
         ),

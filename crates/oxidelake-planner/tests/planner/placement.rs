@@ -17,17 +17,29 @@ async fn a_numeric_conjunctive_filter_becomes_a_gpu_filter() {
 }
 
 #[tokio::test]
-async fn a_filter_on_a_string_column_stays_on_the_cpu_and_says_why() {
-    let text = gpu_explain("SELECT k FROM t WHERE s = 'x'").await;
-    assert!(!text.contains("Gpu"), "{text}");
-    assert!(text.contains("[cpu: predicate on Utf8]"), "{text}");
-    insta::assert_snapshot!(text);
+async fn string_equality_and_like_filters_become_gpu_filters() {
+    let text = gpu_explain("SELECT k FROM t WHERE s = 'x' OR s LIKE '%y%'").await;
+    assert!(text.contains("GpuFilterExec[cuda]"), "{text}");
+    assert!(text.contains(" = 'x'"), "{text}");
 }
 
 #[tokio::test]
-async fn an_or_predicate_stays_on_the_cpu() {
-    let text = gpu_explain("SELECT k FROM t WHERE a < 1 OR a > 30").await;
-    assert!(text.contains("[cpu: OR in predicate]"), "{text}");
+async fn or_in_and_not_predicates_become_one_gpu_filter() {
+    let text = gpu_explain(
+        "SELECT k FROM t WHERE (a < 1 OR a > 30) AND k IN (1, 2, 3) AND NOT (b IS NULL)",
+    )
+    .await;
+    assert!(text.contains("GpuFilterExec[cuda]"), "{text}");
+    assert!(!text.contains("FilterExec: "), "{text}");
+}
+
+#[tokio::test]
+async fn a_like_pattern_with_an_underscore_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT k FROM t WHERE s LIKE 'x_'").await;
+    assert!(
+        text.contains("[cpu: LIKE with _ or escapes runs on the CPU"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,95 @@
+//! GPU placement coverage of TPC-H: for each of the 22 queries at SF 0.1, placed for
+//! CUDA, how many filters, joins and aggregates became GPU operators, and why the rest
+//! stayed on the CPU. Prints the report that docs/placement-coverage.md records, and
+//! fails if coverage falls below what it was when that page was written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use oxidelake_core::BackendKind;
+use oxidelake_planner::{FixedProbe, OperatorFamily, PlacementCoverage};
+use oxidelake_runtime::cli::tables::register_data_dir;
+use oxidelake_runtime::cli::tpch::tpch_query;
+use oxidelake_runtime::{OxideSession, PlacementTarget};
+
+/// The totals measured when docs/placement-coverage.md was last written (placed).
+const FLOOR: [(OperatorFamily, usize); 3] = [
+    (OperatorFamily::Filter, 40),
+    (OperatorFamily::Join, 46),
+    (OperatorFamily::Aggregate, 1),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_oxide"))
+        .args(["gen-data", "--tpch", "--scale-factor", "0.1", "--out"])
+        .arg(dir.path())
+        .timeout(Duration::from_secs(600))
+        .assert()
+        .success();
+    let session = OxideSession::local_with(
+        PlacementTarget::Cuda,
+        Arc::new(FixedProbe(BackendKind::CpuSimd)),
+    );
+    register_data_dir(&session, dir.path()).await.unwrap();
+    let mut total = PlacementCoverage::default();
+    let mut report = String::from("| query | filters | joins | aggregates |\n|---|---|---|---|\n");
+    for query in 1..=22 {
+        let statements = tpch_query(query, 0.1).unwrap();
+        // Q15 is create view / query / drop view: plan the query with the view present.
+        let (setup, rest) = if statements.len() == 3 {
+            (Some(&statements[0]), &statements[1..2])
+        } else {
+            (None, &statements[..1])
+        };
+        if let Some(sql) = setup {
+            session.sql(sql).await.unwrap();
+        }
+        let plan = session.physical_plan(&rest[0]).await.unwrap();
+        let coverage = PlacementCoverage::of(&plan, BackendKind::Cuda);
+        let cell = |f| {
+            let (p, t) = coverage.get(f);
+            format!("{p}/{t}")
+        };
+        report.push_str(&format!(
+            "| Q{query} | {} | {} | {} |\n",
+            cell(OperatorFamily::Filter),
+            cell(OperatorFamily::Join),
+            cell(OperatorFamily::Aggregate)
+        ));
+        total.add(&coverage);
+        if setup.is_some() {
+            session.sql(&statements[2]).await.unwrap();
+        }
+    }
+    let pct = |f| {
+        let (p, t) = total.get(f);
+        format!("{p}/{t} ({:.0} %)", 100.0 * p as f64 / t.max(1) as f64)
+    };
+    report.push_str(&format!(
+        "| **all 22** | {} | {} | {} |\n\nWhy the others stayed on the CPU:\n\n| operator | reason | count |\n|---|---|---|\n",
+        pct(OperatorFamily::Filter),
+        pct(OperatorFamily::Join),
+        pct(OperatorFamily::Aggregate)
+    ));
+    let mut reasons: Vec<_> = total.reasons.iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for ((family, reason), n) in reasons {
+        report.push_str(&format!(
+            "| {} | {} | {n} |\n",
+            family.name(),
+            reason.replace('|', "\\|")
+        ));
+    }
+    println!("placement coverage (TPC-H SF 0.1, --placement cuda):\n\n{report}");
+    for (family, floor) in FLOOR {
+        let (placed, _) = total.get(family);
+        assert!(
+            placed >= floor,
+            "{} placed fell to {placed} (was {floor})\n{report}",
+            family.name()
+        );
+    }
+}
