@@ -9,8 +9,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
-use arrow::compute::{concat_batches, take};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
+use arrow::compute::{concat_batches, filter_record_batch, take};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -60,14 +60,17 @@ impl BuildSide {
     }
 }
 
-/// Inner hash join of `left.left_key = right.right_key`; output is every left column
-/// followed by every right column.
+/// Hash join of `left.left_key = right.right_key`. Inner: every left column followed by
+/// every right column, per match. RightSemi / RightAnti: the right (probe) rows that have
+/// at least one match / none, in probe order (a NULL key never matches, so the anti join
+/// keeps it: NOT EXISTS semantics; the null-aware NOT IN join is not covered).
 #[derive(Debug)]
 pub struct GpuHashJoinExec {
     left: Arc<dyn ExecutionPlan>,
     right: Arc<dyn ExecutionPlan>,
     left_key: usize,
     right_key: usize,
+    join_type: JoinType,
     placement: BackendKind,
     backend: BackendChoice,
     schema: SchemaRef,
@@ -85,6 +88,28 @@ impl GpuHashJoinExec {
         right_key: usize,
         placement: BackendKind,
     ) -> Result<Self> {
+        Self::try_new_with_type(left, right, left_key, right_key, JoinType::Inner, placement)
+    }
+
+    /// A join of `join_type` (Inner, RightSemi or RightAnti); others are `Unsupported`.
+    pub fn try_new_with_type(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        left_key: usize,
+        right_key: usize,
+        join_type: JoinType,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        if !matches!(
+            join_type,
+            JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+        ) {
+            return Err(EngineError::unsupported(
+                "GpuHashJoinExec join type",
+                format!("{join_type} (Inner, RightSemi and RightAnti are covered)"),
+            )
+            .into());
+        }
         let (ls, rs) = (left.schema(), right.schema());
         for (schema, key, side) in [(&ls, left_key, "left"), (&rs, right_key, "right")] {
             let field = schema.fields().get(key).ok_or_else(|| {
@@ -111,11 +136,10 @@ impl GpuHashJoinExec {
             Arc::new(Column::new(ls.field(left_key).name(), left_key)) as Arc<dyn PhysicalExpr>,
             Arc::new(Column::new(rs.field(right_key).name(), right_key)) as Arc<dyn PhysicalExpr>,
         )];
-        let stock =
-            HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), on, JoinType::Inner)
-                .with_partition_mode(PartitionMode::CollectLeft)
-                .with_null_equality(NullEquality::NullEqualsNothing)
-                .build()?;
+        let stock = HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), on, join_type)
+            .with_partition_mode(PartitionMode::CollectLeft)
+            .with_null_equality(NullEquality::NullEqualsNothing)
+            .build()?;
         let schema = stock.schema();
         let properties = stock.properties().as_ref().clone();
         Ok(Self {
@@ -123,6 +147,7 @@ impl GpuHashJoinExec {
             right,
             left_key,
             right_key,
+            join_type,
             placement,
             backend: BackendChoice::Detect,
             schema,
@@ -153,6 +178,11 @@ impl GpuHashJoinExec {
         (self.left_key, self.right_key)
     }
 
+    /// The join type (Inner, RightSemi or RightAnti).
+    pub fn join_type(&self) -> JoinType {
+        self.join_type
+    }
+
     /// Where the planner placed the operator.
     pub fn placement(&self) -> BackendKind {
         self.placement
@@ -171,15 +201,20 @@ impl DisplayAs for GpuHashJoinExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "{}: join_type=Inner, on=[({}@{}, {}@{})]",
+                "{}: join_type={}, on=[({}@{}, {}@{})]",
                 placement_label("GpuHashJoinExec", self.placement),
+                self.join_type,
                 name(&ls, self.left_key),
                 self.left_key,
                 name(&rs, self.right_key),
                 self.right_key
             ),
             DisplayFormatType::TreeRender => {
-                write!(f, "placement={}\njoin_type=Inner", self.placement)
+                write!(
+                    f,
+                    "placement={}\njoin_type={}",
+                    self.placement, self.join_type
+                )
             }
         }
     }
@@ -236,9 +271,15 @@ impl ExecutionPlan for GpuHashJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).map_err(|c| {
             DataFusionError::Internal(format!("GpuHashJoinExec takes 2 children, got {}", c.len()))
         })?;
-        let exec =
-            GpuHashJoinExec::try_new(left, right, self.left_key, self.right_key, self.placement)?
-                .with_backend(self.backend.clone());
+        let exec = GpuHashJoinExec::try_new_with_type(
+            left,
+            right,
+            self.left_key,
+            self.right_key,
+            self.join_type,
+            self.placement,
+        )?
+        .with_backend(self.backend.clone());
         Ok(Arc::new(exec))
     }
 
@@ -256,6 +297,7 @@ impl ExecutionPlan for GpuHashJoinExec {
             exec.kind(),
         ));
         let (left, left_key, right_key) = (Arc::clone(&self.left), self.left_key, self.right_key);
+        let join_type = self.join_type;
         let (once, schema) = (Arc::clone(&self.build), Arc::clone(&self.schema));
         let build_exec = Arc::clone(&exec);
         let build_metrics = Arc::clone(&metrics);
@@ -291,7 +333,7 @@ impl ExecutionPlan for GpuHashJoinExec {
             let side = build.await?;
             Ok::<_, DataFusionError>(probe.and_then(move |batch| {
                 futures::future::ready(probe_batch(
-                    &exec, &metrics, &side, &batch, right_key, &schema,
+                    &exec, &metrics, &side, &batch, right_key, join_type, &schema,
                 ))
             }))
         })
@@ -324,6 +366,7 @@ fn probe_batch(
     side: &BuildSide,
     batch: &RecordBatch,
     right_key: usize,
+    join_type: JoinType,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let started = Instant::now();
@@ -351,6 +394,12 @@ fn probe_batch(
             .probe_join_table(&exec.cpu_stream, &side.table, keys)
             .map_err(DataFusionError::from)?
     };
+    if join_type != JoinType::Inner {
+        let out = semi_or_anti(batch, &matches.probe_indices, join_type, schema)?;
+        let moved = exec.bytes_moved(|| keys.get_array_memory_size());
+        metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+        return Ok(out);
+    }
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for column in side.batch.columns() {
         columns.push(take(column.as_ref(), &matches.build_indices, None)?);
@@ -368,4 +417,30 @@ fn probe_batch(
     let moved = exec.bytes_moved(|| keys.get_array_memory_size());
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(out)
+}
+
+/// The probe rows with at least one match (RightSemi) or none (RightAnti), in order.
+fn semi_or_anti(
+    batch: &RecordBatch,
+    probe_indices: &UInt32Array,
+    join_type: JoinType,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    let mut matched = vec![false; batch.num_rows()];
+    for p in probe_indices.values() {
+        let slot = matched.get_mut(*p as usize).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "join probe returned row {p} of a {}-row batch",
+                batch.num_rows()
+            ))
+        })?;
+        *slot = true;
+    }
+    let keep = join_type == JoinType::RightSemi;
+    let mask: BooleanArray = matched.iter().map(|m| Some(*m == keep)).collect();
+    let kept = filter_record_batch(batch, &mask)?;
+    Ok(RecordBatch::try_new(
+        Arc::clone(schema),
+        kept.columns().to_vec(),
+    )?)
 }

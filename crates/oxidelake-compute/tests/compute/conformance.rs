@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use datafusion::common::JoinType;
 use datafusion::datasource::MemTable;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
@@ -232,6 +233,42 @@ async fn join_cases(backend: BackendChoice) -> usize {
             assert_eq!(fallback_batches(&plan), 0, "GPU run fell back to the CPU");
         }
         cases += 1;
+        // The same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS).
+        for (join_type, sql) in [
+            (
+                JoinType::RightSemi,
+                "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
+            ),
+            (
+                JoinType::RightAnti,
+                "SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
+            ),
+        ] {
+            let plan: Arc<dyn ExecutionPlan> = Arc::new(
+                GpuHashJoinExec::try_new_with_type(
+                    source(&left, &schema),
+                    source(&right, &schema),
+                    0,
+                    0,
+                    join_type,
+                    BackendKind::CpuSimd,
+                )
+                .unwrap()
+                .with_backend(backend.clone()),
+            );
+            let got = ours(Arc::clone(&plan)).await;
+            let want = stock(&[("l", &left), ("r", &right)], sql).await;
+            rows += assert_same_rows(
+                &format!("{join_type} join seed {seed} keys {key_range}"),
+                &got,
+                &want,
+                0.0,
+            );
+            if !matches!(backend, BackendChoice::Fixed(_)) {
+                assert_eq!(fallback_batches(&plan), 0, "GPU run fell back to the CPU");
+            }
+            cases += 1;
+        }
     }
     assert!(rows > 1_000, "the random cases compared only {rows} rows");
     cases
@@ -403,10 +440,10 @@ async fn gpu_filter_exec_on_cpu_equals_stock_filter_and_projection() {
 }
 
 #[tokio::test]
-async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_hash_join() {
+async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_semi_and_anti_joins() {
     let n = join_cases(cpu()).await;
     eprintln!("conformance: GpuHashJoinExec[cpu]: {n} cases equal to stock DataFusion");
-    assert_eq!(n, CASES as usize);
+    assert_eq!(n, CASES as usize * 3);
 }
 
 #[tokio::test]

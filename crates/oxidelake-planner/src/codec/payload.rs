@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema};
+use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_compute::ops::{
@@ -172,6 +173,8 @@ pub(super) enum NodePayload {
     HashJoin {
         left_key: usize,
         right_key: usize,
+        /// 0 Inner, 1 RightSemi, 2 RightAnti.
+        join_type: u8,
         placement: Backend,
     },
     Aggregate {
@@ -256,6 +259,11 @@ impl NodePayload {
             return Some(NodePayload::HashJoin {
                 left_key,
                 right_key,
+                join_type: match j.join_type() {
+                    JoinType::RightSemi => 1,
+                    JoinType::RightAnti => 2,
+                    _ => 0,
+                },
                 placement: j.placement().into(),
             });
         }
@@ -316,19 +324,27 @@ impl NodePayload {
             NodePayload::HashJoin {
                 left_key,
                 right_key,
+                join_type,
                 placement,
             } => {
+                let join_type = match join_type {
+                    0 => JoinType::Inner,
+                    1 => JoinType::RightSemi,
+                    2 => JoinType::RightAnti,
+                    other => return Err(bad(format!("join type code {other}"))),
+                };
                 let [left, right] = inputs else {
                     return Err(bad(format!(
                         "GpuHashJoinExec needs 2 inputs, got {}",
                         inputs.len()
                     )));
                 };
-                Arc::new(GpuHashJoinExec::try_new(
+                Arc::new(GpuHashJoinExec::try_new_with_type(
                     Arc::clone(left),
                     Arc::clone(right),
                     left_key,
                     right_key,
+                    join_type,
                     placement.into(),
                 )?)
             }

@@ -1,4 +1,5 @@
-//! HashJoinExec → GpuHashJoinExec: inner equi-join on one Int64 key pair.
+//! HashJoinExec → GpuHashJoinExec: inner, right-semi and right-anti equi-joins on one
+//! Int64 key pair.
 
 use std::sync::Arc;
 
@@ -22,8 +23,15 @@ pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Opti
 }
 
 fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn ExecutionPlan>, String> {
-    if join.join_type() != &JoinType::Inner {
-        return Err(format!("{} join", join.join_type()));
+    let join_type = *join.join_type();
+    if !matches!(
+        join_type,
+        JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+    ) {
+        return Err(format!("{join_type} join"));
+    }
+    if join.null_aware {
+        return Err("null-aware anti join (NOT IN)".into());
     }
     if join.on().len() != 1 {
         return Err(format!("{} join keys", join.on().len()));
@@ -57,11 +65,12 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     let l = key(left_key, &join.left().schema())?;
     let r = key(right_key, &join.right().schema())?;
     let gpu: Arc<dyn ExecutionPlan> = Arc::new(
-        GpuHashJoinExec::try_new(
+        GpuHashJoinExec::try_new_with_type(
             Arc::clone(join.left()),
             Arc::clone(join.right()),
             l,
             r,
+            join_type,
             backend,
         )
         .map_err(reason_of)?,

@@ -16,7 +16,7 @@ use oxidelake_runtime::{OxideSession, PlacementTarget};
 /// The totals measured when docs/placement-coverage.md was last written (placed).
 const FLOOR: [(OperatorFamily, usize); 3] = [
     (OperatorFamily::Filter, 40),
-    (OperatorFamily::Join, 46),
+    (OperatorFamily::Join, 49),
     (OperatorFamily::Aggregate, 1),
 ];
 

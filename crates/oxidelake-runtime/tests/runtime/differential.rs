@@ -60,6 +60,14 @@ const QUERIES: &[(&str, bool)] = &[
     ("SELECT x.name, y.name FROM d x JOIN d y ON x.k = y.k", true),
     ("SELECT t.a, d.name FROM t LEFT JOIN d ON t.k = d.k", false),
     (
+        "SELECT k, a FROM t WHERE EXISTS (SELECT 1 FROM d WHERE d.k = t.k)",
+        true,
+    ),
+    (
+        "SELECT k, a FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k)",
+        true,
+    ),
+    (
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
         true,
     ),
