@@ -11,7 +11,8 @@
 #      the `cuda` feature, the emulator as libcuda and the real NVRTC; then the detector
 #      with the emulator but without libnvrtc;
 #   3. runs the differential test with OXIDE_BACKEND=cuda: GPU-placed plans executed by
-#      CudaBackend against the CPU plans;
+#      CudaBackend against the CPU plans; then the 22 TPC-H queries at SF 0.01, placed for
+#      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache);
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
 #      fails if any kernel never ran.
 #
@@ -66,8 +67,20 @@ OXIDE_BACKEND=cuda cargo test --workspace --features oxidelake-runtime/cuda --te
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "differential test on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
+echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"
+duckdb_dir="${OXIDE_DUCKDB_PYTHONPATH:-$CACHE_DIR/duckdb}"
+if ! PYTHONPATH="$duckdb_dir" python3 -c "import duckdb" >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --target "$duckdb_dir" "duckdb==2.0.1"
+fi
+OXIDE_BACKEND=cuda OXIDE_TPCH_SF=0.01 OXIDE_DUCKDB_PYTHONPATH="$duckdb_dir" \
+  cargo test --workspace --features oxidelake-runtime/cuda --test runtime \
+  -- --ignored --nocapture tpch_oracle 2>&1 | tee "$LOG_DIR/tpch.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "TPC-H on the emulated driver failed (exit $rc)"; exit "$rc"; }
+
 # Sum the per-process reports and require every kernel to have run.
-python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log <<'EOF'
+python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/tpch.log <<'EOF'
 import re, sys
 counts = {}
 for path in sys.argv[1:]:

@@ -5,7 +5,7 @@
 //! | operator | replaces | v1 coverage |
 //! |---|---|---|
 //! | [`GpuFilterExec`] | `FilterExec` (with its projection) | comparisons with literals, IN lists, IS [NOT] NULL under AND/OR/NOT; integers, floats, dates, times, timestamps, Decimal128 (p ≤ 18), booleans; strings on the CPU path only |
-//! | [`GpuHashJoinExec`] | inner `HashJoinExec` | one Int64 key |
+//! | [`GpuHashJoinExec`] | inner, right-semi and right-anti `HashJoinExec` | one Int64 key |
 //! | [`GpuAggregateExec`] | `AggregateExec` | SUM/COUNT/MIN/MAX over Int64/Float64 by one Int64 key |
 //! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
 //!

@@ -13,5 +13,6 @@ mod runtime {
     pub mod parquet_reads;
     pub mod readme;
     pub mod tpch;
+    pub mod tpch_oracle;
     pub mod tui_pty;
 }

@@ -199,6 +199,18 @@ async fn join_cases(backend: BackendChoice) -> usize {
     let schema = data::schema();
     let mut cases = 0;
     let mut rows = 0;
+    // Inner, then the same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS).
+    let shapes = [
+        (JoinType::Inner, "SELECT * FROM l JOIN r ON l.k = r.k"),
+        (
+            JoinType::RightSemi,
+            "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
+        ),
+        (
+            JoinType::RightAnti,
+            "SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
+        ),
+    ];
     for seed in 0..CASES {
         let mut rng = Rng::new(1_000 + seed);
         let key_range = [4, 16, 64][seed as usize % 3];
@@ -206,44 +218,7 @@ async fn join_cases(backend: BackendChoice) -> usize {
             data::partitions(&mut rng, key_range),
             data::partitions(&mut rng, key_range),
         );
-        let plan: Arc<dyn ExecutionPlan> = Arc::new(
-            GpuHashJoinExec::try_new(
-                source(&left, &schema),
-                source(&right, &schema),
-                0,
-                0,
-                BackendKind::CpuSimd,
-            )
-            .unwrap()
-            .with_backend(backend.clone()),
-        );
-        let got = ours(Arc::clone(&plan)).await;
-        let want = stock(
-            &[("l", &left), ("r", &right)],
-            "SELECT * FROM l JOIN r ON l.k = r.k",
-        )
-        .await;
-        rows += assert_same_rows(
-            &format!("join seed {seed} keys {key_range}"),
-            &got,
-            &want,
-            0.0,
-        );
-        if !matches!(backend, BackendChoice::Fixed(_)) {
-            assert_eq!(fallback_batches(&plan), 0, "GPU run fell back to the CPU");
-        }
-        cases += 1;
-        // The same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS).
-        for (join_type, sql) in [
-            (
-                JoinType::RightSemi,
-                "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
-            ),
-            (
-                JoinType::RightAnti,
-                "SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
-            ),
-        ] {
+        for (join_type, sql) in shapes {
             let plan: Arc<dyn ExecutionPlan> = Arc::new(
                 GpuHashJoinExec::try_new_with_type(
                     source(&left, &schema),

@@ -3,15 +3,11 @@
 //! stayed on the CPU. Prints the report that docs/placement-coverage.md records, and
 //! fails if coverage falls below what it was when that page was written.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use assert_cmd::Command;
 use oxidelake_core::BackendKind;
-use oxidelake_planner::{FixedProbe, OperatorFamily, PlacementCoverage};
-use oxidelake_runtime::cli::tables::register_data_dir;
+use oxidelake_planner::{OperatorFamily, PlacementCoverage};
 use oxidelake_runtime::cli::tpch::tpch_query;
-use oxidelake_runtime::{OxideSession, PlacementTarget};
+
+use super::data::tpch_lake;
 
 /// The totals measured when docs/placement-coverage.md was last written (placed).
 const FLOOR: [(OperatorFamily, usize); 3] = [
@@ -22,18 +18,7 @@ const FLOOR: [(OperatorFamily, usize); 3] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
-    let dir = tempfile::tempdir().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_oxide"))
-        .args(["gen-data", "--tpch", "--scale-factor", "0.1", "--out"])
-        .arg(dir.path())
-        .timeout(Duration::from_secs(600))
-        .assert()
-        .success();
-    let session = OxideSession::local_with(
-        PlacementTarget::Cuda,
-        Arc::new(FixedProbe(BackendKind::CpuSimd)),
-    );
-    register_data_dir(&session, dir.path()).await.unwrap();
+    let (_dir, session) = tpch_lake(0.1).await;
     let mut total = PlacementCoverage::default();
     let mut report = String::from("| query | filters | joins | aggregates |\n|---|---|---|---|\n");
     for query in 1..=22 {
