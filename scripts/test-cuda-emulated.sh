@@ -12,7 +12,8 @@
 #      with the emulator but without libnvrtc;
 #   3. runs the differential test with OXIDE_BACKEND=cuda: GPU-placed plans executed by
 #      CudaBackend against the CPU plans; then the 22 TPC-H queries at SF 0.01, placed for
-#      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache);
+#      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache),
+#      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
 #      fails if any kernel never ran.
 #
@@ -79,8 +80,14 @@ OXIDE_BACKEND=cuda OXIDE_TPCH_SF=0.01 OXIDE_DUCKDB_PYTHONPATH="$duckdb_dir" \
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "TPC-H on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
+echo "== differential fuzzer on CudaBackend: 1000 random queries, placed for cpu vs for cuda"
+OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=1000 cargo test --workspace --features oxidelake-runtime/cuda \
+  --test runtime -- --nocapture fuzz 2>&1 | tee "$LOG_DIR/fuzz.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
+
 # Sum the per-process reports and require every kernel to have run.
-python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/tpch.log <<'EOF'
+python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
 import re, sys
 counts = {}
 for path in sys.argv[1:]:

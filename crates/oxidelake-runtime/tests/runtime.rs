@@ -10,6 +10,7 @@ mod runtime {
     pub mod data;
     pub mod demo;
     pub mod differential;
+    pub mod fuzz;
     pub mod parquet_reads;
     pub mod readme;
     pub mod tpch;
