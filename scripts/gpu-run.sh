@@ -40,6 +40,7 @@ step ./device-lib --ignored --nocapture
 step ./device-lib --nocapture nvrtc
 step ./compute-tests --ignored --nocapture conformance
 step ./compute-tests --ignored --nocapture faults
+step ./compute-tests --ignored --nocapture typed_filters
 OXIDE_BACKEND=cuda step ./runtime-tests --nocapture differential
 echo "== gpu-run: $([ $failed -eq 0 ] && echo passed || echo FAILED)"
 exit $failed
