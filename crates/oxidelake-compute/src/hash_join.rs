@@ -1,9 +1,14 @@
-//! `GpuHashJoinExec`: inner equi-join on one Int64 key.
+//! `GpuHashJoinExec`: inner, right-semi and right-anti equi-joins on one Int64 key.
 //!
 //! The left input is the build side: all of its partitions are collected once, shared by
 //! every output partition, and indexed by the backend (`build_join_table`). Each right
-//! (probe) partition then streams through `probe_join_table`, and the matching rows of
-//! both sides are gathered with Arrow's `take`. NULL keys never match.
+//! (probe) partition then streams through `probe_join_table`; an inner join gathers the
+//! matching rows of both sides with Arrow's `take`, a semi or anti join keeps the probe
+//! rows with (or without) a match. NULL keys never match.
+//!
+//! Left semi and anti joins are not covered: they emit build rows once every probe
+//! partition has been seen, which needs a visited bitmap shared by all of them (and, in
+//! a cluster, by tasks in other processes).
 
 use std::fmt;
 use std::sync::Arc;

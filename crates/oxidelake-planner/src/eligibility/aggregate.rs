@@ -102,9 +102,13 @@ fn coverage(agg: &AggregateExec) -> Result<(usize, Vec<AggSpec>), String> {
         };
         let args = expr.expressions();
         let column = match args.as_slice() {
-            [arg] => arg
-                .downcast_ref::<Column>()
-                .ok_or_else(|| format!("{name} of an expression (e.g. COUNT(*))"))?,
+            [arg] => arg.downcast_ref::<Column>().ok_or_else(|| {
+                if name == "count" {
+                    "count of an expression (e.g. COUNT(*))".to_string()
+                } else {
+                    format!("{name} of an expression")
+                }
+            })?,
             _ => return Err(format!("{name} with {} arguments", args.len())),
         };
         let dt = input_schema.field(column.index()).data_type();

@@ -1,5 +1,6 @@
-//! FilterExec → GpuFilterExec: comparisons of columns with literals, IN lists and NULL
-//! tests under AND / OR / NOT, over the types [`value_class`] covers.
+//! FilterExec → GpuFilterExec: comparisons of a column with a literal or with another
+//! column, IN lists, LIKE and NULL tests under AND / OR / NOT, over the types
+//! [`value_class`] covers.
 //!
 //! For a device target the predicate must also compile to a device program (no LIKE
 //! with `_` or escapes, no comparison of two string columns); otherwise the filter stays
@@ -43,7 +44,7 @@ fn rewrite(filter: &FilterExec, backend: BackendKind) -> Result<Arc<dyn Executio
     }
     let input = Arc::clone(filter.input());
     let schema = input.schema();
-    let predicates = split_and(filter.predicate())
+    let predicates = split(filter.predicate(), Operator::And)
         .into_iter()
         .map(|expr| predicate(expr, &schema))
         .collect::<Result<Vec<_>, _>>()?;
@@ -66,24 +67,12 @@ fn device_reason(err: &oxidelake_core::EngineError) -> String {
     }
 }
 
-/// The conjuncts of `expr` (AND flattened).
-fn split_and(expr: &Arc<dyn PhysicalExpr>) -> Vec<&Arc<dyn PhysicalExpr>> {
+/// The operands of a chain of `op` (AND or OR) in `expr`, flattened.
+fn split(expr: &Arc<dyn PhysicalExpr>, op: Operator) -> Vec<&Arc<dyn PhysicalExpr>> {
     match expr.downcast_ref::<BinaryExpr>() {
-        Some(b) if *b.op() == Operator::And => {
-            let mut out = split_and(b.left());
-            out.extend(split_and(b.right()));
-            out
-        }
-        _ => vec![expr],
-    }
-}
-
-/// The disjuncts of `expr` (OR flattened).
-fn split_or(expr: &Arc<dyn PhysicalExpr>) -> Vec<&Arc<dyn PhysicalExpr>> {
-    match expr.downcast_ref::<BinaryExpr>() {
-        Some(b) if *b.op() == Operator::Or => {
-            let mut out = split_or(b.left());
-            out.extend(split_or(b.right()));
+        Some(b) if *b.op() == op => {
+            let mut out = split(b.left(), op);
+            out.extend(split(b.right(), op));
             out
         }
         _ => vec![expr],
@@ -98,13 +87,13 @@ pub(crate) fn predicate(
     if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
         return match binary.op() {
             Operator::And => Ok(Predicate::And(
-                split_and(expr)
+                split(expr, Operator::And)
                     .into_iter()
                     .map(|e| predicate(e, schema))
                     .collect::<Result<_, _>>()?,
             )),
             Operator::Or => Ok(Predicate::Or(
-                split_or(expr)
+                split(expr, Operator::Or)
                     .into_iter()
                     .map(|e| predicate(e, schema))
                     .collect::<Result<_, _>>()?,
