@@ -38,20 +38,23 @@ fi
 export LD_LIBRARY_PATH="$EMU_DIR:$nvrtc_dir/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OXIDE_CUDA_EMU_REPORT=1
 export OXIDE_REQUIRE_NVRTC=1
+# The cargo feature set: `cuda` at least. .ci/run passes the set of its other feature
+# steps (OXIDE_CI_FEATURES) so that our crates are not compiled once more for this script.
+FEATURES="${OXIDE_CI_FEATURES:-oxidelake-runtime/cuda}"
 
 echo "== ignored CUDA tests on the emulated driver"
 # The fault plan is process-wide: the fault-injection tests run on their own, after the
 # rest, so that no other test's kernels consume (or suffer) an armed fault.
 # Only the targets that hold CUDA tests (the libraries' unit tests, the compute suite):
 # building every test binary of the workspace with the feature costs minutes more.
-cargo test --workspace --features oxidelake-runtime/cuda --lib --test compute \
+cargo test --workspace --features "$FEATURES" --lib --test compute \
   -- --ignored --nocapture --skip faults \
   2>&1 | tee "$LOG_DIR/ignored.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "ignored CUDA tests failed (exit $rc)"; exit "$rc"; }
 
 echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
-cargo test --workspace --features oxidelake-runtime/cuda --test compute -- --ignored --nocapture faults \
+cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture faults \
   2>&1 | tee "$LOG_DIR/faults.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "fault-injection tests failed (exit $rc)"; exit "$rc"; }
@@ -59,11 +62,11 @@ grep -q "test result: ok. 6 passed" "$LOG_DIR/faults.log" || { echo "expected 6 
 
 echo "== no libnvrtc: the CUDA backend is refused with the reason, auto-detection picks the CPU"
 LD_LIBRARY_PATH="$EMU_DIR" OXIDE_EXPECT_NO_NVRTC=1 cargo test --workspace \
-  --features oxidelake-runtime/cuda --lib -- --ignored --exact \
+  --features "$FEATURES" --lib -- --ignored --exact \
   detector::tests::a_gpu_without_nvrtc_is_refused_with_the_reason_and_auto_detection_picks_the_cpu
 
 echo "== differential test, OXIDE_BACKEND=cuda (GPU-placed plans on CudaBackend)"
-OXIDE_BACKEND=cuda cargo test --workspace --features oxidelake-runtime/cuda --test runtime \
+OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
   -- --nocapture differential 2>&1 | tee "$LOG_DIR/differential.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "differential test on the emulated driver failed (exit $rc)"; exit "$rc"; }
@@ -75,13 +78,13 @@ if ! PYTHONPATH="$duckdb_dir" python3 -c "import duckdb" >/dev/null 2>&1; then
     --target "$duckdb_dir" "duckdb==2.0.1"
 fi
 OXIDE_BACKEND=cuda OXIDE_TPCH_SF=0.01 OXIDE_DUCKDB_PYTHONPATH="$duckdb_dir" \
-  cargo test --workspace --features oxidelake-runtime/cuda --test runtime \
+  cargo test --workspace --features "$FEATURES" --test runtime \
   -- --ignored --nocapture tpch_oracle 2>&1 | tee "$LOG_DIR/tpch.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "TPC-H on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
 echo "== differential fuzzer on CudaBackend: 1000 random queries, placed for cpu vs for cuda"
-OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=1000 cargo test --workspace --features oxidelake-runtime/cuda \
+OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=1000 cargo test --workspace --features "$FEATURES" \
   --test runtime -- --nocapture fuzz 2>&1 | tee "$LOG_DIR/fuzz.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
