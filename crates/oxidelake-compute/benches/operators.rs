@@ -12,15 +12,15 @@ use arrow::array::{ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use criterion::{Criterion, criterion_group, criterion_main};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::MemTable;
 use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::ops::{
-    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
-};
+use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
-    BackendChoice, GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec,
+    BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuVectorDistanceExec,
 };
 use oxidelake_core::BackendKind;
 use oxidelake_device::CpuBackend;
@@ -92,6 +92,40 @@ fn context(tables: &[(&str, &[Vec<RecordBatch>])]) -> SessionContext {
     ctx
 }
 
+/// The stock physical plan of `sql` with its partial aggregate replaced by a
+/// GpuPartialAggregateExec on the CPU backend.
+fn with_device_partial(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The plan as the placement rule sees it: partial and final apart.
+    let rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new()
+        .rules
+        .into_iter()
+        .filter(|r| r.name() != "CombinePartialFinalAggregate")
+        .collect();
+    let state = datafusion::execution::SessionStateBuilder::new_from_existing(ctx.state())
+        .with_physical_optimizer_rules(rules)
+        .build();
+    let plan = rt
+        .block_on(async {
+            let logical = state.create_logical_plan(sql).await?;
+            state.create_physical_plan(&logical).await
+        })
+        .unwrap();
+    plan.transform_up(|node| {
+        let Some(agg) = node.downcast_ref::<AggregateExec>() else {
+            return Ok(Transformed::no(node));
+        };
+        if !matches!(agg.mode(), AggregateMode::Partial) {
+            return Ok(Transformed::no(node));
+        }
+        let gpu =
+            GpuPartialAggregateExec::try_replacing(agg, BackendKind::CpuSimd)?.with_backend(cpu());
+        Ok(Transformed::yes(Arc::new(gpu) as Arc<dyn ExecutionPlan>))
+    })
+    .unwrap()
+    .data
+}
+
 fn bench_pair(
     c: &mut Criterion,
     name: &str,
@@ -145,38 +179,12 @@ fn operators(c: &mut Criterion) {
         "SELECT k, a FROM t WHERE a < 500 AND b >= 10.0",
     );
 
-    let aggregate = || -> Arc<dyn ExecutionPlan> {
-        let specs = vec![
-            AggSpec {
-                func: AggFunc::Sum,
-                column: 1,
-            },
-            AggSpec {
-                func: AggFunc::Count,
-                column: 1,
-            },
-            AggSpec {
-                func: AggFunc::Min,
-                column: 2,
-            },
-            AggSpec {
-                func: AggFunc::Max,
-                column: 2,
-            },
-        ];
-        Arc::new(
-            GpuAggregateExec::try_new(source(&data), 0, specs, BackendKind::CpuSimd)
-                .unwrap()
-                .with_backend(cpu()),
-        )
-    };
-    bench_pair(
-        c,
-        "aggregate_10m",
-        aggregate,
-        &ctx,
-        "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
-    );
+    // The stock plan with its partial aggregate on our CPU path (what the placement rule
+    // makes of the query), against the stock plan.
+    let aggregate_sql = "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k";
+    let device_plan = with_device_partial(&ctx, aggregate_sql);
+    let aggregate = || Arc::clone(&device_plan);
+    bench_pair(c, "aggregate_10m", aggregate, &ctx, aggregate_sql);
 
     let vector = || -> Arc<dyn ExecutionPlan> {
         Arc::new(

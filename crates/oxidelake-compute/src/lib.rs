@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | [`GpuFilterExec`] | `FilterExec` (with its projection) | comparisons with literals, IN lists, IS [NOT] NULL under AND/OR/NOT; integers, floats, dates, times, timestamps, Decimal128 (p ≤ 18), booleans; strings on the CPU path only |
 //! | [`GpuHashJoinExec`] | inner, right-semi and right-anti `HashJoinExec` | one Int64 key |
-//! | [`GpuAggregateExec`] | `AggregateExec` | SUM/COUNT/MIN/MAX over Int64/Float64 by one Int64 key |
+//! | [`GpuPartialAggregateExec`] | `AggregateExec` (partial) | SUM/COUNT/MIN/MAX/AVG states by any row-format keys (ADR-0007) |
 //! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
 //!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
@@ -28,20 +28,22 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-mod aggregate;
 mod exec_support;
 mod filter;
 mod hash_join;
+mod partial_aggregate;
 mod placement;
 mod predicate_expr;
 mod udf;
 mod vector_distance;
 
-pub use aggregate::GpuAggregateExec;
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
 pub use hash_join::GpuHashJoinExec;
 pub use oxidelake_device::ops;
+pub use partial_aggregate::{
+    AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,
+};
 pub use placement::placement_label;
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

@@ -2,9 +2,10 @@
 //! versus present, and why each one that stayed on the CPU did.
 //!
 //! The counts read the plan *after* the placement rule: a `Gpu*Exec` is a placed
-//! operator, a stock filter, join or aggregate is one that stayed (a partial aggregate is
-//! counted with its final one, as the rule replaces the pair). The reasons are the ones
-//! EXPLAIN prints.
+//! operator, a stock filter, join or aggregate is one that stayed. An aggregate is counted
+//! once, at its final (or single) node: placed when its partial half is a
+//! GpuPartialAggregateExec (the device reduced the rows; the stock final
+//! merges the per-batch states). The reasons are the ones EXPLAIN prints.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,11 +13,13 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{
     CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
 };
-use oxidelake_compute::{GpuAggregateExec, GpuFilterExec, GpuHashJoinExec};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec};
 use oxidelake_core::BackendKind;
 
 use crate::eligibility::cpu_reason;
@@ -28,7 +31,8 @@ pub enum OperatorFamily {
     Filter,
     /// Hash, sort-merge, nested-loop and cross joins / GpuHashJoinExec.
     Join,
-    /// AggregateExec (final or single) / GpuAggregateExec.
+    /// AggregateExec (final or single), placed when it is a final over a
+    /// GpuPartialAggregateExec.
     Aggregate,
 }
 
@@ -128,15 +132,35 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
     {
         return Some((OperatorFamily::Join, false));
     }
-    if node.is::<GpuAggregateExec>() {
-        return Some((OperatorFamily::Aggregate, true));
-    }
     if let Some(agg) = node.downcast_ref::<AggregateExec>() {
         let partial = matches!(
             agg.mode(),
             AggregateMode::Partial | AggregateMode::PartialReduce
         );
-        return (!partial).then_some((OperatorFamily::Aggregate, false));
+        let device_partial = matches!(
+            agg.mode(),
+            AggregateMode::Final | AggregateMode::FinalPartitioned
+        ) && fed_by_device_partial(agg.input());
+        return (!partial).then_some((OperatorFamily::Aggregate, device_partial));
     }
     None
+}
+
+/// Whether a final aggregate's input is a GpuPartialAggregateExec (through the
+/// repartitions and coalesces between them): the aggregate's rows were then reduced on
+/// the device and only the merge of per-batch states runs on the CPU.
+fn fed_by_device_partial(input: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut node = input;
+    loop {
+        if node.is::<GpuPartialAggregateExec>() {
+            return true;
+        }
+        if !(node.is::<RepartitionExec>() || node.is::<CoalescePartitionsExec>()) {
+            return false;
+        }
+        match node.children().first() {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
 }

@@ -5,5 +5,6 @@
 mod planner {
     pub mod codec;
     pub mod fixtures;
+    pub mod partial_aggregate;
     pub mod placement;
 }

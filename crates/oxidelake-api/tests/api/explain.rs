@@ -17,7 +17,7 @@ pub async fn frames(session: &Session) -> Vec<(&'static str, DataFrame)> {
                 .unwrap(),
         ),
         (
-            "GpuAggregateExec[cuda]",
+            "GpuPartialAggregateExec[cuda]",
             t().await
                 .aggregate(
                     vec![col("k")],

@@ -11,15 +11,15 @@ use std::ffi::{CString, c_char, c_int};
 use std::sync::{Arc, OnceLock};
 
 use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::ops::{
-    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
-};
+use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
-    BackendChoice, GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec,
+    AggInput, BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec,
+    GpuVectorDistanceExec, PartialAggSpec, PartialFunc,
 };
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::{CpuBackend, CudaBackend, GpuBackend};
@@ -128,24 +128,55 @@ fn aggregate(
     parts: &[Vec<RecordBatch>],
     _: &[Vec<RecordBatch>],
 ) -> Arc<dyn ExecutionPlan> {
+    // The partial states by k: SUM(a), COUNT(b), MAX(c), AVG(b) (count and sum).
     let specs = vec![
-        AggSpec {
-            func: AggFunc::Sum,
-            column: 1,
+        PartialAggSpec {
+            func: PartialFunc::Sum,
+            input: Some(AggInput {
+                column: 1,
+                cast: None,
+            }),
         },
-        AggSpec {
-            func: AggFunc::Count,
-            column: 2,
+        PartialAggSpec {
+            func: PartialFunc::Count,
+            input: Some(AggInput {
+                column: 2,
+                cast: None,
+            }),
         },
-        AggSpec {
-            func: AggFunc::Max,
-            column: 3,
+        PartialAggSpec {
+            func: PartialFunc::Max,
+            input: Some(AggInput {
+                column: 3,
+                cast: None,
+            }),
+        },
+        PartialAggSpec {
+            func: PartialFunc::Avg,
+            input: Some(AggInput {
+                column: 2,
+                cast: None,
+            }),
         },
     ];
+    let states = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("sum(a)[sum]", DataType::Int64, true),
+        Field::new("count(b)[count]", DataType::Int64, true),
+        Field::new("max(c)[max]", DataType::Float64, true),
+        Field::new("avg(b)[count]", DataType::UInt64, true),
+        Field::new("avg(b)[sum]", DataType::Float64, true),
+    ]));
     Arc::new(
-        GpuAggregateExec::try_new(source(parts, &data::schema()), 0, specs, BackendKind::Cuda)
-            .unwrap()
-            .with_backend(backend),
+        GpuPartialAggregateExec::try_new(
+            source(parts, &data::schema()),
+            vec![0],
+            specs,
+            states,
+            BackendKind::Cuda,
+        )
+        .unwrap()
+        .with_backend(backend),
     )
 }
 

@@ -6,10 +6,11 @@ use arrow::datatypes::{Field, Schema};
 use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
-use oxidelake_compute::ops::{
-    AggFunc, AggSpec, CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate,
+use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
+use oxidelake_compute::{
+    AggInput, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuVectorDistanceExec,
+    PartialAggSpec, PartialFunc,
 };
-use oxidelake_compute::{GpuAggregateExec, GpuFilterExec, GpuHashJoinExec, GpuVectorDistanceExec};
 use oxidelake_core::BackendKind;
 use serde::{Deserialize, Serialize};
 
@@ -155,11 +156,30 @@ impl Pred {
     }
 }
 
+/// One aggregate of a partial aggregation ([`PartialAggSpec`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct Aggregate {
-    /// 0 SUM, 1 COUNT, 2 MIN, 3 MAX.
+pub(super) struct PartialAggregate {
+    /// 0 SUM, 1 COUNT, 2 MIN, 3 MAX, 4 AVG.
     func: u8,
-    column: usize,
+    /// The argument column (none for COUNT(*)) and the type it is cast to, as Arrow
+    /// writes and parses data types.
+    input: Option<(usize, Option<String>)>,
+}
+
+/// A field of an output schema: name, data type (Arrow's text form), nullability.
+type FieldText = (String, String, bool);
+
+fn field_text(field: &Field) -> FieldText {
+    (
+        field.name().clone(),
+        field.data_type().to_string(),
+        field.is_nullable(),
+    )
+}
+
+fn data_type(text: &str) -> Result<arrow::datatypes::DataType> {
+    text.parse()
+        .map_err(|e| bad(format!("data type {text:?}: {e}")))
 }
 
 /// One GPU node's parameters.
@@ -177,11 +197,11 @@ pub(super) enum NodePayload {
         join_type: u8,
         placement: Backend,
     },
-    Aggregate {
-        group_column: usize,
-        aggregates: Vec<Aggregate>,
-        /// Output field names and nullability (types follow from the inputs).
-        output: Vec<(String, bool)>,
+    PartialAggregate {
+        keys: Vec<usize>,
+        aggregates: Vec<PartialAggregate>,
+        /// The output schema: the replaced partial aggregate's, state types included.
+        output: Vec<FieldText>,
         placement: Backend,
     },
     VectorDistance {
@@ -205,22 +225,24 @@ fn op_of(code: u8) -> Result<CmpOp> {
     })
 }
 
-fn func_code(func: AggFunc) -> u8 {
+fn partial_func_code(func: PartialFunc) -> u8 {
     match func {
-        AggFunc::Sum => 0,
-        AggFunc::Count => 1,
-        AggFunc::Min => 2,
-        AggFunc::Max => 3,
+        PartialFunc::Sum => 0,
+        PartialFunc::Count => 1,
+        PartialFunc::Min => 2,
+        PartialFunc::Max => 3,
+        PartialFunc::Avg => 4,
     }
 }
 
-fn func_of(code: u8) -> Result<AggFunc> {
+fn partial_func_of(code: u8) -> Result<PartialFunc> {
     Ok(match code {
-        0 => AggFunc::Sum,
-        1 => AggFunc::Count,
-        2 => AggFunc::Min,
-        3 => AggFunc::Max,
-        other => return Err(bad(format!("aggregate code {other}"))),
+        0 => PartialFunc::Sum,
+        1 => PartialFunc::Count,
+        2 => PartialFunc::Min,
+        3 => PartialFunc::Max,
+        4 => PartialFunc::Avg,
+        other => return Err(bad(format!("partial aggregate code {other}"))),
     })
 }
 
@@ -240,7 +262,7 @@ impl NodePayload {
         match self {
             NodePayload::Filter { .. } => "GpuFilterExec",
             NodePayload::HashJoin { .. } => "GpuHashJoinExec",
-            NodePayload::Aggregate { .. } => "GpuAggregateExec",
+            NodePayload::PartialAggregate { .. } => "GpuPartialAggregateExec",
             NodePayload::VectorDistance { .. } => "GpuVectorDistanceExec",
         }
     }
@@ -267,23 +289,21 @@ impl NodePayload {
                 placement: j.placement().into(),
             });
         }
-        if let Some(a) = node.downcast_ref::<GpuAggregateExec>() {
-            return Some(NodePayload::Aggregate {
-                group_column: a.group_column(),
+        if let Some(a) = node.downcast_ref::<GpuPartialAggregateExec>() {
+            return Some(NodePayload::PartialAggregate {
+                keys: a.keys().to_vec(),
                 aggregates: a
                     .aggregates()
                     .iter()
-                    .map(|s| Aggregate {
-                        func: func_code(s.func),
-                        column: s.column,
+                    .map(|s| PartialAggregate {
+                        func: partial_func_code(s.func),
+                        input: s
+                            .input
+                            .as_ref()
+                            .map(|i| (i.column, i.cast.as_ref().map(ToString::to_string))),
                     })
                     .collect(),
-                output: a
-                    .output_schema()
-                    .fields()
-                    .iter()
-                    .map(|f| (f.name().clone(), f.is_nullable()))
-                    .collect(),
+                output: a.schema().fields().iter().map(|f| field_text(f)).collect(),
                 placement: a.placement().into(),
             });
         }
@@ -348,8 +368,8 @@ impl NodePayload {
                     placement.into(),
                 )?)
             }
-            NodePayload::Aggregate {
-                group_column,
+            NodePayload::PartialAggregate {
+                keys,
                 aggregates,
                 output,
                 placement,
@@ -357,32 +377,30 @@ impl NodePayload {
                 let specs = aggregates
                     .into_iter()
                     .map(|a| {
-                        Ok(AggSpec {
-                            func: func_of(a.func)?,
-                            column: a.column,
+                        let input = match a.input {
+                            Some((column, cast)) => Some(AggInput {
+                                column,
+                                cast: cast.as_deref().map(data_type).transpose()?,
+                            }),
+                            None => None,
+                        };
+                        Ok(PartialAggSpec {
+                            func: partial_func_of(a.func)?,
+                            input,
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
-                let exec = GpuAggregateExec::try_new(
-                    one_input(inputs, "GpuAggregateExec")?,
-                    group_column,
-                    specs,
-                    placement.into(),
-                )?;
-                let fields = exec.output_schema().fields();
-                if fields.len() != output.len() {
-                    return Err(bad(format!(
-                        "{} output fields for {} columns",
-                        output.len(),
-                        fields.len()
-                    )));
-                }
-                let renamed: Vec<Field> = fields
+                let fields = output
                     .iter()
-                    .zip(&output)
-                    .map(|(f, (name, nullable))| Field::new(name, f.data_type().clone(), *nullable))
-                    .collect();
-                Arc::new(exec.with_output_schema(Arc::new(Schema::new(renamed)))?)
+                    .map(|(name, dt, nullable)| Ok(Field::new(name, data_type(dt)?, *nullable)))
+                    .collect::<Result<Vec<_>>>()?;
+                Arc::new(GpuPartialAggregateExec::try_new(
+                    one_input(inputs, "GpuPartialAggregateExec")?,
+                    keys,
+                    specs,
+                    Arc::new(Schema::new(fields)),
+                    placement.into(),
+                )?)
             }
             NodePayload::VectorDistance {
                 column,

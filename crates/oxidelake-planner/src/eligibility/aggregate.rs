@@ -1,137 +1,130 @@
-//! AggregateExec → GpuAggregateExec: SUM/COUNT/MIN/MAX over Int64/Float64 grouped by one
-//! Int64 column.
+//! AggregateExec → GpuPartialAggregateExec (the partial half on the device, the stock
+//! final merge above it; ADR-0007).
 //!
-//! DataFusion splits a grouped aggregate into a partial and a final AggregateExec. The
-//! GPU operator does both steps itself (per-batch partials, merged at the end), so the
-//! final node is replaced together with its partial, and a single-mode node directly.
+//! DataFusion splits a grouped aggregate into a partial aggregate per input partition and
+//! a final one that merges their states. The partial half is the one that reads every
+//! row, so that is the one replaced: a per-batch map that keeps its input's partitioning
+//! and emits exactly the state columns the stock final aggregate expects. A single-mode
+//! aggregate (one node doing both halves) is split into the device partial and a stock
+//! final. Keys: none, or any columns the Arrow row format orders (see the operator's
+//! docs for how they reach the device); values: SUM / COUNT / MIN / MAX / AVG over
+//! integers, Float64, Decimal128 and (MIN/MAX) Date32; COUNT(*) too. An argument that is
+//! an expression (`SUM(price * (1 - discount))`) is computed by a stock projection below
+//! the device operator, on the CPU and visible in EXPLAIN, until the device evaluates
+//! expressions itself.
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use oxidelake_compute::GpuAggregateExec;
-use oxidelake_compute::ops::{AggFunc, AggSpec};
+use oxidelake_compute::GpuPartialAggregateExec;
 use oxidelake_core::BackendKind;
 
 use super::{Placement, reason_of};
 
 pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Placement> {
     let agg = node.downcast_ref::<AggregateExec>()?;
-    match agg.mode() {
-        // A partial is replaced with its final; only say why when it cannot be.
-        AggregateMode::Partial | AggregateMode::PartialReduce => {
-            coverage(agg).err().map(Placement::Cpu)
-        }
+    Some(match agg.mode() {
+        AggregateMode::Partial => match device_partial(agg, backend) {
+            Ok(plan) => Placement::Rewrite(plan),
+            Err(reason) => Placement::Cpu(reason),
+        },
+        // Merges partial states into partial states: nothing left for the device.
+        AggregateMode::PartialReduce => return None,
+        // The final merge stays on the CPU; it has something to say only when the
+        // partial below it did not go to the device.
+        AggregateMode::Final | AggregateMode::FinalPartitioned => match below(agg.input()) {
+            Below::Device => return None,
+            // After placement a stock partial here is one the device refused, and its
+            // reason is the final's. (A placeable one means placement did not run, and
+            // the partial node carries that annotation.)
+            Below::Stock(partial) => match device_partial(partial, backend) {
+                Err(reason) => Placement::Cpu(reason),
+                Ok(_) => return None,
+            },
+            Below::Other => Placement::Cpu("final aggregate without its partial".into()),
+        },
         AggregateMode::Single | AggregateMode::SinglePartitioned => {
-            Some(match rewrite(agg, agg, backend) {
+            match split_single(agg, backend) {
                 Ok(plan) => Placement::Rewrite(plan),
                 Err(reason) => Placement::Cpu(reason),
-            })
+            }
         }
-        AggregateMode::Final | AggregateMode::FinalPartitioned => {
-            let Some(partial) = partial_below(agg.input()) else {
-                return Some(Placement::Cpu("final aggregate without its partial".into()));
-            };
-            Some(match rewrite(partial, agg, backend) {
-                Ok(plan) => Placement::Rewrite(plan),
-                Err(reason) => Placement::Cpu(reason),
-            })
-        }
-    }
+    })
 }
 
-/// The partial aggregate feeding a final one, through repartitions and coalesces.
-fn partial_below(plan: &Arc<dyn ExecutionPlan>) -> Option<&AggregateExec> {
+/// What feeds a final aggregate, through repartitions, coalesces and partial reduces.
+enum Below<'a> {
+    Device,
+    Stock(&'a AggregateExec),
+    Other,
+}
+
+fn below(plan: &Arc<dyn ExecutionPlan>) -> Below<'_> {
     let mut node = plan;
     loop {
+        if node.is::<GpuPartialAggregateExec>() {
+            return Below::Device;
+        }
         if let Some(agg) = node.downcast_ref::<AggregateExec>() {
-            return matches!(agg.mode(), AggregateMode::Partial).then_some(agg);
+            match agg.mode() {
+                AggregateMode::Partial => return Below::Stock(agg),
+                AggregateMode::PartialReduce => {}
+                _ => return Below::Other,
+            }
+        } else if !(node.is::<RepartitionExec>() || node.is::<CoalescePartitionsExec>()) {
+            return Below::Other;
         }
-        if node.is::<RepartitionExec>() || node.is::<CoalescePartitionsExec>() {
-            node = node.children().first().copied()?;
-            continue;
+        match node.children().first() {
+            Some(child) => node = child,
+            None => return Below::Other,
         }
-        return None;
     }
 }
 
-/// The group column and aggregates of `agg` (read against its input), or why not.
-fn coverage(agg: &AggregateExec) -> Result<(usize, Vec<AggSpec>), String> {
-    let input_schema = agg.input_schema();
-    let group_by = agg.group_expr();
-    if group_by.has_grouping_set() {
-        return Err("grouping sets".into());
-    }
-    let keys = group_by.expr();
-    if keys.len() != 1 {
-        return Err(match keys.len() {
-            0 => "no GROUP BY key".into(),
-            n => format!("{n} group keys"),
-        });
-    }
-    let key = keys[0]
-        .0
-        .downcast_ref::<Column>()
-        .ok_or_else(|| "group key is an expression".to_string())?;
-    let key_type = input_schema.field(key.index()).data_type();
-    if key_type != &DataType::Int64 {
-        return Err(format!("group key on {key_type}"));
-    }
-    if agg.filter_expr().iter().any(Option::is_some) {
-        return Err("aggregate FILTER clause".into());
-    }
-    if agg.limit_options().is_some() {
-        return Err("aggregate with a limit".into());
-    }
-    let mut specs = Vec::with_capacity(agg.aggr_expr().len());
-    for expr in agg.aggr_expr() {
-        let name = expr.fun().name().to_ascii_lowercase();
-        if expr.is_distinct() {
-            return Err(format!("{name}(DISTINCT)"));
-        }
-        let func = match name.as_str() {
-            "sum" => AggFunc::Sum,
-            "count" => AggFunc::Count,
-            "min" => AggFunc::Min,
-            "max" => AggFunc::Max,
-            other => return Err(format!("{other}()")),
-        };
-        let args = expr.expressions();
-        let column = match args.as_slice() {
-            [arg] => arg.downcast_ref::<Column>().ok_or_else(|| {
-                if name == "count" {
-                    "count of an expression (e.g. COUNT(*))".to_string()
-                } else {
-                    format!("{name} of an expression")
-                }
-            })?,
-            _ => return Err(format!("{name} with {} arguments", args.len())),
-        };
-        let dt = input_schema.field(column.index()).data_type();
-        if !matches!(dt, DataType::Int64 | DataType::Float64) {
-            return Err(format!("{name} over {dt}"));
-        }
-        specs.push(AggSpec {
-            func,
-            column: column.index(),
-        });
-    }
-    Ok((key.index(), specs))
-}
-
-/// Replaces `top` (final or single) with a GPU aggregate over `source`'s input.
-fn rewrite(
-    source: &AggregateExec,
-    top: &AggregateExec,
+/// The device partial aggregate replacing `partial`, or why not.
+fn device_partial(
+    partial: &AggregateExec,
     backend: BackendKind,
 ) -> Result<Arc<dyn ExecutionPlan>, String> {
-    let (group_column, specs) = coverage(source)?;
-    let gpu = GpuAggregateExec::try_new(Arc::clone(source.input()), group_column, specs, backend)
-        .and_then(|g| g.with_output_schema(top.schema()))
-        .map_err(reason_of)?;
+    let gpu = GpuPartialAggregateExec::try_replacing(partial, backend).map_err(reason_of)?;
     Ok(Arc::new(gpu))
+}
+
+/// A single-mode aggregate as the device partial plus a stock final (DataFusion builds
+/// partial/final pairs and combines them into single mode only after placement, so this
+/// is for plans that arrive already combined).
+fn split_single(
+    agg: &AggregateExec,
+    backend: BackendKind,
+) -> Result<Arc<dyn ExecutionPlan>, String> {
+    let partial = AggregateExec::try_new(
+        AggregateMode::Partial,
+        agg.group_expr().clone(),
+        agg.aggr_expr().to_vec(),
+        agg.filter_expr().to_vec(),
+        Arc::clone(agg.input()),
+        agg.input_schema(),
+    )
+    .map_err(reason_of)?;
+    let gpu = device_partial(&partial, backend)?;
+    let mode = match agg.mode() {
+        AggregateMode::SinglePartitioned => AggregateMode::FinalPartitioned,
+        _ => AggregateMode::Final,
+    };
+    let last = AggregateExec::try_new(
+        mode,
+        agg.group_expr().as_final(),
+        agg.aggr_expr().to_vec(),
+        agg.filter_expr().to_vec(),
+        gpu,
+        agg.input_schema(),
+    )
+    .map_err(reason_of)?;
+    if last.schema() != agg.schema() {
+        return Err("split aggregate changes the output schema".into());
+    }
+    Ok(Arc::new(last))
 }

@@ -19,11 +19,21 @@ use oxidelake_planner::{
 
 /// A session placing for `target`, with a detector that reports `local`.
 pub fn session(target: PlacementTarget, local: BackendKind) -> SessionContext {
+    session_with_partitions(target, local, 2)
+}
+
+/// [`session`] with `partitions` target partitions (1 makes DataFusion plan single-mode
+/// aggregates, which the whole-aggregate GPU operator takes).
+pub fn session_with_partitions(
+    target: PlacementTarget,
+    local: BackendKind,
+    partitions: usize,
+) -> SessionContext {
     let options = OxideOptions {
         placement_target: target,
     };
     let config = SessionConfig::new()
-        .with_target_partitions(2)
+        .with_target_partitions(partitions)
         .with_option_extension(options);
     let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(local)));
     let state = SessionStateBuilder::new()

@@ -68,26 +68,61 @@ async fn an_outer_join_stays_on_the_cpu_and_says_why() {
 }
 
 #[tokio::test]
-async fn a_grouped_numeric_aggregate_becomes_a_gpu_aggregate() {
+async fn a_grouped_numeric_aggregate_is_reduced_on_the_device_and_merged_by_the_stock_final() {
     let text = gpu_explain("SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k").await;
-    assert!(text.contains("GpuAggregateExec[cuda]"), "{text}");
-    assert!(!text.contains("AggregateExec: mode"), "{text}");
+    assert!(
+        text.contains("GpuPartialAggregateExec[cuda]: mode=Partial"),
+        "{text}"
+    );
+    assert!(!text.contains("AggregateExec: mode=Partial"), "{text}");
+    assert!(text.contains("AggregateExec: mode=Final"), "{text}");
     insta::assert_snapshot!(text);
 }
 
 #[tokio::test]
-async fn grouping_by_a_string_stays_on_the_cpu_and_says_why() {
+async fn grouping_by_a_string_is_reduced_on_the_device() {
     let text = gpu_explain("SELECT s, SUM(a) FROM t GROUP BY s").await;
-    assert!(text.contains("[cpu: group key on Utf8]"), "{text}");
-    insta::assert_snapshot!(text);
+    assert!(
+        text.contains("GpuPartialAggregateExec[cuda]: mode=Partial, gby=[s]"),
+        "{text}"
+    );
+    assert!(!text.contains("[cpu:"), "{text}");
 }
 
 #[tokio::test]
-async fn count_star_and_avg_stay_on_the_cpu() {
-    let text = gpu_explain("SELECT k, COUNT(*) FROM t GROUP BY k").await;
-    assert!(text.contains("[cpu: count of an expression"), "{text}");
-    let text = gpu_explain("SELECT k, AVG(a) FROM t GROUP BY k").await;
-    assert!(text.contains("[cpu: avg()]"), "{text}");
+async fn count_star_avg_and_aggregates_without_group_by_are_reduced_on_the_device() {
+    for sql in [
+        "SELECT k, COUNT(*) FROM t GROUP BY k",
+        "SELECT k, AVG(a) FROM t GROUP BY k",
+        "SELECT SUM(a), AVG(b), COUNT(*) FROM t",
+        "SELECT s, k, MIN(b) FROM t GROUP BY s, k",
+    ] {
+        let text = gpu_explain(sql).await;
+        assert!(
+            text.contains("GpuPartialAggregateExec[cuda]"),
+            "{sql}\n{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_aggregate_function_without_a_device_path_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT k, MEDIAN(a) FROM t GROUP BY k").await;
+    assert!(text.contains("[cpu: median()]"), "{text}");
+}
+
+#[tokio::test]
+async fn an_expression_argument_is_computed_by_a_projection_below_the_device_partial() {
+    let text = gpu_explain("SELECT k, SUM(a * 2), AVG(b + 1.5) FROM t GROUP BY k").await;
+    let partial = text
+        .lines()
+        .position(|l| l.contains("GpuPartialAggregateExec[cuda]"))
+        .unwrap_or_else(|| panic!("no device partial:\n{text}"));
+    let below = text.lines().nth(partial + 1).unwrap_or_default();
+    assert!(
+        below.contains("ProjectionExec") && below.contains("__oxide_agg_arg_0"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -86,7 +86,7 @@ mod tests {
             BackendKind::Cuda
         );
         assert_eq!(
-            backend_of("GpuAggregateExec[metal]: gby=[k@0]"),
+            backend_of("GpuPartialAggregateExec[metal]: mode=Partial, gby=[k]"),
             BackendKind::Metal
         );
         assert_eq!(backend_of("FilterExec: a@0 < 1"), BackendKind::CpuSimd);

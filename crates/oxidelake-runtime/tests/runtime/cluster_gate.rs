@@ -15,7 +15,7 @@ use super::data::{sorted_rows, write_lake};
 const QUERIES: &[(&str, &str)] = &[
     (
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
-        "GpuAggregateExec[cuda]",
+        "GpuPartialAggregateExec[cuda]",
     ),
     (
         "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",

@@ -13,7 +13,7 @@ use super::data::tpch_lake;
 const FLOOR: [(OperatorFamily, usize); 3] = [
     (OperatorFamily::Filter, 40),
     (OperatorFamily::Join, 49),
-    (OperatorFamily::Aggregate, 1),
+    (OperatorFamily::Aggregate, 29),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

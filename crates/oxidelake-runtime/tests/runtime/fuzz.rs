@@ -206,11 +206,43 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
     match rng.below(4) {
         0 | 1 => format!("SELECT {} FROM {} WHERE {pred}", names.join(", "), t.name),
         2 => {
-            let agg = rng.pick(&names);
+            // One to three keys (or none), string keys included; COUNT(*) and, per
+            // column kind, the aggregates that mean something for it.
+            let keys: Vec<&str> = match rng.below(4) {
+                0 => Vec::new(),
+                1 => vec![t.key],
+                _ => (0..1 + rng.below(3))
+                    .map(|_| rng.pick(&t.cols).name)
+                    .collect(),
+            };
+            let col = rng.pick(&t.cols);
+            let c = col.name;
+            let mut aggs = vec![format!("COUNT({c})"), "COUNT(*)".to_string()];
+            if !matches!(col.kind, Kind::Text(_)) {
+                aggs.push(format!("MIN({c})"));
+                aggs.push(format!("MAX({c})"));
+            }
+            if matches!(col.kind, Kind::Int | Kind::Decimal) {
+                aggs.push(format!("SUM({c})"));
+                aggs.push(format!("AVG({c})"));
+            }
+            let mut keys_unique = keys;
+            keys_unique.sort_unstable();
+            keys_unique.dedup();
+            let select: Vec<String> = keys_unique
+                .iter()
+                .map(ToString::to_string)
+                .chain(aggs)
+                .collect();
+            let group_by = if keys_unique.is_empty() {
+                String::new()
+            } else {
+                format!(" GROUP BY {}", keys_unique.join(", "))
+            };
             format!(
-                "SELECT {key}, COUNT({agg}), MIN({agg}), MAX({agg}) FROM {} WHERE {pred} GROUP BY {key}",
-                t.name,
-                key = t.key
+                "SELECT {} FROM {} WHERE {pred}{group_by}",
+                select.join(", "),
+                t.name
             )
         }
         _ => {

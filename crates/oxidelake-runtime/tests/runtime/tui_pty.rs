@@ -148,7 +148,7 @@ fn oxide_tui_runs_a_parquet_query_to_finished_and_quits_on_q() -> termlens::Resu
     );
     assert!(
         screen.contains("AggregateExec"),
-        "the plan shows the aggregate (AggregateExec or GpuAggregateExec):\n{screen}"
+        "the plan shows the aggregate (AggregateExec or GpuPartialAggregateExec):\n{screen}"
     );
     let tag = device_tag(&screen);
     assert!(tag.is_some(), "the plan tags its device:\n{screen}");
@@ -189,7 +189,11 @@ fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termle
         .spawn(env!("CARGO_BIN_EXE_oxide"))?;
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
-    for expected in ["GpuAggregateExec [CUDA]", "GpuFilterExec [CUDA]", "10 rows"] {
+    for expected in [
+        "GpuPartialAggregateExec [CUDA]",
+        "GpuFilterExec [CUDA]",
+        "10 rows",
+    ] {
         assert!(screen.contains(expected), "{expected} missing:\n{screen}");
     }
     insta::assert_snapshot!(

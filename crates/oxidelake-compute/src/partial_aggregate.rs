@@ -1,0 +1,503 @@
+//! `GpuPartialAggregateExec`: the partial half of a grouped aggregation on the device.
+//!
+//! DataFusion splits `GROUP BY` aggregation into a partial aggregate per input partition,
+//! a hash repartition on the keys, and a final aggregate that merges the partial states.
+//! This operator replaces the partial half only, and produces exactly the state columns
+//! the replaced node declared (SUM's sum, COUNT's count, AVG's count and sum, ...), so the
+//! stock final aggregate above it merges them, applies HAVING-free finishing (AVG's
+//! division, decimal result types) and spills under memory pressure as it always does.
+//!
+//! Why the partial half: it is where the rows are (a scan's worth per partition in, one
+//! row per group and batch out), it is a per-batch map with no state between batches, so
+//! it keeps its input's partitioning and runs in every partition and every Ballista task
+//! in parallel, and its results are exact to merge. The final merge sees a few rows per
+//! group and stays on the CPU, where DataFusion's accumulators define the semantics.
+//!
+//! Per batch: the keys become the device's Int64 key column (see `keys`), the arguments
+//! its Int64/Float64 values (see `spec`), the device's SUM / COUNT / MIN / MAX op runs
+//! (falling back to its CPU path per batch, as every Gpu*Exec does), and the results are
+//! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
+//! i64 is cut into slices that cannot; each slice contributes its own partial rows.
+
+mod from_plan;
+mod keys;
+mod spec;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties,
+};
+use futures::StreamExt;
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
+
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::placement_label;
+
+use keys::KeyEncoding;
+pub use spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
+use spec::{DeviceValues, ValueKind};
+
+/// The partial half of a grouped aggregation (see the module docs). Output: the key
+/// columns, then each aggregate's state columns, as the given schema names them.
+#[derive(Debug)]
+pub struct GpuPartialAggregateExec {
+    input: Arc<dyn ExecutionPlan>,
+    keys: Vec<usize>,
+    aggregates: Vec<PartialAggSpec>,
+    encoding: Arc<KeyEncoding>,
+    placement: BackendKind,
+    backend: BackendChoice,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GpuPartialAggregateExec {
+    /// Groups `input` by the columns `keys` and computes `aggregates`' partial states,
+    /// producing `schema` (the replaced partial aggregate's output schema). Fails with
+    /// `Unsupported` for key or value types outside the device coverage, and with a
+    /// plan error when `schema` does not have the state types DataFusion uses.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        keys: Vec<usize>,
+        aggregates: Vec<PartialAggSpec>,
+        schema: SchemaRef,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        let input_schema = input.schema();
+        let unsupported = |detail: String| -> DataFusionError {
+            EngineError::unsupported("GpuPartialAggregateExec", detail).into()
+        };
+        let encoding = KeyEncoding::for_keys(&input_schema, &keys).map_err(unsupported)?;
+        let states: usize = aggregates.iter().map(|a| a.func.state_columns()).sum();
+        if schema.fields().len() != keys.len() + states {
+            return Err(DataFusionError::Plan(format!(
+                "GpuPartialAggregateExec: {} output fields for {} keys and {states} states",
+                schema.fields().len(),
+                keys.len()
+            )));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            let (ours, theirs) = (
+                input_schema.field(*k).data_type(),
+                schema.field(i).data_type(),
+            );
+            if ours != theirs {
+                return Err(DataFusionError::Plan(format!(
+                    "GpuPartialAggregateExec: key {i} is {ours}, the output says {theirs}"
+                )));
+            }
+        }
+        let mut at = keys.len();
+        for spec in &aggregates {
+            let value = match &spec.input {
+                Some(input) => {
+                    let field = input_schema.fields().get(input.column).ok_or_else(|| {
+                        DataFusionError::Plan(format!(
+                            "aggregate column {} out of range",
+                            input.column
+                        ))
+                    })?;
+                    Some(
+                        input
+                            .cast
+                            .clone()
+                            .unwrap_or_else(|| field.data_type().clone()),
+                    )
+                }
+                None => None,
+            };
+            let n = spec.func.state_columns();
+            let state_types: Vec<&DataType> = schema.fields()[at..at + n]
+                .iter()
+                .map(|f| f.data_type())
+                .collect();
+            // COUNT takes any argument: only its validity travels.
+            let value_for_check = if spec.func == PartialFunc::Count {
+                None
+            } else {
+                value.as_ref()
+            };
+            spec::check_state_types(spec.func, value_for_check, &state_types)
+                .map_err(unsupported)?;
+            at += n;
+        }
+        let partitioning = output_partitioning(input.output_partitioning(), &keys, &schema);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            partitioning,
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Ok(Self {
+            input,
+            keys,
+            aggregates,
+            encoding: Arc::new(encoding),
+            placement,
+            backend: BackendChoice::Detect,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Runs on `backend` instead of asking the hardware detector at execute time.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The group key columns of the input.
+    pub fn keys(&self) -> &[usize] {
+        &self.keys
+    }
+
+    /// The aggregates.
+    pub fn aggregates(&self) -> &[PartialAggSpec] {
+        &self.aggregates
+    }
+
+    /// Where the planner placed the operator.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
+}
+
+/// The input's partitioning as seen in the output: a hash partitioning on key columns
+/// holds for the same values in their output positions (so a final aggregate over an
+/// already key-partitioned input needs no second shuffle); anything else is unknown.
+fn output_partitioning(input: &Partitioning, keys: &[usize], schema: &SchemaRef) -> Partitioning {
+    if let Partitioning::Hash(exprs, n) = input {
+        let mapped: Option<Vec<Arc<dyn PhysicalExpr>>> = exprs
+            .iter()
+            .map(|e| {
+                let column = e.downcast_ref::<Column>()?;
+                let at = keys.iter().position(|k| *k == column.index())?;
+                Some(Arc::new(Column::new(schema.field(at).name(), at)) as Arc<dyn PhysicalExpr>)
+            })
+            .collect();
+        if let Some(mapped) = mapped {
+            return Partitioning::Hash(mapped, *n);
+        }
+    }
+    Partitioning::UnknownPartitioning(input.partition_count())
+}
+
+impl DisplayAs for GpuPartialAggregateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = |range: std::ops::Range<usize>| -> Vec<String> {
+            self.schema.fields()[range]
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        };
+        let keys = names(0..self.keys.len());
+        let states = names(self.keys.len()..self.schema.fields().len());
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "{}: mode=Partial, gby=[{}], aggr=[{}]",
+                placement_label("GpuPartialAggregateExec", self.placement),
+                keys.join(", "),
+                states.join(", ")
+            ),
+            DisplayFormatType::TreeRender => {
+                write!(f, "placement={}\ngby={}", self.placement, keys.join(", "))
+            }
+        }
+    }
+}
+
+/// The partial states of one batch (see the module docs).
+struct BatchPlan<'a> {
+    keys: &'a [usize],
+    aggregates: &'a [PartialAggSpec],
+    encoding: &'a KeyEncoding,
+    schema: &'a SchemaRef,
+}
+
+/// How one state column is made from the device's results (indices into them).
+enum StateFrom {
+    /// One result, converted to the state type.
+    Result(usize),
+    /// AVG's count: NULL where it is 0, as DataFusion's AVG state marks a group without
+    /// values (its merge counts a non-null 0 as a value and would finish with 0/0).
+    AvgCount(usize),
+    /// A decimal sum from its limbs' sums: `Σ result << shift`.
+    Limbs(Vec<(usize, u32)>),
+}
+
+/// What the device computes for one batch.
+struct DeviceWork {
+    /// The value columns, one per device aggregate.
+    columns: Vec<ArrayRef>,
+    /// The aggregate over each column.
+    funcs: Vec<AggFunc>,
+    /// Each state column of the output (after the keys), in order.
+    states: Vec<StateFrom>,
+    /// The most rows one device call may sum exactly (decimal sums).
+    slice_rows: usize,
+}
+
+impl DeviceWork {
+    fn push(&mut self, func: AggFunc, column: ArrayRef) -> usize {
+        self.columns.push(column);
+        self.funcs.push(func);
+        self.funcs.len() - 1
+    }
+}
+
+impl BatchPlan<'_> {
+    /// The device work for `batch`: its arguments in the device's numeric model, the
+    /// aggregates over them, and how the state columns are made from the results.
+    fn device_work(&self, batch: &RecordBatch) -> Result<DeviceWork> {
+        let rows = batch.num_rows();
+        let mut work = DeviceWork {
+            columns: Vec::new(),
+            funcs: Vec::new(),
+            states: Vec::new(),
+            slice_rows: usize::MAX,
+        };
+        for spec in self.aggregates {
+            let argument = spec
+                .input
+                .as_ref()
+                .map(|input| spec::argument(batch, input))
+                .transpose()?;
+            if spec.func == PartialFunc::Count {
+                let at = work.push(
+                    AggFunc::Count,
+                    Arc::new(spec::count_input(argument.as_ref(), rows)),
+                );
+                work.states.push(StateFrom::Result(at));
+                continue;
+            }
+            let argument = argument.ok_or_else(|| {
+                DataFusionError::Internal(format!("{} without an argument", spec.func.name()))
+            })?;
+            let kind = ValueKind::of(spec.func, argument.data_type())
+                .map_err(DataFusionError::Internal)?;
+            let sums = matches!(spec.func, PartialFunc::Sum | PartialFunc::Avg);
+            let values = spec::to_device(&argument, sums)?;
+            if sums && matches!(kind, ValueKind::Decimal { .. }) {
+                let exact = |ints: &Int64Array| spec::rows_per_exact_sum(ints);
+                match &values {
+                    DeviceValues::Int(ints) => work.slice_rows = work.slice_rows.min(exact(ints)),
+                    DeviceValues::Limbs(limbs) => {
+                        for (limb, _) in limbs {
+                            work.slice_rows = work.slice_rows.min(exact(limb));
+                        }
+                    }
+                    DeviceValues::Float(_) => {}
+                }
+            }
+            let parts = values.into_parts();
+            if spec.func == PartialFunc::Avg {
+                // AVG's state: the count of values, then their sum.
+                let at = work.push(AggFunc::Count, Arc::clone(&parts[0].0));
+                work.states.push(StateFrom::AvgCount(at));
+            }
+            let func = match spec.func {
+                PartialFunc::Min => AggFunc::Min,
+                PartialFunc::Max => AggFunc::Max,
+                _ => AggFunc::Sum,
+            };
+            let state = match parts.as_slice() {
+                [(column, 0)] => StateFrom::Result(work.push(func, Arc::clone(column))),
+                limbs => StateFrom::Limbs(
+                    limbs
+                        .iter()
+                        .map(|(column, shift)| (work.push(func, Arc::clone(column)), *shift))
+                        .collect(),
+                ),
+            };
+            work.states.push(state);
+        }
+        Ok(work)
+    }
+
+    /// The device batch's schema: the Int64 key, then the value columns.
+    fn device_schema(columns: &[ArrayRef]) -> SchemaRef {
+        let mut fields = vec![Field::new("key", DataType::Int64, true)];
+        fields.extend(
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Field::new(format!("v{i}"), c.data_type().clone(), true)),
+        );
+        Arc::new(Schema::new(fields))
+    }
+
+    /// Aggregates `batch` on `exec`'s backend (see the module docs).
+    fn run(
+        &self,
+        exec: &ExecBackend,
+        metrics: &OperatorMetrics,
+        batch: &RecordBatch,
+    ) -> Result<RecordBatch> {
+        if batch.num_rows() == 0 {
+            return Ok(RecordBatch::new_empty(Arc::clone(self.schema)));
+        }
+        let work = self.device_work(batch)?;
+        let specs: Vec<AggSpec> = work
+            .funcs
+            .iter()
+            .enumerate()
+            .map(|(i, func)| AggSpec {
+                func: *func,
+                column: i + 1,
+            })
+            .collect();
+        let device_schema = Self::device_schema(&work.columns);
+        let mut outputs = Vec::new();
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = work.slice_rows.min(batch.num_rows() - offset);
+            let slice = batch.slice(offset, len);
+            let encoded = self.encoding.encode(&slice, self.keys)?;
+            let mut columns: Vec<ArrayRef> = vec![Arc::new(encoded.column.clone())];
+            columns.extend(work.columns.iter().map(|v| v.slice(offset, len)));
+            let device_batch = RecordBatch::try_new(Arc::clone(&device_schema), columns)?;
+            let result = exec.run(metrics, |backend, stream| {
+                backend.aggregate(
+                    stream,
+                    AggregateArgs {
+                        batch: &device_batch,
+                        group_column: 0,
+                        aggregates: &specs,
+                    },
+                )
+            })?;
+            let group_keys = result
+                .column(0)
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| {
+                    DataFusionError::Internal("device aggregate returned a non-Int64 key".into())
+                })?;
+            let mut out = self
+                .encoding
+                .decode(&encoded, group_keys, &slice, self.keys)?;
+            for (i, state) in work.states.iter().enumerate() {
+                let to = self.schema.field(self.keys.len() + i).data_type();
+                out.push(match state {
+                    StateFrom::Result(at) => spec::to_state(result.column(at + 1), to)?,
+                    StateFrom::AvgCount(at) => spec::avg_count_state(result.column(at + 1))?,
+                    StateFrom::Limbs(limbs) => {
+                        let sums: Vec<(&ArrayRef, u32)> = limbs
+                            .iter()
+                            .map(|(at, shift)| (result.column(at + 1), *shift))
+                            .collect();
+                        spec::join_limbs(&sums, to)?
+                    }
+                });
+            }
+            outputs.push(RecordBatch::try_new(Arc::clone(self.schema), out)?);
+            offset += len;
+        }
+        Ok(match outputs.len() {
+            1 => outputs.swap_remove(0),
+            _ => arrow::compute::concat_batches(self.schema, &outputs)?,
+        })
+    }
+}
+
+impl ExecutionPlan for GpuPartialAggregateExec {
+    fn name(&self) -> &str {
+        "GpuPartialAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let exec = GpuPartialAggregateExec::try_new(
+            single_child(children, "GpuPartialAggregateExec")?,
+            self.keys.clone(),
+            self.aggregates.clone(),
+            Arc::clone(&self.schema),
+            self.placement,
+        )?
+        .with_backend(self.backend.clone());
+        Ok(Arc::new(exec))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let exec = ExecBackend::new(&self.backend)?;
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuPartialAggregateExec",
+            exec.kind(),
+        );
+        let (keys, aggregates, encoding, schema) = (
+            self.keys.clone(),
+            self.aggregates.clone(),
+            Arc::clone(&self.encoding),
+            Arc::clone(&self.schema),
+        );
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            let started = Instant::now();
+            let plan = BatchPlan {
+                keys: &keys,
+                aggregates: &aggregates,
+                encoding: &encoding,
+                schema: &schema,
+            };
+            let out = plan.run(&exec, &metrics, &batch)?;
+            let moved =
+                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
+            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+            Ok(out)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

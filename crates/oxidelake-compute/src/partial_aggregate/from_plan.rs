@@ -1,0 +1,157 @@
+//! Building a `GpuPartialAggregateExec` from the DataFusion partial aggregate it
+//! replaces: keys must be columns; each aggregate is SUM / COUNT / MIN / MAX / AVG, not
+//! DISTINCT, without FILTER, of one argument. A column or a cast of one is read directly;
+//! COUNT of a non-null literal is COUNT(*); any other argument expression is computed by
+//! a stock projection put below the device operator (on the CPU, visible in EXPLAIN).
+
+use std::sync::Arc;
+
+use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use oxidelake_core::{BackendKind, EngineError};
+
+use super::{AggInput, GpuPartialAggregateExec, PartialAggSpec, PartialFunc};
+
+impl GpuPartialAggregateExec {
+    /// The device operator standing for `partial` (a `Partial`-mode aggregate), placed
+    /// for `placement`, over `partial`'s input (or a projection of it computing argument
+    /// expressions). `Unsupported` names what is not covered, in a few words.
+    pub fn try_replacing(partial: &AggregateExec, placement: BackendKind) -> Result<Self> {
+        let unsupported =
+            |detail: String| EngineError::unsupported("GpuPartialAggregateExec", detail);
+        let parts = partial_parts(partial).map_err(unsupported)?;
+        let input =
+            with_computed_arguments(partial.input(), &parts.computed).map_err(unsupported)?;
+        GpuPartialAggregateExec::try_new(
+            input,
+            parts.keys,
+            parts.specs,
+            partial.schema(),
+            placement,
+        )
+    }
+}
+
+/// What a device partial aggregate is built from.
+struct PartialParts {
+    /// Key columns of the input.
+    keys: Vec<usize>,
+    /// The aggregates; an argument column at or beyond the input's width is one of
+    /// `computed`.
+    specs: Vec<PartialAggSpec>,
+    /// Argument expressions a stock projection below the device operator evaluates.
+    computed: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+/// The key columns and aggregate specs of a partial (or single) aggregate, read against
+/// its input, or why it is not covered.
+fn partial_parts(agg: &AggregateExec) -> Result<PartialParts, String> {
+    let width = agg.input().schema().fields().len();
+    let group_by = agg.group_expr();
+    if group_by.has_grouping_set() {
+        return Err("grouping sets".into());
+    }
+    let keys = group_by
+        .expr()
+        .iter()
+        .map(|(expr, _)| {
+            expr.downcast_ref::<Column>()
+                .map(Column::index)
+                .ok_or_else(|| "group key is an expression".to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if agg.filter_expr().iter().any(Option::is_some) {
+        return Err("aggregate FILTER clause".into());
+    }
+    if agg.limit_options().is_some() {
+        return Err("aggregate with a limit".into());
+    }
+    let mut specs = Vec::with_capacity(agg.aggr_expr().len());
+    let mut computed = Vec::new();
+    for expr in agg.aggr_expr() {
+        let name = expr.fun().name().to_ascii_lowercase();
+        if expr.is_distinct() {
+            return Err(format!("{name}(DISTINCT)"));
+        }
+        let func = match name.as_str() {
+            "sum" => PartialFunc::Sum,
+            "count" => PartialFunc::Count,
+            "min" => PartialFunc::Min,
+            "max" => PartialFunc::Max,
+            "avg" => PartialFunc::Avg,
+            other => return Err(format!("{other}()")),
+        };
+        let args = expr.expressions();
+        let [arg] = args.as_slice() else {
+            return Err(format!("{name} with {} arguments", args.len()));
+        };
+        let input = if let Some(column) = arg.downcast_ref::<Column>() {
+            Some(AggInput {
+                column: column.index(),
+                cast: None,
+            })
+        } else if let Some(cast) = arg.downcast_ref::<CastExpr>()
+            && let Some(column) = cast.expr().downcast_ref::<Column>()
+        {
+            Some(AggInput {
+                column: column.index(),
+                cast: Some(cast.cast_type().clone()),
+            })
+        } else if func == PartialFunc::Count
+            && arg
+                .downcast_ref::<Literal>()
+                .is_some_and(|l| !l.value().is_null())
+        {
+            // COUNT(*) (DataFusion writes COUNT(1)): every row counts.
+            None
+        } else {
+            // An argument such as `price * (1 - discount)`: a stock projection below the
+            // device operator computes it (on the CPU, visible in EXPLAIN) and the device
+            // aggregates the resulting column.
+            computed.push(Arc::clone(arg));
+            Some(AggInput {
+                column: width + computed.len() - 1,
+                cast: None,
+            })
+        };
+        specs.push(PartialAggSpec { func, input });
+    }
+    Ok(PartialParts {
+        keys,
+        specs,
+        computed,
+    })
+}
+
+/// `input` with the `computed` argument expressions appended as columns (`input` itself
+/// when there are none).
+fn with_computed_arguments(
+    input: &Arc<dyn ExecutionPlan>,
+    computed: &[Arc<dyn PhysicalExpr>],
+) -> Result<Arc<dyn ExecutionPlan>, String> {
+    if computed.is_empty() {
+        return Ok(Arc::clone(input));
+    }
+    let schema = input.schema();
+    let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (
+                Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>,
+                f.name().clone(),
+            )
+        })
+        .collect();
+    for (i, expr) in computed.iter().enumerate() {
+        exprs.push((Arc::clone(expr), format!("__oxide_agg_arg_{i}")));
+    }
+    let projection =
+        ProjectionExec::try_new(exprs, Arc::clone(input)).map_err(|e| e.to_string())?;
+    Ok(Arc::new(projection))
+}

@@ -1,0 +1,467 @@
+//! What a GPU partial aggregate computes, and how DataFusion's partial state columns are
+//! made from the device's SUM / COUNT / MIN / MAX over Int64 or Float64 values.
+//!
+//! The device aggregation op has one numeric model: 64-bit integers (wrapping sums) and
+//! doubles. Every covered input is brought to it on the host before the transfer, in one
+//! vectorised pass: narrow integers and Date32 widen to Int64, a Decimal128 travels as its
+//! unscaled Int64 value when the batch's values fit one (and, for SUM/AVG, as 32-bit limbs
+//! when they do not), and a COUNT travels as the validity of its argument only. The device results are turned back into exactly the state types the
+//! replaced partial `AggregateExec` declares, so the stock final aggregate merges them.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
+use arrow::buffer::ScalarBuffer;
+use arrow::compute::CastOptions;
+use arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    UInt64Type,
+};
+use datafusion::error::{DataFusionError, Result};
+
+/// Largest decimal precision whose unscaled values always fit an i64 (MIN/MAX need it;
+/// sums of wider decimals travel in limbs).
+pub const MAX_DEVICE_DECIMAL_PRECISION: u8 = 18;
+
+/// An aggregate function of a partial aggregation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PartialFunc {
+    /// State: the sum (NULL for a group without values).
+    Sum,
+    /// State: the number of non-null arguments (COUNT(*) counts rows).
+    Count,
+    /// State: the smallest value.
+    Min,
+    /// State: the largest value.
+    Max,
+    /// State: the count (UInt64), then the sum, as DataFusion's AVG keeps them.
+    Avg,
+}
+
+impl PartialFunc {
+    /// The SQL name, lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartialFunc::Sum => "sum",
+            PartialFunc::Count => "count",
+            PartialFunc::Min => "min",
+            PartialFunc::Max => "max",
+            PartialFunc::Avg => "avg",
+        }
+    }
+
+    /// How many state columns the function has in a partial aggregate's output.
+    pub fn state_columns(self) -> usize {
+        if self == PartialFunc::Avg { 2 } else { 1 }
+    }
+}
+
+/// The argument of one aggregate: an input column, optionally cast first (DataFusion's
+/// type coercion writes `CAST(c AS Int64)` for SUM over Int32 and `CAST(c AS Float64)`
+/// for AVG over integers; the cast is evaluated on the host with DataFusion's options).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AggInput {
+    /// Index of the input column.
+    pub column: usize,
+    /// The type the column is cast to, if any.
+    pub cast: Option<DataType>,
+}
+
+/// One aggregate of a partial aggregation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartialAggSpec {
+    /// The function.
+    pub func: PartialFunc,
+    /// The argument; `None` only for COUNT of a non-null literal (COUNT(*)).
+    pub input: Option<AggInput>,
+}
+
+/// How a value column travels to the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ValueKind {
+    /// Int8/16/32/64 and Date32, as Int64.
+    Int,
+    /// Float64.
+    Float,
+    /// Decimal128, as its unscaled Int64 value (or, for a SUM whose values do not fit an
+    /// i64, as 32-bit limbs).
+    Decimal { scale: i8 },
+}
+
+impl ValueKind {
+    /// The device kind of values of type `dt` under `func`, or why they are not covered.
+    pub(crate) fn of(func: PartialFunc, dt: &DataType) -> std::result::Result<Self, String> {
+        let name = func.name();
+        match dt {
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                Ok(ValueKind::Int)
+            }
+            // The sum or average of dates means nothing; MIN/MAX are integer comparisons.
+            DataType::Date32 if matches!(func, PartialFunc::Min | PartialFunc::Max) => {
+                Ok(ValueKind::Int)
+            }
+            DataType::Float64 => Ok(ValueKind::Float),
+            DataType::Decimal128(p, s) if *p <= MAX_DEVICE_DECIMAL_PRECISION => {
+                Ok(ValueKind::Decimal { scale: *s })
+            }
+            // Wider decimals (a product of two prices) are summed in 32-bit limbs when
+            // their values do not fit an i64; MIN/MAX would need 128-bit compares.
+            DataType::Decimal128(_, s) if matches!(func, PartialFunc::Sum | PartialFunc::Avg) => {
+                Ok(ValueKind::Decimal { scale: *s })
+            }
+            other => Err(format!("{name} over {other}")),
+        }
+    }
+}
+
+/// The state types DataFusion's partial aggregate declares for `func` over `value`
+/// (checked against the replaced node's schema; the decimal sum's precision is
+/// DataFusion's business, only its scale must be the input's).
+pub(crate) fn check_state_types(
+    func: PartialFunc,
+    value: Option<&DataType>,
+    states: &[&DataType],
+) -> std::result::Result<(), String> {
+    let name = func.name();
+    let mismatch = || {
+        format!(
+            "{name} state {states:?} over {}",
+            value.map_or("*".to_string(), ToString::to_string)
+        )
+    };
+    let kind = match value {
+        Some(dt) => Some(ValueKind::of(func, dt)?),
+        None if func == PartialFunc::Count => None,
+        None => return Err(format!("{name} without an argument")),
+    };
+    let sum_ok = |dt: &DataType| match (kind, dt) {
+        (Some(ValueKind::Int), DataType::Int64) => true,
+        (Some(ValueKind::Float), DataType::Float64) => true,
+        (Some(ValueKind::Decimal { scale }), DataType::Decimal128(_, s)) => *s == scale,
+        _ => false,
+    };
+    let ok = match (func, states) {
+        (PartialFunc::Count, [DataType::Int64]) => true,
+        (PartialFunc::Sum, [dt]) => sum_ok(dt),
+        (PartialFunc::Min | PartialFunc::Max, [dt]) => Some(*dt) == value,
+        (PartialFunc::Avg, [DataType::UInt64, sum]) => {
+            // DataFusion averages integers as Float64 (the argument is cast first).
+            kind != Some(ValueKind::Int) && sum_ok(sum)
+        }
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(mismatch()) }
+}
+
+/// The argument column of `input` in `batch`, cast when the spec says so.
+pub(crate) fn argument(
+    batch: &arrow::record_batch::RecordBatch,
+    input: &AggInput,
+) -> Result<ArrayRef> {
+    let column = batch.column(input.column);
+    match &input.cast {
+        None => Ok(Arc::clone(column)),
+        Some(to) => {
+            // DataFusion's CastExpr raises on a value that does not fit (safe = false).
+            let options = CastOptions {
+                safe: false,
+                ..CastOptions::default()
+            };
+            Ok(arrow::compute::cast_with_options(column, to, &options)?)
+        }
+    }
+}
+
+/// A value column in the device's numeric model.
+#[derive(Debug, Clone)]
+pub(crate) enum DeviceValues {
+    Int(Int64Array),
+    Float(Float64Array),
+    /// A decimal column whose values do not all fit an i64, for a SUM: the value is
+    /// `Σ limb << shift` over its limbs (`v >> 64`, then the two 32-bit halves of the low
+    /// 64 bits, each non-negative), so every limb fits an i64 and sums of limbs are exact.
+    Limbs(Vec<(Int64Array, u32)>),
+}
+
+impl DeviceValues {
+    /// The columns the device aggregates (one, or one per limb) with their shifts.
+    pub(crate) fn into_parts(self) -> Vec<(ArrayRef, u32)> {
+        match self {
+            DeviceValues::Int(a) => vec![(Arc::new(a) as ArrayRef, 0)],
+            DeviceValues::Float(a) => vec![(Arc::new(a) as ArrayRef, 0)],
+            DeviceValues::Limbs(limbs) => limbs
+                .into_iter()
+                .map(|(a, shift)| (Arc::new(a) as ArrayRef, shift))
+                .collect(),
+        }
+    }
+}
+
+/// `values` in the device's numeric model (see the module docs). `limbs_allowed`: a
+/// decimal whose values do not fit an i64 may travel as limbs (SUM and AVG); otherwise
+/// such a value is an error naming it.
+pub(crate) fn to_device(values: &ArrayRef, limbs_allowed: bool) -> Result<DeviceValues> {
+    Ok(match values.data_type() {
+        DataType::Int64 => DeviceValues::Int(values.as_primitive::<Int64Type>().clone()),
+        DataType::Int32 => DeviceValues::Int(values.as_primitive::<Int32Type>().unary(i64::from)),
+        DataType::Int16 => DeviceValues::Int(values.as_primitive::<Int16Type>().unary(i64::from)),
+        DataType::Int8 => DeviceValues::Int(values.as_primitive::<Int8Type>().unary(i64::from)),
+        DataType::Date32 => DeviceValues::Int(values.as_primitive::<Date32Type>().unary(i64::from)),
+        DataType::Float64 => DeviceValues::Float(values.as_primitive::<Float64Type>().clone()),
+        DataType::Decimal128(p, _) => {
+            // Arrow does not enforce a decimal's precision on its values, so the range is
+            // read from the data (null slots may hold anything and become 0).
+            let decimals = values.as_primitive::<Decimal128Type>();
+            let valid = |i: usize| decimals.is_valid(i);
+            let fits = decimals
+                .values()
+                .iter()
+                .enumerate()
+                .all(|(i, v)| !valid(i) || i64::try_from(*v).is_ok());
+            let limb = |f: &dyn Fn(i128) -> i64| {
+                let out: Vec<i64> = decimals
+                    .values()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| if valid(i) { f(*v) } else { 0 })
+                    .collect();
+                Int64Array::new(ScalarBuffer::from(out), decimals.nulls().cloned())
+            };
+            if fits {
+                DeviceValues::Int(limb(&|v| v as i64))
+            } else if limbs_allowed {
+                DeviceValues::Limbs(vec![
+                    (limb(&|v| (v >> 64) as i64), 64),
+                    (limb(&|v| ((v >> 32) & 0xffff_ffff) as i64), 32),
+                    (limb(&|v| (v & 0xffff_ffff) as i64), 0),
+                ])
+            } else {
+                let (i, v) = decimals
+                    .values()
+                    .iter()
+                    .enumerate()
+                    .find(|(i, v)| valid(*i) && i64::try_from(**v).is_err())
+                    .map_or((0, 0), |(i, v)| (i, *v));
+                return Err(DataFusionError::Execution(format!(
+                    "decimal value {v} (row {i}) does not fit the 64-bit device path of its \
+                     declared precision {p}"
+                )));
+            }
+        }
+        other => {
+            return Err(DataFusionError::Internal(format!(
+                "aggregate value of type {other} reached the device path"
+            )));
+        }
+    })
+}
+
+/// `Σ sum_i << shift_i` over the device sums of a decimal's limbs; NULL where the sums
+/// are (a group without values).
+pub(crate) fn join_limbs(sums: &[(&ArrayRef, u32)], to: &DataType) -> Result<ArrayRef> {
+    let DataType::Decimal128(p, s) = to else {
+        return Err(DataFusionError::Internal(format!(
+            "limbs summed into a {to} state"
+        )));
+    };
+    let Some((first, _)) = sums.first() else {
+        return Err(DataFusionError::Internal("no limbs".into()));
+    };
+    let parts: Vec<(&Int64Array, u32)> = sums
+        .iter()
+        .map(|(a, shift)| {
+            a.as_primitive_opt::<Int64Type>()
+                .map(|a| (a, *shift))
+                .ok_or_else(|| {
+                    DataFusionError::Internal(format!("limb sum of type {}", a.data_type()))
+                })
+        })
+        .collect::<Result<_>>()?;
+    let values: Vec<i128> = (0..first.len())
+        .map(|row| {
+            parts
+                .iter()
+                .map(|(a, shift)| i128::from(a.value(row)) << shift)
+                .fold(0i128, i128::wrapping_add)
+        })
+        .collect();
+    Ok(Arc::new(
+        arrow::array::Decimal128Array::new(ScalarBuffer::from(values), first.nulls().cloned())
+            .with_precision_and_scale(*p, *s)?,
+    ))
+}
+
+/// A COUNT's argument as the device sees it: only its validity matters.
+pub(crate) fn count_input(values: Option<&ArrayRef>, rows: usize) -> Int64Array {
+    Int64Array::new(
+        ScalarBuffer::from(vec![0i64; rows]),
+        values.and_then(|v| v.logical_nulls()),
+    )
+}
+
+/// How many rows of an Int64 column can be summed without overflowing an i64: the whole
+/// batch unless its largest magnitude says otherwise. Integer SUM wraps by definition (as
+/// DataFusion's does), so this only bounds decimal sums, whose state is an i128.
+pub(crate) fn rows_per_exact_sum(values: &Int64Array) -> usize {
+    let lo = arrow::compute::min(values).map_or(0, i64::unsigned_abs);
+    let hi = arrow::compute::max(values).map_or(0, i64::unsigned_abs);
+    match lo.max(hi) {
+        0 => usize::MAX,
+        m => usize::try_from(i64::MAX as u64 / m)
+            .unwrap_or(usize::MAX)
+            .max(1),
+    }
+}
+
+/// AVG's count state from a device COUNT: UInt64, NULL where no value was seen (the
+/// stock AVG's state shares one validity between its count and its sum).
+pub(crate) fn avg_count_state(counts: &ArrayRef) -> Result<ArrayRef> {
+    let counts = counts.as_primitive_opt::<Int64Type>().ok_or_else(|| {
+        DataFusionError::Internal(format!("device count of type {}", counts.data_type()))
+    })?;
+    let seen = arrow::buffer::NullBuffer::from_iter(counts.values().iter().map(|c| *c > 0));
+    Ok(Arc::new(arrow::array::UInt64Array::new(
+        counts.values().iter().map(|c| *c as u64).collect(),
+        Some(seen),
+    )))
+}
+
+/// A device result column (Int64 or Float64) as a state column of type `to`.
+pub(crate) fn to_state(result: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if result.data_type() == to {
+        return Ok(Arc::clone(result));
+    }
+    let ints = || {
+        result.as_primitive_opt::<Int64Type>().ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "device result {} for state {to}",
+                result.data_type()
+            ))
+        })
+    };
+    Ok(match to {
+        DataType::UInt64 => Arc::new(ints()?.unary::<_, UInt64Type>(|v| v as u64)),
+        DataType::Decimal128(p, s) => Arc::new(
+            ints()?
+                .unary::<_, Decimal128Type>(i128::from)
+                .with_precision_and_scale(*p, *s)?,
+        ),
+        DataType::Date32 => Arc::new(ints()?.unary::<_, Date32Type>(|v| v as i32)),
+        // Narrow integers: MIN/MAX results are input values, so the cast is exact.
+        DataType::Int8 | DataType::Int16 | DataType::Int32 => arrow::compute::cast(ints()?, to)?,
+        other => {
+            return Err(DataFusionError::Internal(format!(
+                "no conversion from a device result to a {other} state"
+            )));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_sums_and_averages_keep_the_input_scale_and_integers_average_as_floats() {
+        let dec = DataType::Decimal128(15, 2);
+        let sum = DataType::Decimal128(25, 2);
+        assert!(check_state_types(PartialFunc::Sum, Some(&dec), &[&sum]).is_ok());
+        let wrong_scale = DataType::Decimal128(25, 3);
+        assert!(check_state_types(PartialFunc::Sum, Some(&dec), &[&wrong_scale]).is_err());
+        assert!(
+            check_state_types(PartialFunc::Avg, Some(&dec), &[&DataType::UInt64, &sum]).is_ok()
+        );
+        assert!(
+            check_state_types(
+                PartialFunc::Avg,
+                Some(&DataType::Int64),
+                &[&DataType::UInt64, &DataType::Float64]
+            )
+            .is_err()
+        );
+        assert!(check_state_types(PartialFunc::Count, None, &[&DataType::Int64]).is_ok());
+        assert!(
+            check_state_types(
+                PartialFunc::Sum,
+                Some(&DataType::Date32),
+                &[&DataType::Int64]
+            )
+            .is_err()
+        );
+        assert!(
+            ValueKind::of(PartialFunc::Sum, &DataType::Decimal128(19, 2))
+                .is_err_and(|r| r.contains("Decimal128(19, 2)"))
+        );
+    }
+
+    #[test]
+    fn exact_sum_slices_shrink_with_the_largest_magnitude() {
+        let small = Int64Array::from(vec![Some(-5), None, Some(3)]);
+        assert_eq!(rows_per_exact_sum(&small), (i64::MAX / 5) as usize);
+        let huge = Int64Array::from(vec![i64::MIN, 1]);
+        assert_eq!(rows_per_exact_sum(&huge), 1);
+        let zeros = Int64Array::from(vec![0, 0]);
+        assert_eq!(rows_per_exact_sum(&zeros), usize::MAX);
+    }
+
+    #[test]
+    fn decimals_travel_unscaled_and_come_back_with_the_state_precision() {
+        let dec: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![Some(12345), None, Some(-1)])
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        );
+        let DeviceValues::Int(ints) = to_device(&dec, false).unwrap() else {
+            panic!("decimals travel as integers");
+        };
+        assert_eq!(
+            ints.iter().collect::<Vec<_>>(),
+            vec![Some(12345), None, Some(-1)]
+        );
+        let back = to_state(&(Arc::new(ints) as ArrayRef), &DataType::Decimal128(25, 2)).unwrap();
+        assert_eq!(back.data_type(), &DataType::Decimal128(25, 2));
+        assert_eq!(
+            back.as_primitive::<Decimal128Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(12345), None, Some(-1)]
+        );
+    }
+
+    #[test]
+    fn a_decimal_beyond_an_i64_is_summed_in_limbs_or_is_an_error_never_a_truncation() {
+        let values = vec![
+            Some(i128::from(i64::MAX) + 1),
+            None,
+            Some(-(10i128.pow(37)) - 12_345),
+            Some(7),
+        ];
+        let dec: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(values.clone())
+                .with_precision_and_scale(38, 0)
+                .unwrap(),
+        );
+        assert!(to_device(&dec, false).is_err());
+        let DeviceValues::Limbs(limbs) = to_device(&dec, true).unwrap() else {
+            panic!("wide decimals travel as limbs");
+        };
+        // Each row's limbs put back together give the value (a "sum" of one row).
+        for (row, want) in values.iter().enumerate() {
+            let rows: Vec<ArrayRef> = limbs
+                .iter()
+                .map(|(a, _)| Arc::new(a.slice(row, 1)) as ArrayRef)
+                .collect();
+            let parts: Vec<(&ArrayRef, u32)> =
+                rows.iter().zip(&limbs).map(|(a, (_, s))| (a, *s)).collect();
+            let joined = join_limbs(&parts, &DataType::Decimal128(38, 0)).unwrap();
+            let joined = joined.as_primitive::<Decimal128Type>();
+            assert_eq!(joined.iter().next().unwrap(), *want, "row {row}");
+        }
+        for (limb, _) in limbs.iter().skip(1) {
+            assert!(
+                limb.iter().flatten().all(|v| v >= 0),
+                "low limbs are non-negative"
+            );
+        }
+    }
+}
