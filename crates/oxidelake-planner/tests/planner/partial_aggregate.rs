@@ -45,7 +45,7 @@ fn batch(seed: u64, rows: usize) -> RecordBatch {
     let mut cols: (Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>) = Default::default();
     for _ in 0..rows {
         let r = next();
-        let null = |salt: u64| (r >> salt) % 7 == 0;
+        let null = |salt: u64| (r >> salt).is_multiple_of(7);
         cols.0
             .push((!null(1)).then(|| ["A", "N", "R", "a longer flag value"][(r % 4) as usize]));
         cols.1.push((!null(2)).then_some((r % 13) as i32 - 6));
