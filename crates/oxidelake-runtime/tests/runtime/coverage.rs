@@ -20,6 +20,7 @@ const FLOOR: [(OperatorFamily, usize); 3] = [
 async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
     let (_dir, session) = tpch_lake(0.1).await;
     let mut total = PlacementCoverage::default();
+    let mut computed_arguments = Vec::new();
     let mut report = String::from("| query | filters | joins | aggregates |\n|---|---|---|---|\n");
     for query in 1..=22 {
         let statements = tpch_query(query, 0.1).unwrap();
@@ -34,6 +35,9 @@ async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
         }
         let plan = session.physical_plan(&rest[0]).await.unwrap();
         let coverage = PlacementCoverage::of(&plan, BackendKind::Cuda);
+        if device_partials_over_a_cpu_projection(&plan) > 0 {
+            computed_arguments.push(format!("Q{query}"));
+        }
         let cell = |f| {
             let (p, t) = coverage.get(f);
             format!("{p}/{t}")
@@ -68,6 +72,10 @@ async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
             reason.replace('|', "\\|")
         ));
     }
+    report.push_str(&format!(
+        "\nPlaced aggregates whose arguments a CPU projection computes: {}\n",
+        computed_arguments.join(", ")
+    ));
     println!("placement coverage (TPC-H SF 0.1, --placement cuda):\n\n{report}");
     for (family, floor) in FLOOR {
         let (placed, _) = total.get(family);
@@ -77,4 +85,28 @@ async fn tpch_placement_coverage_for_cuda_is_reported_per_query_with_reasons() {
             family.name()
         );
     }
+}
+
+/// Device partial aggregates reading a projection that computes aggregate arguments on
+/// the CPU (the `__oxide_agg_arg_` columns the placement rule adds).
+fn device_partials_over_a_cpu_projection(
+    plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> usize {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut n = 0;
+    plan.apply(|node| {
+        if node.name() == "GpuPartialAggregateExec"
+            && node.children().iter().any(|c| {
+                c.schema()
+                    .fields()
+                    .iter()
+                    .any(|f| f.name().starts_with("__oxide_agg_arg_"))
+            })
+        {
+            n += 1;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    n
 }
