@@ -6,9 +6,10 @@
 //! matching rows of both sides with Arrow's `take`, a semi or anti join keeps the probe
 //! rows with (or without) a match. NULL keys never match.
 //!
-//! Left semi and anti joins are not covered: they emit build rows once every probe
-//! partition has been seen, which needs a visited bitmap shared by all of them (and, in
-//! a cluster, by tasks in other processes).
+//! Left semi and anti joins are not an operator mode: they emit build rows once every
+//! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
+//! in a cluster, by tasks in other processes). The placement rule runs them as the right
+//! semi / anti join with the inputs swapped instead.
 
 use std::fmt;
 use std::sync::Arc;
@@ -257,9 +258,14 @@ impl ExecutionPlan for GpuHashJoinExec {
         vec![&self.left, &self.right]
     }
 
-    /// As the stock inner hash join: the output follows the probe side's row order.
+    /// The output follows the probe side's row order (both backends emit matches in probe
+    /// order), and the plan properties say so. Only the inner join also offers it for
+    /// sort pushdown: DataFusion's pushdown maps a sort through a two-input node as if
+    /// the output were the build columns followed by the probe columns, which a semi or
+    /// anti join's probe-only output is not (a sort on the output's second column reached
+    /// the probe side as a sort on its first; TPC-H Q20 then failed SanityCheckPlan).
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![false, true]
+        vec![false, self.join_type == JoinType::Inner]
     }
 
     fn apply_expressions(

@@ -1,5 +1,13 @@
-//! HashJoinExec → GpuHashJoinExec: inner, right-semi and right-anti equi-joins on one
-//! Int64 key pair.
+//! HashJoinExec → GpuHashJoinExec: inner, semi and anti equi-joins on one Int64 key pair.
+//!
+//! The operator builds on its left input and emits probe rows for semi and anti joins.
+//! A left semi or anti join (DataFusion keeps the left side as the build side when it
+//! estimates it smaller) emits build rows instead, which needs a visited bitmap shared by
+//! every probe partition — and, in a cluster, by tasks in other processes. So it is
+//! placed as the right semi or anti join with the inputs swapped: the other side becomes
+//! the build table (collected whole, as every build side is), and the same rows come
+//! out. The price is a larger build table where DataFusion's estimate was right; a
+//! partitioned join with per-partition bitmaps is the way to avoid it.
 
 use std::sync::Arc;
 
@@ -26,7 +34,11 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     let join_type = *join.join_type();
     if !matches!(
         join_type,
-        JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+        JoinType::Inner
+            | JoinType::RightSemi
+            | JoinType::RightAnti
+            | JoinType::LeftSemi
+            | JoinType::LeftAnti
     ) {
         return Err(format!("{join_type} join"));
     }
@@ -64,13 +76,21 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     };
     let l = key(left_key, &join.left().schema())?;
     let r = key(right_key, &join.right().schema())?;
+    let (left, right) = (Arc::clone(join.left()), Arc::clone(join.right()));
+    // A left semi/anti join is the right one with the inputs swapped (module docs): its
+    // output, the left input's rows, is then the probe side's.
+    let (build, probe, build_key, probe_key, device_type) = match join_type {
+        JoinType::LeftSemi => (right, left, r, l, JoinType::RightSemi),
+        JoinType::LeftAnti => (right, left, r, l, JoinType::RightAnti),
+        other => (left, right, l, r, other),
+    };
     let gpu: Arc<dyn ExecutionPlan> = Arc::new(
         GpuHashJoinExec::try_new_with_type(
-            Arc::clone(join.left()),
-            Arc::clone(join.right()),
-            l,
-            r,
-            join_type,
+            build,
+            probe,
+            build_key,
+            probe_key,
+            device_type,
             backend,
         )
         .map_err(reason_of)?,

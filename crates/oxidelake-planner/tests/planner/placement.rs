@@ -58,6 +58,45 @@ async fn a_join_on_two_keys_stays_on_the_cpu_and_says_why() {
 }
 
 #[tokio::test]
+async fn semi_and_anti_joins_under_an_order_by_on_a_later_column_keep_the_stock_order() {
+    // A sort pushed through a semi join onto the wrong probe column made TPC-H Q20 fail
+    // SanityCheckPlan; the join no longer offers its probe order for sort pushdown.
+    for (sql, device_type) in [
+        (
+            "SELECT t.k, t.a FROM t WHERE EXISTS (SELECT 1 FROM d WHERE d.k = t.k) ORDER BY t.a, t.k",
+            "Semi",
+        ),
+        (
+            "SELECT t.k, t.a FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k) ORDER BY t.a, t.k",
+            "Anti",
+        ),
+    ] {
+        let text = gpu_explain(sql).await;
+        assert!(
+            text.contains(&format!(
+                "GpuHashJoinExec[cuda]: join_type=Right{device_type}"
+            )),
+            "{text}"
+        );
+        let mut results = Vec::new();
+        for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+            let ctx = session(target, BackendKind::CpuSimd);
+            let plan = physical_plan(&ctx, sql).await;
+            let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+                .await
+                .unwrap();
+            results.push(
+                arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+        assert_eq!(results[0], results[1], "{sql}");
+        assert!(results[0].lines().count() > 4, "{sql} returned no rows");
+    }
+}
+
+#[tokio::test]
 async fn an_outer_join_stays_on_the_cpu_and_says_why() {
     let text = gpu_explain("SELECT t.b, d.name FROM t LEFT JOIN d ON t.k = d.k").await;
     // JoinSelection may swap the sides, making it a right join.

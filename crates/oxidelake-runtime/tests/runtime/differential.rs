@@ -67,6 +67,17 @@ const QUERIES: &[(&str, bool)] = &[
         "SELECT k, a FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k)",
         true,
     ),
+    // Semi and anti joins whichever side DataFusion builds on (a left one is placed as
+    // the right one with the inputs swapped), under an ORDER BY on a later column.
+    (
+        "SELECT k, name FROM d WHERE EXISTS (SELECT 1 FROM t WHERE t.k = d.k) ORDER BY name, k",
+        true,
+    ),
+    (
+        "SELECT k, name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.a < 50) \
+         ORDER BY name, k",
+        true,
+    ),
     (
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
         true,
@@ -203,4 +214,36 @@ async fn set_changes_the_placement_target_and_explain_shows_it() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("auto, cpu, cuda, metal"), "{err}");
+}
+
+#[tokio::test]
+async fn left_semi_and_anti_joins_are_placed_as_right_ones_with_the_inputs_swapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = write_lake(dir.path());
+    let cpu = session(PlacementTarget::Cpu, &tables).await;
+    let cuda = session(PlacementTarget::Cuda, &tables).await;
+    // d is the small table: DataFusion keeps it as the build side of a left semi/anti join.
+    for (sql, kind) in [
+        (
+            "SELECT k, name FROM d WHERE EXISTS (SELECT 1 FROM t WHERE t.k = d.k) ORDER BY name, k",
+            "Semi",
+        ),
+        (
+            "SELECT k, name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.a < 50) \
+             ORDER BY name, k",
+            "Anti",
+        ),
+    ] {
+        let stock = cpu.explain(sql).await.unwrap();
+        assert!(stock.contains(&format!("join_type=Left{kind}")), "{stock}");
+        let placed = cuda.explain(sql).await.unwrap();
+        assert!(
+            placed.contains(&format!("GpuHashJoinExec[cuda]: join_type=Right{kind}")),
+            "{placed}"
+        );
+        let want = super::data::cells(&cpu.sql(sql).await.unwrap());
+        let got = super::data::cells(&cuda.sql(sql).await.unwrap());
+        assert!(!want.is_empty(), "{sql}");
+        assert_eq!(want, got, "{sql}: rows or their order differ");
+    }
 }
