@@ -13,16 +13,14 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{
     CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
 };
-use datafusion::physical_plan::repartition::RepartitionExec;
-use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec};
+use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec};
 use oxidelake_core::BackendKind;
 
-use crate::eligibility::cpu_reason;
+use crate::eligibility::{cpu_reason, fed_by_device_partial};
 
 /// The operator families coverage is counted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -144,23 +142,4 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
         return (!partial).then_some((OperatorFamily::Aggregate, device_partial));
     }
     None
-}
-
-/// Whether a final aggregate's input is a GpuPartialAggregateExec (through the
-/// repartitions and coalesces between them): the aggregate's rows were then reduced on
-/// the device and only the merge of per-batch states runs on the CPU.
-fn fed_by_device_partial(input: &Arc<dyn ExecutionPlan>) -> bool {
-    let mut node = input;
-    loop {
-        if node.is::<GpuPartialAggregateExec>() {
-            return true;
-        }
-        if !(node.is::<RepartitionExec>() || node.is::<CoalescePartitionsExec>()) {
-            return false;
-        }
-        match node.children().first() {
-            Some(child) => node = child,
-            None => return false,
-        }
-    }
 }

@@ -4,6 +4,8 @@
 //! CPU, in a few words (`predicate on Utf8`, `2 join keys`), which EXPLAIN prints.
 
 mod aggregate;
+
+pub(crate) use aggregate::fed_by_device_partial;
 mod filter;
 mod join;
 mod vector;

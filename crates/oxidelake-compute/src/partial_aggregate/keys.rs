@@ -17,14 +17,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array};
+use arrow::array::{ArrayRef, Int64Array, UInt32Array};
 use arrow::buffer::ScalarBuffer;
-use arrow::datatypes::{
-    DataType, Date32Type, Int8Type, Int16Type, Int32Type, Int64Type, SchemaRef,
-};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result};
+
+use super::spec::{DeviceValues, to_device, to_state};
 
 /// How a batch's group keys become the device's key column.
 #[derive(Debug)]
@@ -96,18 +96,11 @@ impl KeyEncoding {
                 first_rows: Vec::new(),
             },
             KeyEncoding::Integer(_) => {
-                let key = column(0)?;
-                let widened = match key.data_type() {
-                    DataType::Int64 => key.as_primitive::<Int64Type>().clone(),
-                    DataType::Int32 => key.as_primitive::<Int32Type>().unary(i64::from),
-                    DataType::Int16 => key.as_primitive::<Int16Type>().unary(i64::from),
-                    DataType::Int8 => key.as_primitive::<Int8Type>().unary(i64::from),
-                    DataType::Date32 => key.as_primitive::<Date32Type>().unary(i64::from),
-                    other => {
-                        return Err(DataFusionError::Internal(format!(
-                            "integer group key of type {other}"
-                        )));
-                    }
+                // Widened as the aggregate values are (one numeric model on the device).
+                let DeviceValues::Int(widened) = to_device(column(0)?, false)? else {
+                    return Err(DataFusionError::Internal(
+                        "an integer group key did not widen to Int64".into(),
+                    ));
                 };
                 EncodedKeys {
                     column: widened,
@@ -148,19 +141,8 @@ impl KeyEncoding {
         Ok(match self {
             KeyEncoding::Constant => Vec::new(),
             KeyEncoding::Integer(dt) => {
-                let narrow: ArrayRef = match dt {
-                    DataType::Int64 => Arc::new(group_keys.clone()),
-                    DataType::Int32 => Arc::new(group_keys.unary::<_, Int32Type>(|v| v as i32)),
-                    DataType::Int16 => Arc::new(group_keys.unary::<_, Int16Type>(|v| v as i16)),
-                    DataType::Int8 => Arc::new(group_keys.unary::<_, Int8Type>(|v| v as i8)),
-                    DataType::Date32 => Arc::new(group_keys.unary::<_, Date32Type>(|v| v as i32)),
-                    other => {
-                        return Err(DataFusionError::Internal(format!(
-                            "integer group key of type {other}"
-                        )));
-                    }
-                };
-                vec![narrow]
+                let widened: ArrayRef = Arc::new(group_keys.clone());
+                vec![to_state(&widened, dt)?]
             }
             KeyEncoding::Numbered(_) => {
                 let mut take = Vec::with_capacity(group_keys.len());
@@ -188,7 +170,9 @@ impl KeyEncoding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::AsArray;
     use arrow::array::StringViewArray;
+    use arrow::datatypes::Int32Type;
     use arrow::datatypes::{Field, Schema};
 
     fn batch() -> RecordBatch {

@@ -55,6 +55,12 @@ pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Opti
     })
 }
 
+/// Whether a final aggregate's input is a GpuPartialAggregateExec (through the
+/// repartitions, coalesces and partial reduces between them).
+pub(crate) fn fed_by_device_partial(input: &Arc<dyn ExecutionPlan>) -> bool {
+    matches!(below(input), Below::Device)
+}
+
 /// What feeds a final aggregate, through repartitions, coalesces and partial reduces.
 enum Below<'a> {
     Device,
