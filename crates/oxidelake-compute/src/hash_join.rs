@@ -1,15 +1,21 @@
-//! `GpuHashJoinExec`: inner, right-semi and right-anti equi-joins on one Int64 key.
+//! `GpuHashJoinExec`: inner, right-semi and right-anti equi-joins on one or more keys,
+//! with an optional join filter.
 //!
 //! The left input is the build side: all of its partitions are collected once, shared by
 //! every output partition, and indexed by the backend (`build_join_table`). Each right
-//! (probe) partition then streams through `probe_join_table`; an inner join gathers the
-//! matching rows of both sides with Arrow's `take`, a semi or anti join keeps the probe
-//! rows with (or without) a match. NULL keys never match.
+//! (probe) partition then streams through `probe_join_table`; the join filter, if any,
+//! drops the key-matched pairs it rejects (`residual`); an inner join gathers the
+//! remaining pairs' rows of both sides with Arrow's `take`, a semi or anti join keeps the
+//! probe rows with (or without) a pair. NULL keys never match. Keys other than one Int64
+//! column are numbered on the host first (`keys`).
 //!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
 //! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
 //! in a cluster, by tasks in other processes). The placement rule runs them as the right
 //! semi / anti join with the inputs swapped instead.
+
+mod keys;
+mod residual;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +31,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -38,13 +45,18 @@ use oxidelake_device::JoinTable;
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
+pub use keys::numbered_key_type;
+use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
 
 /// The collected build side and its hash table.
 #[derive(Debug)]
 struct BuildSide {
     batch: RecordBatch,
     table: JoinTable,
-    left_key: usize,
+    /// The device key column the table was built from.
+    key_column: Int64Array,
+    /// For numbered keys: the build keys' numbers, which probes look up.
+    dictionary: Option<KeyDictionary>,
     /// A CPU copy of the table, built on first need: when the device fails a probe, the
     /// table it holds is unusable and the rest of the join probes this one.
     cpu_table: std::sync::OnceLock<JoinTable>,
@@ -57,25 +69,26 @@ impl BuildSide {
             return Ok(table);
         }
         use oxidelake_device::GpuBackend;
-        let keys = key_column(&self.batch, self.left_key)?;
         let table = exec
             .cpu
-            .build_join_table(&exec.cpu_stream, keys)
+            .build_join_table(&exec.cpu_stream, &self.key_column)
             .map_err(DataFusionError::from)?;
         Ok(self.cpu_table.get_or_init(|| table))
     }
 }
 
-/// Hash join of `left.left_key = right.right_key`. Inner: every left column followed by
-/// every right column, per match. RightSemi / RightAnti: the right (probe) rows that have
-/// at least one match / none, in probe order (a NULL key never matches, so the anti join
-/// keeps it: NOT EXISTS semantics; the null-aware NOT IN join is not covered).
+/// Hash join of `left.l1 = right.r1 AND left.l2 = right.r2 …` (and the join filter, if
+/// any). Inner: every left column followed by every right column, per match.
+/// RightSemi / RightAnti: the right (probe) rows that have at least one match / none, in
+/// probe order (a NULL key never matches, so the anti join keeps it: NOT EXISTS
+/// semantics; the null-aware NOT IN join is not covered).
 #[derive(Debug)]
 pub struct GpuHashJoinExec {
     left: Arc<dyn ExecutionPlan>,
     right: Arc<dyn ExecutionPlan>,
-    left_key: usize,
-    right_key: usize,
+    /// The key column pairs (left, right).
+    on: Vec<(usize, usize)>,
+    filter: Option<JoinFilter>,
     join_type: JoinType,
     placement: BackendKind,
     backend: BackendChoice,
@@ -97,12 +110,34 @@ impl GpuHashJoinExec {
         Self::try_new_with_type(left, right, left_key, right_key, JoinType::Inner, placement)
     }
 
-    /// A join of `join_type` (Inner, RightSemi or RightAnti); others are `Unsupported`.
+    /// A join of `join_type` (Inner, RightSemi or RightAnti) on one key pair.
     pub fn try_new_with_type(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
         left_key: usize,
         right_key: usize,
+        join_type: JoinType,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        Self::try_new_on(
+            left,
+            right,
+            vec![(left_key, right_key)],
+            None,
+            join_type,
+            placement,
+        )
+    }
+
+    /// A join of `join_type` (Inner, RightSemi or RightAnti; others are `Unsupported`) on
+    /// the key column pairs `on`, each pair of one type ([`numbered_key_type`], or one
+    /// Int64 pair), keeping only the pairs `filter` accepts. The filter's `Left` side is
+    /// `left`.
+    pub fn try_new_on(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        on: Vec<(usize, usize)>,
+        filter: Option<JoinFilter>,
         join_type: JoinType,
         placement: BackendKind,
     ) -> Result<Self> {
@@ -117,42 +152,62 @@ impl GpuHashJoinExec {
             .into());
         }
         let (ls, rs) = (left.schema(), right.schema());
-        for (schema, key, side) in [(&ls, left_key, "left"), (&rs, right_key, "right")] {
-            let field = schema.fields().get(key).ok_or_else(|| {
-                DataFusionError::Plan(format!("{side} join key {key} out of range"))
-            })?;
-            if field.data_type() != &DataType::Int64 {
+        if on.is_empty() {
+            return Err(DataFusionError::Plan(
+                "GpuHashJoinExec needs a key pair".into(),
+            ));
+        }
+        for (l, r) in &on {
+            let (lf, rf) = match (ls.fields().get(*l), rs.fields().get(*r)) {
+                (Some(lf), Some(rf)) => (lf, rf),
+                _ => {
+                    return Err(DataFusionError::Plan(format!(
+                        "join key pair ({l}, {r}) out of range"
+                    )));
+                }
+            };
+            let (lt, rt) = (lf.data_type(), rf.data_type());
+            if lt != rt || !numbered_key_type(lt) {
                 return Err(EngineError::unsupported(
                     "GpuHashJoinExec key",
                     format!(
-                        "{side} key {} is {}; only one Int64 key is covered",
-                        field.name(),
-                        field.data_type()
+                        "{} ({lt}) = {} ({rt}); keys of one integer, decimal, date, \
+                         timestamp, boolean or string type are covered",
+                        lf.name(),
+                        rf.name()
                     ),
                 )
                 .into());
             }
         }
-        // The plan properties of the stock operator this one stands for: an inner
-        // HashJoinExec in CollectLeft mode on the same key. It shifts the probe side's
+        // The plan properties of the stock operator this one stands for: a HashJoinExec
+        // in CollectLeft mode on the same keys and filter. It shifts the probe side's
         // partitioning and orderings past the build side's columns and knows the key
-        // equivalence; both backends emit matches in probe-row order (the device writes
-        // each probe row's pairs at its prefix-sum offset), so every claim holds here.
-        let on = vec![(
-            Arc::new(Column::new(ls.field(left_key).name(), left_key)) as Arc<dyn PhysicalExpr>,
-            Arc::new(Column::new(rs.field(right_key).name(), right_key)) as Arc<dyn PhysicalExpr>,
-        )];
-        let stock = HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), on, join_type)
-            .with_partition_mode(PartitionMode::CollectLeft)
-            .with_null_equality(NullEquality::NullEqualsNothing)
-            .build()?;
+        // equivalences; both backends emit matches in probe-row order (the device writes
+        // each probe row's pairs at its prefix-sum offset, the filter keeps their order),
+        // so every claim holds here.
+        let stock_on = on
+            .iter()
+            .map(|(l, r)| {
+                (
+                    Arc::new(Column::new(ls.field(*l).name(), *l)) as Arc<dyn PhysicalExpr>,
+                    Arc::new(Column::new(rs.field(*r).name(), *r)) as Arc<dyn PhysicalExpr>,
+                )
+            })
+            .collect();
+        let stock =
+            HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), stock_on, join_type)
+                .with_filter(filter.clone())
+                .with_partition_mode(PartitionMode::CollectLeft)
+                .with_null_equality(NullEquality::NullEqualsNothing)
+                .build()?;
         let schema = stock.schema();
         let properties = stock.properties().as_ref().clone();
         Ok(Self {
             left,
             right,
-            left_key,
-            right_key,
+            on,
+            filter,
             join_type,
             placement,
             backend: BackendChoice::Detect,
@@ -179,9 +234,24 @@ impl GpuHashJoinExec {
         &self.right
     }
 
-    /// Key column indices (left, right).
-    pub fn keys(&self) -> (usize, usize) {
-        (self.left_key, self.right_key)
+    /// The key column pairs (left, right).
+    pub fn on(&self) -> &[(usize, usize)] {
+        &self.on
+    }
+
+    /// The join filter, whose `Left` side is the build side.
+    pub fn filter(&self) -> Option<&JoinFilter> {
+        self.filter.as_ref()
+    }
+
+    fn key_encodings(&self) -> (JoinKeys, JoinKeys) {
+        let types: Vec<DataType> = self
+            .on
+            .iter()
+            .map(|(l, _)| self.left.schema().field(*l).data_type().clone())
+            .collect();
+        let (l, r): (Vec<usize>, Vec<usize>) = self.on.iter().copied().unzip();
+        (JoinKeys::new(l, &types), JoinKeys::new(r, &types))
     }
 
     /// The join type (Inner, RightSemi or RightAnti).
@@ -205,16 +275,24 @@ impl DisplayAs for GpuHashJoinExec {
                 .unwrap_or_default()
         };
         match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
-                f,
-                "{}: join_type={}, on=[({}@{}, {}@{})]",
-                placement_label("GpuHashJoinExec", self.placement),
-                self.join_type,
-                name(&ls, self.left_key),
-                self.left_key,
-                name(&rs, self.right_key),
-                self.right_key
-            ),
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                let on: Vec<String> = self
+                    .on
+                    .iter()
+                    .map(|(l, r)| format!("({}@{l}, {}@{r})", name(&ls, *l), name(&rs, *r)))
+                    .collect();
+                write!(
+                    f,
+                    "{}: join_type={}, on=[{}]",
+                    placement_label("GpuHashJoinExec", self.placement),
+                    self.join_type,
+                    on.join(", ")
+                )?;
+                if let Some(filter) = &self.filter {
+                    write!(f, ", filter={}", filter.expression())?;
+                }
+                Ok(())
+            }
             DisplayFormatType::TreeRender => {
                 write!(
                     f,
@@ -224,14 +302,6 @@ impl DisplayAs for GpuHashJoinExec {
             }
         }
     }
-}
-
-fn key_column(batch: &RecordBatch, key: usize) -> Result<&Int64Array> {
-    batch
-        .column(key)
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .ok_or_else(|| DataFusionError::Internal("join key is not Int64".into()))
 }
 
 impl ExecutionPlan for GpuHashJoinExec {
@@ -282,11 +352,11 @@ impl ExecutionPlan for GpuHashJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).map_err(|c| {
             DataFusionError::Internal(format!("GpuHashJoinExec takes 2 children, got {}", c.len()))
         })?;
-        let exec = GpuHashJoinExec::try_new_with_type(
+        let exec = GpuHashJoinExec::try_new_on(
             left,
             right,
-            self.left_key,
-            self.right_key,
+            self.on.clone(),
+            self.filter.clone(),
             self.join_type,
             self.placement,
         )?
@@ -307,8 +377,13 @@ impl ExecutionPlan for GpuHashJoinExec {
             "GpuHashJoinExec",
             exec.kind(),
         ));
-        let (left, left_key, right_key) = (Arc::clone(&self.left), self.left_key, self.right_key);
-        let join_type = self.join_type;
+        let left = Arc::clone(&self.left);
+        let (build_encoding, probe_encoding) = self.key_encodings();
+        let join = Arc::new(ProbeSpec {
+            keys: probe_encoding,
+            filter: self.filter.clone(),
+            join_type: self.join_type,
+        });
         let (once, schema) = (Arc::clone(&self.build), Arc::clone(&self.schema));
         let build_exec = Arc::clone(&exec);
         let build_metrics = Arc::clone(&metrics);
@@ -318,9 +393,9 @@ impl ExecutionPlan for GpuHashJoinExec {
                 let partitions = collect_partitioned(Arc::clone(&left), context).await?;
                 let batches: Vec<RecordBatch> = partitions.into_iter().flatten().collect();
                 let batch = concat_batches(&left.schema(), &batches)?;
-                let keys = key_column(&batch, left_key)?;
+                let (key_column, dictionary) = build_keys(&build_encoding, &batch)?;
                 let table = build_exec.run(&build_metrics, |backend, stream| {
-                    backend.build_join_table(stream, keys)
+                    backend.build_join_table(stream, &key_column)
                 })?;
                 build_metrics
                     .telemetry
@@ -333,7 +408,8 @@ impl ExecutionPlan for GpuHashJoinExec {
                 Ok::<_, DataFusionError>(Arc::new(BuildSide {
                     batch,
                     table,
-                    left_key,
+                    key_column,
+                    dictionary,
                     cpu_table: std::sync::OnceLock::new(),
                 }))
             })
@@ -343,9 +419,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         let stream = futures::stream::once(async move {
             let side = build.await?;
             Ok::<_, DataFusionError>(probe.and_then(move |batch| {
-                futures::future::ready(probe_batch(
-                    &exec, &metrics, &side, &batch, right_key, join_type, &schema,
-                ))
+                futures::future::ready(probe_batch(&exec, &metrics, &side, &batch, &join, &schema))
             }))
         })
         .try_flatten();
@@ -371,17 +445,25 @@ fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
             .all(|(i, v)| *v as usize == i)
 }
 
+/// What each probe batch needs besides the build side.
+#[derive(Debug)]
+struct ProbeSpec {
+    keys: JoinKeys,
+    filter: Option<JoinFilter>,
+    join_type: JoinType,
+}
+
 fn probe_batch(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
     side: &BuildSide,
     batch: &RecordBatch,
-    right_key: usize,
-    join_type: JoinType,
+    join: &ProbeSpec,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let started = Instant::now();
-    let keys = key_column(batch, right_key)?;
+    let key_column = probe_keys(&join.keys, side.dictionary.as_ref(), batch)?;
+    let keys = &key_column;
     let on_device = if side.table.device() == exec.backend.device() {
         exec.run_on_device(metrics, |backend, stream| {
             backend.probe_join_table(stream, &side.table, keys)
@@ -405,23 +487,33 @@ fn probe_batch(
             .probe_join_table(&exec.cpu_stream, &side.table, keys)
             .map_err(DataFusionError::from)?
     };
-    if join_type != JoinType::Inner {
-        let out = semi_or_anti(batch, &matches.probe_indices, join_type, schema)?;
+    let (build_indices, probe_indices) = match &join.filter {
+        Some(filter) => residual::filter_pairs(
+            filter,
+            &side.batch,
+            batch,
+            &matches.build_indices,
+            &matches.probe_indices,
+        )?,
+        None => (matches.build_indices, matches.probe_indices),
+    };
+    if join.join_type != JoinType::Inner {
+        let out = semi_or_anti(batch, &probe_indices, join.join_type, schema)?;
         let moved = exec.bytes_moved(|| keys.get_array_memory_size());
         metrics.record(batch.num_rows(), out.num_rows(), started, moved);
         return Ok(out);
     }
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for column in side.batch.columns() {
-        columns.push(take(column.as_ref(), &matches.build_indices, None)?);
+        columns.push(take(column.as_ref(), &build_indices, None)?);
     }
-    if is_identity(&matches.probe_indices, batch.num_rows()) {
+    if is_identity(&probe_indices, batch.num_rows()) {
         // Every probe row matched exactly once, in order (a foreign-key join): the probe
         // columns are the output columns, no copy needed.
         columns.extend(batch.columns().iter().cloned());
     } else {
         for column in batch.columns() {
-            columns.push(take(column.as_ref(), &matches.probe_indices, None)?);
+            columns.push(take(column.as_ref(), &probe_indices, None)?);
         }
     }
     let out = RecordBatch::try_new(Arc::clone(schema), columns)?;

@@ -39,7 +39,7 @@ mod vector_distance;
 
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
-pub use hash_join::GpuHashJoinExec;
+pub use hash_join::{GpuHashJoinExec, numbered_key_type};
 pub use oxidelake_device::ops;
 pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,

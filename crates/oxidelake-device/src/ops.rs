@@ -13,7 +13,7 @@ use arrow::array::{Float64Array, UInt32Array};
 pub use crate::predicate::{
     CmpOp, ColumnPredicate, DeviceProgram, Literal, MAX_PROGRAM_STACK, Predicate, ValueClass,
     check_predicates, like_percent, literal_array, opcode, run_program_on_host, string_column,
-    value_class, write_images,
+    value_class, wide_decimal, write_images,
 };
 
 /// A fused filter and projection: keep rows where every predicate is true (NULL is not

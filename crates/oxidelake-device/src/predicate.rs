@@ -241,7 +241,10 @@ pub fn value_class(dt: &DataType) -> Option<ValueClass> {
         | Duration(_) => Some(ValueClass::Int),
         Time32(TimeUnit::Second | TimeUnit::Millisecond)
         | Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond) => Some(ValueClass::Int),
-        Decimal128(p, _) if *p <= 18 => Some(ValueClass::Int),
+        // Wider than 18 digits the 8-byte image saturates (`images::write_images`), which
+        // keeps every comparison with a literal inside the i64 range exact, but not one
+        // between two such columns (`wide_decimal`).
+        Decimal128(_, _) => Some(ValueClass::Int),
         Float32 | Float64 => Some(ValueClass::Float),
         Utf8 | LargeUtf8 | Utf8View => Some(ValueClass::Str),
         Dictionary(_, v) if matches!(v.as_ref(), Utf8 | LargeUtf8 | Utf8View) => {
@@ -249,6 +252,12 @@ pub fn value_class(dt: &DataType) -> Option<ValueClass> {
         }
         _ => None,
     }
+}
+
+/// A decimal whose values need more than 64 bits: its images saturate, so two of its
+/// values can share an image and only comparisons with a literal stay exact.
+pub fn wide_decimal(dt: &DataType) -> bool {
+    matches!(dt, DataType::Decimal128(p, _) if *p > 18)
 }
 
 fn out_of_range(dt: &DataType, literal: &Literal) -> EngineError {
@@ -338,9 +347,14 @@ pub fn literal_array(dt: &DataType, literal: &Literal) -> Result<ArrayRef, Engin
                 _ => return Err(bad()),
             }
         }
-        DataType::Decimal128(p, s) if *p <= 18 => {
+        DataType::Decimal128(p, s) => {
             let v = int(literal)?;
-            if v.unsigned_abs() >= 10u64.pow(u32::from(*p)) {
+            if u128::from(v.unsigned_abs()) >= 10u128.pow(u32::from(*p)) {
+                return Err(bad());
+            }
+            // A wide column's image saturates at the i64 bounds: a literal on a bound
+            // could then equal a value that is not it.
+            if *p > 18 && (v == i64::MIN || v == i64::MAX) {
                 return Err(bad());
             }
             Arc::new(
@@ -405,11 +419,15 @@ fn check_one(schema: &Schema, predicate: &Predicate) -> Result<(), EngineError> 
         }
         Predicate::CompareColumns { left, right, .. } => {
             let (l, r) = (field(*left)?, field(*right)?);
-            if l.data_type() != r.data_type() || value_class(l.data_type()).is_none() {
+            if l.data_type() != r.data_type()
+                || value_class(l.data_type()).is_none()
+                || wide_decimal(l.data_type())
+            {
                 return Err(EngineError::unsupported(
                     "filter predicate",
                     format!(
-                        "{} ({}) compared with {} ({}): only columns of one covered type",
+                        "{} ({}) compared with {} ({}): only columns of one covered type \
+                         (decimals of at most 18 digits)",
                         l.name(),
                         l.data_type(),
                         r.name(),

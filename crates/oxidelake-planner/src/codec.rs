@@ -6,6 +6,7 @@
 //! node's own parameters (postcard, behind a magic prefix). Nodes that are not ours go to
 //! the fallback codec (Ballista's, in a cluster), so one codec serves the whole plan.
 
+mod join_filter;
 mod payload;
 
 use std::sync::Arc;
@@ -73,7 +74,7 @@ impl PhysicalExtensionCodec for OxidePhysicalCodec {
                 source,
             }))
         })?;
-        let plan = payload.into_plan(inputs)?;
+        let plan = payload.into_plan(inputs, ctx, self)?;
         self.decoded.fetch_add(1, Ordering::Relaxed);
         Ok(plan)
     }
@@ -84,7 +85,7 @@ impl PhysicalExtensionCodec for OxidePhysicalCodec {
         buf: &mut Vec<u8>,
         converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
-        let Some(payload) = NodePayload::from_plan(&node) else {
+        let Some(payload) = NodePayload::from_plan(&node, self)? else {
             return self.fallback.try_encode(node, buf, converter);
         };
         let body = postcard::to_allocvec(&payload).map_err(|source| {

@@ -60,9 +60,11 @@ impl PhysicalOptimizerRule for HardwarePlacementRule {
 
 /// DataFusion's physical optimizer rules with the placement rule inserted before
 /// `EnsureRequirements`, so the distribution and ordering the GPU operators need (or no
-/// longer need) are enforced around them by DataFusion itself.
+/// longer need) are enforced around them by DataFusion itself. `rule` is the
+/// [`HardwarePlacementRule`], or a wrapper of it (the sqllogictest run counts the plans
+/// it rewrites through one).
 pub fn physical_optimizer_rules(
-    rule: HardwarePlacementRule,
+    rule: impl PhysicalOptimizerRule + Send + Sync + 'static,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
     let at = rules

@@ -64,10 +64,14 @@ pub fn write_images(
         DataType::Duration(TimeUnit::Millisecond) => widen!(DurationMillisecondType),
         DataType::Duration(TimeUnit::Microsecond) => widen!(DurationMicrosecondType),
         DataType::Duration(TimeUnit::Nanosecond) => widen!(DurationNanosecondType),
-        DataType::Decimal128(p, _) if *p <= 18 => {
+        DataType::Decimal128(_, _) => {
             let values = &column.as_primitive::<Decimal128Type>().values()[range];
-            // Precision <= 18 keeps every valid value below 10^18 < 2^63; an invalid
-            // value saturates instead of wrapping (it cannot equal a checked literal).
+            // Precision <= 18 keeps every valid value below 10^18 < 2^63. A wider value
+            // saturates at the i64 bounds instead of wrapping: against a literal strictly
+            // inside them (`literal_array` refuses the bounds) every comparison keeps its
+            // answer, since a value above i64::MAX is above the literal and so is
+            // i64::MAX. Two saturated values may compare equal, so column-to-column
+            // comparisons of wide decimals are refused (`wide_decimal`).
             out.iter_mut().zip(values).for_each(|(o, v)| {
                 *o = i64::try_from(*v).unwrap_or(if *v < 0 { i64::MIN } else { i64::MAX })
             });

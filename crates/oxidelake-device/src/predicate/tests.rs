@@ -288,3 +288,63 @@ fn a_program_deeper_than_the_kernel_stack_is_refused() {
     // The CPU evaluates it anyway.
     assert_eq!(cpu_keeps(&b, &[p]).len(), b.num_rows());
 }
+
+#[test]
+fn wide_decimals_compare_with_literals_exactly_and_refuse_column_to_column_comparisons() {
+    // Decimal128(25, 2): values past both i64 bounds, near them, small ones and NULLs.
+    let big = 10i128.pow(22);
+    let values = [
+        Some(big),
+        Some(-big),
+        Some(i128::from(i64::MAX) + 1),
+        Some(i128::from(i64::MIN) - 1),
+        Some(i128::from(i64::MAX) - 1),
+        Some(30_000),
+        Some(29_999),
+        Some(-5),
+        None,
+    ];
+    let dt = DataType::Decimal128(25, 2);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("w", dt.clone(), true),
+        Field::new("v", dt.clone(), true),
+    ]));
+    let column = || {
+        Arc::new(
+            Decimal128Array::from_iter(values)
+                .with_precision_and_scale(25, 2)
+                .unwrap(),
+        ) as ArrayRef
+    };
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![column(), column()]).unwrap();
+    let literals = [30_000, 0, -5, i64::MAX - 1, i64::MIN + 1];
+    for literal in literals {
+        for op in [
+            CmpOp::Eq,
+            CmpOp::NotEq,
+            CmpOp::Lt,
+            CmpOp::LtEq,
+            CmpOp::Gt,
+            CmpOp::GtEq,
+        ] {
+            let predicates = [cmp(0, op, Literal::Int64(literal))];
+            check_predicates(&schema, &predicates).unwrap();
+            assert_eq!(
+                program_keeps(&batch, &predicates),
+                cpu_keeps(&batch, &predicates),
+                "w {} {literal}",
+                op.symbol()
+            );
+        }
+    }
+    // On a bound, a saturated image could equal the literal: refused.
+    for bound in [i64::MAX, i64::MIN] {
+        assert!(check_predicates(&schema, &[cmp(0, CmpOp::Eq, Literal::Int64(bound))]).is_err());
+    }
+    let columns = Predicate::CompareColumns {
+        left: 0,
+        op: CmpOp::Eq,
+        right: 1,
+    };
+    assert!(check_predicates(&schema, &[columns]).is_err());
+}

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use arrow::datatypes::{Field, Schema};
 use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
     AggInput, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuVectorDistanceExec,
@@ -13,6 +15,8 @@ use oxidelake_compute::{
 };
 use oxidelake_core::BackendKind;
 use serde::{Deserialize, Serialize};
+
+use super::join_filter::JoinFilterPayload;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) enum Backend {
@@ -167,9 +171,9 @@ pub(super) struct PartialAggregate {
 }
 
 /// A field of an output schema: name, data type (Arrow's text form), nullability.
-type FieldText = (String, String, bool);
+pub(super) type FieldText = (String, String, bool);
 
-fn field_text(field: &Field) -> FieldText {
+pub(super) fn field_text(field: &Field) -> FieldText {
     (
         field.name().clone(),
         field.data_type().to_string(),
@@ -177,7 +181,7 @@ fn field_text(field: &Field) -> FieldText {
     )
 }
 
-fn data_type(text: &str) -> Result<arrow::datatypes::DataType> {
+pub(super) fn data_type(text: &str) -> Result<arrow::datatypes::DataType> {
     text.parse()
         .map_err(|e| bad(format!("data type {text:?}: {e}")))
 }
@@ -191,8 +195,9 @@ pub(super) enum NodePayload {
         placement: Backend,
     },
     HashJoin {
-        left_key: usize,
-        right_key: usize,
+        /// The key column pairs (build, probe).
+        on: Vec<(usize, usize)>,
+        filter: Option<JoinFilterPayload>,
         /// 0 Inner, 1 RightSemi, 2 RightAnti.
         join_type: u8,
         placement: Backend,
@@ -268,29 +273,35 @@ impl NodePayload {
     }
 
     /// The payload of `node`, if it is one of ours.
-    pub(super) fn from_plan(node: &Arc<dyn ExecutionPlan>) -> Option<Self> {
+    pub(super) fn from_plan(
+        node: &Arc<dyn ExecutionPlan>,
+        codec: &dyn PhysicalExtensionCodec,
+    ) -> Result<Option<Self>> {
         if let Some(f) = node.downcast_ref::<GpuFilterExec>() {
-            return Some(NodePayload::Filter {
+            return Ok(Some(NodePayload::Filter {
                 predicates: f.predicates().iter().map(Pred::from).collect(),
                 projection: f.projection().to_vec(),
                 placement: f.placement().into(),
-            });
+            }));
         }
         if let Some(j) = node.downcast_ref::<GpuHashJoinExec>() {
-            let (left_key, right_key) = j.keys();
-            return Some(NodePayload::HashJoin {
-                left_key,
-                right_key,
+            let filter = j
+                .filter()
+                .map(|f| JoinFilterPayload::encode(f, codec))
+                .transpose()?;
+            return Ok(Some(NodePayload::HashJoin {
+                on: j.on().to_vec(),
+                filter,
                 join_type: match j.join_type() {
                     JoinType::RightSemi => 1,
                     JoinType::RightAnti => 2,
                     _ => 0,
                 },
                 placement: j.placement().into(),
-            });
+            }));
         }
         if let Some(a) = node.downcast_ref::<GpuPartialAggregateExec>() {
-            return Some(NodePayload::PartialAggregate {
+            return Ok(Some(NodePayload::PartialAggregate {
                 keys: a.keys().to_vec(),
                 aggregates: a
                     .aggregates()
@@ -305,24 +316,26 @@ impl NodePayload {
                     .collect(),
                 output: a.schema().fields().iter().map(|f| field_text(f)).collect(),
                 placement: a.placement().into(),
-            });
+            }));
         }
         if let Some(v) = node.downcast_ref::<GpuVectorDistanceExec>() {
-            return Some(NodePayload::VectorDistance {
+            return Ok(Some(NodePayload::VectorDistance {
                 column: v.column(),
                 query: v.query().to_vec(),
                 cosine: v.metric() == DistanceMetric::Cosine,
                 output_name: v.output_name().to_string(),
                 placement: v.placement().into(),
-            });
+            }));
         }
-        None
+        Ok(None)
     }
 
     /// Rebuilds the node over its decoded `inputs`.
     pub(super) fn into_plan(
         self,
         inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        codec: &dyn PhysicalExtensionCodec,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(match self {
             NodePayload::Filter {
@@ -342,8 +355,8 @@ impl NodePayload {
                 )?)
             }
             NodePayload::HashJoin {
-                left_key,
-                right_key,
+                on,
+                filter,
                 join_type,
                 placement,
             } => {
@@ -359,11 +372,12 @@ impl NodePayload {
                         inputs.len()
                     )));
                 };
-                Arc::new(GpuHashJoinExec::try_new_with_type(
+                let filter = filter.map(|f| f.decode(ctx, codec)).transpose()?;
+                Arc::new(GpuHashJoinExec::try_new_on(
                     Arc::clone(left),
                     Arc::clone(right),
-                    left_key,
-                    right_key,
+                    on,
+                    filter,
                     join_type,
                     placement.into(),
                 )?)

@@ -21,6 +21,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use oxidelake_compute::GpuFilterExec;
 use oxidelake_compute::ops::{
     CmpOp, ColumnPredicate, DeviceProgram, Literal, Predicate, ValueClass, value_class,
+    wide_decimal,
 };
 use oxidelake_core::BackendKind;
 
@@ -244,6 +245,9 @@ fn comparison(binary: &BinaryExpr, schema: &Schema) -> Result<Predicate, String>
             );
             if lt != rt {
                 return Err(format!("comparison of {lt} with {rt}"));
+            }
+            if wide_decimal(lt) {
+                return Err(format!("comparison of two {lt} columns"));
             }
             return Ok(Predicate::CompareColumns {
                 left: l.index(),

@@ -1,4 +1,6 @@
-//! HashJoinExec → GpuHashJoinExec: inner, semi and anti equi-joins on one Int64 key pair.
+//! HashJoinExec → GpuHashJoinExec: inner, semi and anti equi-joins on key columns of one
+//! integer, decimal, date, timestamp, boolean or string type per pair, with or without a
+//! join filter (which the operator applies to the key-matched pairs on the host).
 //!
 //! The operator builds on its left input and emits probe rows for semi and anti joins.
 //! A left semi or anti join (DataFusion keeps the left side as the build side when it
@@ -17,7 +19,7 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
-use oxidelake_compute::GpuHashJoinExec;
+use oxidelake_compute::{GpuHashJoinExec, numbered_key_type};
 use oxidelake_core::BackendKind;
 
 use super::{Placement, reason_of};
@@ -45,55 +47,51 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     if join.null_aware {
         return Err("null-aware anti join (NOT IN)".into());
     }
-    if join.on().len() != 1 {
-        return Err(format!("{} join keys", join.on().len()));
-    }
-    if join.filter().is_some() {
-        return Err("join filter".into());
-    }
     if join.null_equality() != NullEquality::NullEqualsNothing {
         return Err("NULL keys compare equal".into());
     }
     if join.fetch().is_some() {
         return Err("join with a row limit".into());
     }
-    let (left_key, right_key) = &join.on()[0];
-    let key = |expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-               schema: &arrow::datatypes::SchemaRef|
-     -> Result<usize, String> {
-        let column = expr
-            .downcast_ref::<Column>()
-            .ok_or_else(|| "join key is an expression".to_string())?;
-        let dt = schema
-            .fields()
-            .get(column.index())
-            .map(|f| f.data_type().clone())
-            .ok_or_else(|| "join key out of range".to_string())?;
-        if dt != DataType::Int64 {
-            return Err(format!("join key on {dt}"));
+    let (ls, rs) = (join.left().schema(), join.right().schema());
+    let mut on = Vec::with_capacity(join.on().len());
+    for (left_key, right_key) in join.on() {
+        let (l, lt) = key_column(left_key, &ls)?;
+        let (r, rt) = key_column(right_key, &rs)?;
+        if lt != rt {
+            return Err(format!("join key {lt} = {rt}"));
         }
-        Ok(column.index())
-    };
-    let l = key(left_key, &join.left().schema())?;
-    let r = key(right_key, &join.right().schema())?;
+        if !numbered_key_type(&lt) {
+            return Err(format!("join key on {lt}"));
+        }
+        on.push((l, r));
+    }
     let (left, right) = (Arc::clone(join.left()), Arc::clone(join.right()));
+    let filter = join.filter().cloned();
     // A left semi/anti join is the right one with the inputs swapped (module docs): its
-    // output, the left input's rows, is then the probe side's.
-    let (build, probe, build_key, probe_key, device_type) = match join_type {
-        JoinType::LeftSemi => (right, left, r, l, JoinType::RightSemi),
-        JoinType::LeftAnti => (right, left, r, l, JoinType::RightAnti),
-        other => (left, right, l, r, other),
+    // output, the left input's rows, is then the probe side's, and the filter's sides
+    // swap with the inputs.
+    let swapped = |on: Vec<(usize, usize)>| on.into_iter().map(|(l, r)| (r, l)).collect();
+    let (build, probe, on, filter, device_type) = match join_type {
+        JoinType::LeftSemi => (
+            right,
+            left,
+            swapped(on),
+            filter.map(|f| f.swap()),
+            JoinType::RightSemi,
+        ),
+        JoinType::LeftAnti => (
+            right,
+            left,
+            swapped(on),
+            filter.map(|f| f.swap()),
+            JoinType::RightAnti,
+        ),
+        other => (left, right, on, filter, other),
     };
     let gpu: Arc<dyn ExecutionPlan> = Arc::new(
-        GpuHashJoinExec::try_new_with_type(
-            build,
-            probe,
-            build_key,
-            probe_key,
-            device_type,
-            backend,
-        )
-        .map_err(reason_of)?,
+        GpuHashJoinExec::try_new_on(build, probe, on, filter, device_type, backend)
+            .map_err(reason_of)?,
     );
     let Some(projection) = join.projection.as_ref() else {
         return Ok(gpu);
@@ -114,4 +112,20 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     Ok(Arc::new(
         ProjectionExec::try_new(exprs, gpu).map_err(reason_of)?,
     ))
+}
+
+/// A key's column index and type, or why it is not covered.
+fn key_column(
+    expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<(usize, DataType), String> {
+    let column = expr
+        .downcast_ref::<Column>()
+        .ok_or_else(|| "join key is an expression".to_string())?;
+    let dt = schema
+        .fields()
+        .get(column.index())
+        .map(|f| f.data_type().clone())
+        .ok_or_else(|| "join key out of range".to_string())?;
+    Ok((column.index(), dt))
 }

@@ -44,6 +44,18 @@ async fn every_gpu_node_survives_encode_and_decode_with_identical_explain_and_sc
             2,
         ),
         (
+            // Two keys (numbered on the host) and a join filter, whose expression travels
+            // as DataFusion protobuf inside the payload.
+            "SELECT t.b, d.name FROM t JOIN d ON t.k = d.k AND t.s = d.name AND t.a + 1 > d.a",
+            "GpuHashJoinExec",
+            2,
+        ),
+        (
+            "SELECT t.k FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k AND d.a < t.a)",
+            "GpuHashJoinExec",
+            2,
+        ),
+        (
             // One partition: DataFusion plans a final directly over the partial.
             "SELECT SUM(a), COUNT(*), MIN(b) FROM t",
             "GpuPartialAggregateExec",

@@ -67,11 +67,51 @@ async fn an_inner_join_on_one_int64_key_becomes_a_gpu_hash_join() {
 }
 
 #[tokio::test]
-async fn a_join_on_two_keys_stays_on_the_cpu_and_says_why() {
-    let text = gpu_explain("SELECT t.b FROM t JOIN d ON t.k = d.k AND t.a = d.a").await;
-    assert!(text.contains("HashJoinExec"), "{text}");
-    assert!(text.contains("[cpu: 2 join keys]"), "{text}");
-    insta::assert_snapshot!(text);
+async fn joins_on_two_keys_on_strings_and_with_a_join_filter_become_gpu_hash_joins_with_the_stock_rows()
+ {
+    for (sql, shown) in [
+        (
+            "SELECT t.b, d.name FROM t JOIN d ON t.k = d.k AND t.a = d.a ORDER BY t.b",
+            "on=[(k@0, k@0), (a@1, a@1)]",
+        ),
+        (
+            "SELECT t.k, t2.a FROM t JOIN t t2 ON t.s = t2.s ORDER BY t.k, t2.a",
+            "on=[(s@",
+        ),
+        (
+            "SELECT t.k, t.a, d.a FROM t JOIN d ON t.k = d.k AND t.a > d.a ORDER BY t.k",
+            "filter=a@0 > a@1",
+        ),
+        (
+            "SELECT t.k, t.a FROM t WHERE EXISTS \
+             (SELECT 1 FROM d WHERE d.k = t.k AND d.a < t.a) ORDER BY t.k, t.a",
+            "join_type=RightSemi",
+        ),
+        (
+            "SELECT t.k, t.a FROM t WHERE NOT EXISTS \
+             (SELECT 1 FROM d WHERE d.k = t.k AND d.a < t.a) ORDER BY t.k, t.a",
+            "join_type=RightAnti",
+        ),
+    ] {
+        let text = gpu_explain(sql).await;
+        let join = text
+            .lines()
+            .find(|l| l.contains("GpuHashJoinExec[cuda]"))
+            .unwrap_or_else(|| panic!("{sql}: no GPU join\n{text}"));
+        assert!(join.contains(shown), "{sql}: {join} lacks {shown}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("HashJoinExec")),
+            "{sql}: a stock join is left\n{text}"
+        );
+        let (cpu, cuda) = (
+            pretty_rows(PlacementTarget::Cpu, sql).await,
+            pretty_rows(PlacementTarget::Cuda, sql).await,
+        );
+        assert_eq!(cpu, cuda, "{sql}");
+        assert!(cpu.len() > 1, "{sql} returned no rows");
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Differential fuzzer: random queries over the TPC-H schema (SF 0.01) and over
 //! NULL-heavy tables derived from it — filters with comparisons, BETWEEN, IN, LIKE,
-//! IS NULL, AND/OR/NOT over integers, decimals, dates and strings, joins and group-bys —
+//! IS NULL, AND/OR/NOT over integers, decimals, dates and strings, joins (one key, two
+//! keys with a string and NULLs, join filters, semi and anti joins) and group-bys —
 //! run placed for cpu and placed for cuda; every result must be identical.
 //!
 //! `OXIDE_FUZZ_QUERIES` (default 2000) and `OXIDE_FUZZ_SEED` (default 1) choose the run;
@@ -248,10 +249,35 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
         _ => {
             let lpred = predicate(rng, &tables[0].cols, 2);
             let opred = predicate(rng, &tables[1].cols, 2);
-            format!(
-                "SELECT o_orderkey, o_orderdate, l_linenumber, l_shipmode FROM ord \
-                 JOIN li ON o_orderkey = l_orderkey WHERE {lpred} AND {opred}"
-            )
+            let k = rng.below(5);
+            match rng.below(5) {
+                0 => format!(
+                    "SELECT o_orderkey, o_orderdate, l_linenumber, l_shipmode FROM ord \
+                     JOIN li ON o_orderkey = l_orderkey WHERE {lpred} AND {opred}"
+                ),
+                // A join filter on the key-matched pairs.
+                1 => format!(
+                    "SELECT o_orderkey, o_orderdate, l_linenumber FROM ord \
+                     JOIN li ON o_orderkey = l_orderkey AND l_linenumber > o_shippriority + {k} \
+                     WHERE {lpred} AND {opred}"
+                ),
+                // Two keys, one a string, with NULLs in both (lnull).
+                2 => format!(
+                    "SELECT orderkey, shipmode, l_linenumber, l_quantity FROM lnull \
+                     JOIN li ON orderkey = l_orderkey AND shipmode = l_shipmode WHERE {lpred}"
+                ),
+                // Semi and anti joins whose match also needs the filter.
+                3 => format!(
+                    "SELECT o_orderkey, o_orderdate FROM ord WHERE EXISTS (SELECT 1 FROM li \
+                     WHERE l_orderkey = o_orderkey AND l_linenumber > o_shippriority + {k} \
+                     AND {lpred}) AND {opred}"
+                ),
+                _ => format!(
+                    "SELECT o_orderkey, o_orderdate FROM ord WHERE NOT EXISTS (SELECT 1 FROM li \
+                     WHERE l_orderkey = o_orderkey AND l_linenumber > o_shippriority + {k} \
+                     AND {lpred}) AND {opred}"
+                ),
+            }
         }
     }
 }
@@ -280,12 +306,16 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
     let tables = tables();
     let mut rng = Rng(seed);
     let (mut placed_filters, mut filters, mut rows) = (0, 0, 0);
+    let (mut placed_joins, mut joins) = (0, 0);
     for n in 0..count {
         let sql = query(&mut rng, &tables);
         let plan = cuda.physical_plan(&sql).await.unwrap();
         let (p, t) = PlacementCoverage::of(&plan, BackendKind::Cuda).get(OperatorFamily::Filter);
         placed_filters += p;
         filters += t;
+        let (p, t) = PlacementCoverage::of(&plan, BackendKind::Cuda).get(OperatorFamily::Join);
+        placed_joins += p;
+        joins += t;
         let want = sorted_rows(&cpu.sql(&sql).await.unwrap());
         let got = sorted_rows(&cuda.sql(&sql).await.unwrap());
         assert!(
@@ -300,7 +330,11 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
     }
     println!(
         "fuzz: seed {seed}, {count} queries, {rows} rows, {placed_filters} of {filters} \
-         filters placed on GPU operators, no differences"
+         filters and {placed_joins} of {joins} joins placed on GPU operators, no differences"
+    );
+    assert!(
+        placed_joins * 10 >= joins * 9,
+        "nearly every generated join should be placed ({placed_joins} of {joins})"
     );
     assert!(
         placed_filters * 2 > filters,
