@@ -10,13 +10,16 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::JoinType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::MemTable;
 use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
@@ -199,16 +202,50 @@ async fn join_cases(backend: BackendChoice) -> usize {
     let schema = data::schema();
     let mut cases = 0;
     let mut rows = 0;
-    // Inner, then the same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS).
+    // Inner, then the same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS);
+    // then two keys (numbered on the host) and a join filter on each join type.
     let shapes = [
-        (JoinType::Inner, "SELECT * FROM l JOIN r ON l.k = r.k"),
+        (
+            JoinType::Inner,
+            false,
+            false,
+            "SELECT * FROM l JOIN r ON l.k = r.k",
+        ),
         (
             JoinType::RightSemi,
+            false,
+            false,
             "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
         ),
         (
             JoinType::RightAnti,
+            false,
+            false,
             "SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.k = r.k)",
+        ),
+        (
+            JoinType::Inner,
+            true,
+            false,
+            "SELECT * FROM l JOIN r ON l.k = r.k AND l.a = r.a",
+        ),
+        (
+            JoinType::Inner,
+            false,
+            true,
+            "SELECT * FROM l JOIN r ON l.k = r.k AND l.a < r.a",
+        ),
+        (
+            JoinType::RightSemi,
+            false,
+            true,
+            "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM l WHERE l.k = r.k AND l.a < r.a)",
+        ),
+        (
+            JoinType::RightAnti,
+            false,
+            true,
+            "SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.k = r.k AND l.a < r.a)",
         ),
     ];
     for seed in 0..CASES {
@@ -218,13 +255,18 @@ async fn join_cases(backend: BackendChoice) -> usize {
             data::partitions(&mut rng, key_range),
             data::partitions(&mut rng, key_range),
         );
-        for (join_type, sql) in shapes {
+        for (join_type, two_keys, filtered, sql) in shapes {
+            let on = if two_keys {
+                vec![(0, 0), (1, 1)]
+            } else {
+                vec![(0, 0)]
+            };
             let plan: Arc<dyn ExecutionPlan> = Arc::new(
-                GpuHashJoinExec::try_new_with_type(
+                GpuHashJoinExec::try_new_on(
                     source(&left, &schema),
                     source(&right, &schema),
-                    0,
-                    0,
+                    on,
+                    filtered.then(left_a_below_right_a),
                     join_type,
                     BackendKind::CpuSimd,
                 )
@@ -234,7 +276,7 @@ async fn join_cases(backend: BackendChoice) -> usize {
             let got = ours(Arc::clone(&plan)).await;
             let want = stock(&[("l", &left), ("r", &right)], sql).await;
             rows += assert_same_rows(
-                &format!("{join_type} join seed {seed} keys {key_range}"),
+                &format!("{sql}: seed {seed} keys {key_range}"),
                 &got,
                 &want,
                 0.0,
@@ -247,6 +289,24 @@ async fn join_cases(backend: BackendChoice) -> usize {
     }
     assert!(rows > 1_000, "the random cases compared only {rows} rows");
     cases
+}
+
+/// The join filter `l.a < r.a` (column 1 of each side).
+fn left_a_below_right_a() -> JoinFilter {
+    let intermediate = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, true),
+        Field::new("a", DataType::Int64, true),
+    ]));
+    let expression = Arc::new(BinaryExpr::new(
+        Arc::new(Column::new("a", 0)),
+        Operator::Lt,
+        Arc::new(Column::new("a", 1)),
+    ));
+    JoinFilter::new(
+        expression,
+        JoinFilter::build_column_indices(vec![1], vec![1]),
+        intermediate,
+    )
 }
 
 /// Foreign-key shape: unique build keys, every non-null probe key present, so whole probe
@@ -441,10 +501,10 @@ async fn gpu_filter_exec_on_cpu_equals_stock_filter_and_projection() {
 }
 
 #[tokio::test]
-async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_semi_and_anti_joins() {
+async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_semi_anti_two_key_and_filtered_joins() {
     let n = join_cases(cpu()).await;
     eprintln!("conformance: GpuHashJoinExec[cpu]: {n} cases equal to stock DataFusion");
-    assert_eq!(n, CASES as usize * 3);
+    assert_eq!(n, CASES as usize * 7);
 }
 
 #[tokio::test]
