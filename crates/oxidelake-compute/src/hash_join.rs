@@ -79,8 +79,9 @@ impl BuildSide {
 
 /// Hash join of `left.l1 = right.r1 AND left.l2 = right.r2 …` (and the join filter, if
 /// any). Inner: every left column followed by every right column, per match.
-/// RightSemi / RightAnti: the right (probe) rows that have at least one match / none, in
-/// probe order (a NULL key never matches, so the anti join keeps it: NOT EXISTS
+/// Right: the inner rows, and each probe row without a match once, its left columns
+/// NULL. RightSemi / RightAnti: the right (probe) rows that have at least one match /
+/// none, in probe order (a NULL key never matches, so the anti join keeps it: NOT EXISTS
 /// semantics; the null-aware NOT IN join is not covered).
 #[derive(Debug)]
 pub struct GpuHashJoinExec {
@@ -143,11 +144,11 @@ impl GpuHashJoinExec {
     ) -> Result<Self> {
         if !matches!(
             join_type,
-            JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+            JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti
         ) {
             return Err(EngineError::unsupported(
                 "GpuHashJoinExec join type",
-                format!("{join_type} (Inner, RightSemi and RightAnti are covered)"),
+                format!("{join_type} (Inner, Right, RightSemi and RightAnti are covered)"),
             )
             .into());
         }
@@ -497,7 +498,12 @@ fn probe_batch(
         )?,
         None => (matches.build_indices, matches.probe_indices),
     };
-    if join.join_type != JoinType::Inner {
+    let (build_indices, probe_indices) = if join.join_type == JoinType::Right {
+        with_unmatched_probe_rows(&build_indices, &probe_indices, batch.num_rows())?
+    } else {
+        (build_indices, probe_indices)
+    };
+    if !matches!(join.join_type, JoinType::Inner | JoinType::Right) {
         let out = semi_or_anti(batch, &probe_indices, join.join_type, schema)?;
         let moved = exec.bytes_moved(|| keys.get_array_memory_size());
         metrics.record(batch.num_rows(), out.num_rows(), started, moved);
@@ -520,6 +526,46 @@ fn probe_batch(
     let moved = exec.bytes_moved(|| keys.get_array_memory_size());
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(out)
+}
+
+/// The pairs of a right outer join: every pair, and for each probe row without one, the
+/// row with a NULL build index (`take` makes its build columns NULL). Output is in probe
+/// order, each row's pairs in the order they came (a counting sort on the probe index,
+/// so it does not rely on how a backend orders its pairs).
+fn with_unmatched_probe_rows(
+    build_indices: &UInt32Array,
+    probe_indices: &UInt32Array,
+    probe_rows: usize,
+) -> Result<(UInt32Array, UInt32Array)> {
+    let mut counts = vec![0usize; probe_rows];
+    for p in probe_indices.values() {
+        *counts.get_mut(*p as usize).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "join probe returned row {p} of a {probe_rows}-row batch"
+            ))
+        })? += 1;
+    }
+    // Each probe row takes max(pairs, 1) output slots, starting at its offset.
+    let mut next = Vec::with_capacity(probe_rows);
+    let mut total = 0;
+    for c in &counts {
+        next.push(total);
+        total += (*c).max(1);
+    }
+    let mut build_out: Vec<Option<u32>> = vec![None; total];
+    let mut probe_out: Vec<u32> = vec![0; total];
+    for (row, c) in counts.iter().enumerate() {
+        if *c == 0 {
+            probe_out[next[row]] = row as u32;
+        }
+    }
+    for (b, p) in build_indices.values().iter().zip(probe_indices.values()) {
+        let slot = &mut next[*p as usize];
+        build_out[*slot] = Some(*b);
+        probe_out[*slot] = *p;
+        *slot += 1;
+    }
+    Ok((UInt32Array::from(build_out), UInt32Array::from(probe_out)))
 }
 
 /// The probe rows with at least one match (RightSemi) or none (RightAnti), in order.

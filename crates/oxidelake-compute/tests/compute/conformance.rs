@@ -203,7 +203,7 @@ async fn join_cases(backend: BackendChoice) -> usize {
     let mut cases = 0;
     let mut rows = 0;
     // Inner, then the same inputs as right-semi and right-anti joins (EXISTS / NOT EXISTS);
-    // then two keys (numbered on the host) and a join filter on each join type.
+    // then right outer joins, two keys (numbered on the host) and join filters.
     let shapes = [
         (
             JoinType::Inner,
@@ -234,6 +234,18 @@ async fn join_cases(backend: BackendChoice) -> usize {
             false,
             true,
             "SELECT * FROM l JOIN r ON l.k = r.k AND l.a < r.a",
+        ),
+        (
+            JoinType::Right,
+            false,
+            false,
+            "SELECT * FROM l RIGHT JOIN r ON l.k = r.k",
+        ),
+        (
+            JoinType::Right,
+            true,
+            true,
+            "SELECT * FROM l RIGHT JOIN r ON l.k = r.k AND l.a = r.a AND l.a < r.a",
         ),
         (
             JoinType::RightSemi,
@@ -501,10 +513,10 @@ async fn gpu_filter_exec_on_cpu_equals_stock_filter_and_projection() {
 }
 
 #[tokio::test]
-async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_semi_anti_two_key_and_filtered_joins() {
+async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_right_semi_anti_two_key_and_filtered_joins() {
     let n = join_cases(cpu()).await;
     eprintln!("conformance: GpuHashJoinExec[cpu]: {n} cases equal to stock DataFusion");
-    assert_eq!(n, CASES as usize * 7);
+    assert_eq!(n, CASES as usize * 9);
 }
 
 #[tokio::test]

@@ -198,7 +198,7 @@ pub(super) enum NodePayload {
         /// The key column pairs (build, probe).
         on: Vec<(usize, usize)>,
         filter: Option<JoinFilterPayload>,
-        /// 0 Inner, 1 RightSemi, 2 RightAnti.
+        /// 0 Inner, 1 RightSemi, 2 RightAnti, 3 Right.
         join_type: u8,
         placement: Backend,
     },
@@ -295,6 +295,7 @@ impl NodePayload {
                 join_type: match j.join_type() {
                     JoinType::RightSemi => 1,
                     JoinType::RightAnti => 2,
+                    JoinType::Right => 3,
                     _ => 0,
                 },
                 placement: j.placement().into(),
@@ -364,6 +365,7 @@ impl NodePayload {
                     0 => JoinType::Inner,
                     1 => JoinType::RightSemi,
                     2 => JoinType::RightAnti,
+                    3 => JoinType::Right,
                     other => return Err(bad(format!("join type code {other}"))),
                 };
                 let [left, right] = inputs else {

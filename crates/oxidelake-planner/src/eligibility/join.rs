@@ -1,6 +1,9 @@
 //! HashJoinExec → GpuHashJoinExec: inner, semi and anti equi-joins on key columns of one
 //! integer, decimal, date, timestamp, boolean or string type per pair, with or without a
-//! join filter (which the operator applies to the key-matched pairs on the host).
+//! join filter (which the operator applies to the key-matched pairs on the host). Inner,
+//! right outer, semi and anti joins; a left outer join becomes the right outer join with
+//! the inputs swapped (each unmatched probe row is emitted with its batch, no state
+//! across probe partitions) and a projection restoring the column order.
 //!
 //! The operator builds on its left input and emits probe rows for semi and anti joins.
 //! A left semi or anti join (DataFusion keeps the left side as the build side when it
@@ -37,6 +40,8 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     if !matches!(
         join_type,
         JoinType::Inner
+            | JoinType::Left
+            | JoinType::Right
             | JoinType::RightSemi
             | JoinType::RightAnti
             | JoinType::LeftSemi
@@ -87,25 +92,48 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
             filter.map(|f| f.swap()),
             JoinType::RightAnti,
         ),
+        // A left outer join emits each unmatched left row once, which a probe side can
+        // do per batch: the left input becomes the probe side of a right join.
+        JoinType::Left => (
+            right,
+            left,
+            swapped(on),
+            filter.map(|f| f.swap()),
+            JoinType::Right,
+        ),
         other => (left, right, on, filter, other),
     };
+    let (left_width, right_width) = (ls.fields().len(), rs.fields().len());
     let gpu: Arc<dyn ExecutionPlan> = Arc::new(
         GpuHashJoinExec::try_new_on(build, probe, on, filter, device_type, backend)
             .map_err(reason_of)?,
     );
-    let Some(projection) = join.projection.as_ref() else {
-        return Ok(gpu);
+    // Which GPU output column each column of the stock join's output (before its
+    // embedded projection) is: the same one, or for the swapped left join, the left
+    // input's columns that now come after the right input's.
+    let mut order: Vec<usize> = if join_type == JoinType::Left {
+        (right_width..right_width + left_width)
+            .chain(0..right_width)
+            .collect()
+    } else {
+        (0..gpu.schema().fields().len()).collect()
     };
-    // The join carried an embedded projection: keep it as a ProjectionExec above.
-    let schema = gpu.schema();
-    let exprs: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = projection
+    if let Some(projection) = join.projection.as_ref() {
+        order = projection.iter().map(|i| order[*i]).collect();
+    }
+    if order.iter().copied().eq(0..gpu.schema().fields().len()) {
+        return Ok(gpu);
+    }
+    // Keep the stock join's output columns, names and order with a ProjectionExec.
+    let (schema, out) = (gpu.schema(), join.schema());
+    let exprs: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = order
         .iter()
-        .map(|i| {
-            let name = schema.field(*i).name().clone();
+        .enumerate()
+        .map(|(k, i)| {
             (
-                Arc::new(Column::new(&name, *i))
+                Arc::new(Column::new(schema.field(*i).name(), *i))
                     as Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-                name,
+                out.field(k).name().clone(),
             )
         })
         .collect();

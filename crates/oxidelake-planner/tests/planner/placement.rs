@@ -145,13 +145,41 @@ async fn semi_and_anti_joins_under_an_order_by_on_a_later_column_keep_the_stock_
 }
 
 #[tokio::test]
-async fn an_outer_join_stays_on_the_cpu_and_says_why() {
-    let text = gpu_explain("SELECT t.b, d.name FROM t LEFT JOIN d ON t.k = d.k").await;
-    // JoinSelection may swap the sides, making it a right join.
-    assert!(
-        text.contains("[cpu: Left join]") || text.contains("[cpu: Right join]"),
-        "{text}"
-    );
+async fn left_and_right_outer_joins_become_right_gpu_joins_with_the_stock_rows_and_columns() {
+    for sql in [
+        "SELECT t.b, d.name, t.k FROM t LEFT JOIN d ON t.k = d.k ORDER BY t.b, d.name",
+        "SELECT d.name, t.a FROM d LEFT JOIN t ON t.k = d.k AND t.a > 10 ORDER BY d.name, t.a",
+        "SELECT t.b, d.name FROM t RIGHT JOIN d ON t.k = d.k ORDER BY d.name, t.b",
+        "SELECT * FROM t LEFT JOIN d ON t.k = d.k AND t.a = d.a ORDER BY t.k, t.a",
+    ] {
+        let text = gpu_explain(sql).await;
+        assert!(
+            text.contains("GpuHashJoinExec[cuda]: join_type=Right"),
+            "{sql}\n{text}"
+        );
+        let (cpu, cuda) = (
+            pretty_rows(PlacementTarget::Cpu, sql).await,
+            pretty_rows(PlacementTarget::Cuda, sql).await,
+        );
+        assert_eq!(cpu, cuda, "{sql}");
+        assert!(cpu.len() > 2, "{sql} returned too few rows");
+        let schema_for = async |target| {
+            physical_plan(&session(target, BackendKind::CpuSimd), sql)
+                .await
+                .schema()
+        };
+        assert_eq!(
+            schema_for(PlacementTarget::Cpu).await,
+            schema_for(PlacementTarget::Cuda).await,
+            "{sql}: names, types or nullability differ"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_full_outer_join_stays_on_the_cpu_and_says_why() {
+    let text = gpu_explain("SELECT t.b, d.name FROM t FULL JOIN d ON t.k = d.k").await;
+    assert!(text.contains("[cpu: Full join]"), "{text}");
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use super::data::tpch_lake;
 /// The totals measured when docs/placement-coverage.md was last written (placed).
 const FLOOR: [(OperatorFamily, usize); 3] = [
     (OperatorFamily::Filter, 41),
-    (OperatorFamily::Join, 61),
+    (OperatorFamily::Join, 62),
     (OperatorFamily::Aggregate, 29),
 ];
 

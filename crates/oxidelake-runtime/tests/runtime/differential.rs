@@ -58,7 +58,8 @@ const QUERIES: &[(&str, bool)] = &[
     ("SELECT e.a, d.name FROM e JOIN d ON e.k = d.k", true),
     ("SELECT n.b, d.k FROM n JOIN d ON n.k = d.k", true),
     ("SELECT x.name, y.name FROM d x JOIN d y ON x.k = y.k", true),
-    ("SELECT t.a, d.name FROM t LEFT JOIN d ON t.k = d.k", false),
+    ("SELECT t.a, d.name FROM t LEFT JOIN d ON t.k = d.k", true),
+    ("SELECT t.a, d.name FROM t FULL JOIN d ON t.k = d.k", false),
     (
         "SELECT k, a FROM t WHERE EXISTS (SELECT 1 FROM d WHERE d.k = t.k)",
         true,

@@ -1,7 +1,8 @@
 //! Differential fuzzer: random queries over the TPC-H schema (SF 0.01) and over
 //! NULL-heavy tables derived from it — filters with comparisons, BETWEEN, IN, LIKE,
 //! IS NULL, AND/OR/NOT over integers, decimals, dates and strings, joins (one key, two
-//! keys with a string and NULLs, join filters, semi and anti joins) and group-bys —
+//! keys with a string and NULLs, join filters, semi, anti and left outer joins) and
+//! group-bys —
 //! run placed for cpu and placed for cuda; every result must be identical.
 //!
 //! `OXIDE_FUZZ_QUERIES` (default 2000) and `OXIDE_FUZZ_SEED` (default 1) choose the run;
@@ -250,7 +251,7 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
             let lpred = predicate(rng, &tables[0].cols, 2);
             let opred = predicate(rng, &tables[1].cols, 2);
             let k = rng.below(5);
-            match rng.below(5) {
+            match rng.below(6) {
                 0 => format!(
                     "SELECT o_orderkey, o_orderdate, l_linenumber, l_shipmode FROM ord \
                      JOIN li ON o_orderkey = l_orderkey WHERE {lpred} AND {opred}"
@@ -271,6 +272,12 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
                     "SELECT o_orderkey, o_orderdate FROM ord WHERE EXISTS (SELECT 1 FROM li \
                      WHERE l_orderkey = o_orderkey AND l_linenumber > o_shippriority + {k} \
                      AND {lpred}) AND {opred}"
+                ),
+                // A left outer join whose ON has a filter: unmatched orders keep NULLs.
+                4 => format!(
+                    "SELECT o_orderkey, o_orderdate, l_linenumber, l_quantity FROM ord \
+                     LEFT JOIN li ON o_orderkey = l_orderkey \
+                     AND l_linenumber > o_shippriority + {k} WHERE {opred}"
                 ),
                 _ => format!(
                     "SELECT o_orderkey, o_orderdate FROM ord WHERE NOT EXISTS (SELECT 1 FROM li \
