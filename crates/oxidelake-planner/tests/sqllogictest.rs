@@ -73,6 +73,9 @@ fn main() -> ExitCode {
         eprintln!("error: cannot write the report {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
+    for reordered in &summary.order_only {
+        println!("{reordered}");
+    }
     if summary.regressions.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -4,7 +4,9 @@
 //! that differ by design and are counted apart: an `EXPLAIN` whose rows differ (the plan
 //! text names `Gpu*` operators), and a settings listing whose rows differ by the
 //! `oxidelake.*` option the placed session carries. An `EXPLAIN` that errors is still a
-//! regression. Records that fail stock (most read DataFusion's repository data, which
+//! regression. A query whose rows are the expected ones in another order is listed
+//! apart and printed in full: SQL leaves that order open where the query has no ORDER
+//! BY, or ties under it, and docs/sqllogictest.md says for each one which it is. Records that fail stock (most read DataFusion's repository data, which
 //! the crate does not ship) are counted and not compared.
 
 use std::fmt::Write;
@@ -25,6 +27,7 @@ pub struct Summary {
     pub placed_passing: usize,
     pub plan_text_only: usize,
     pub settings_only: usize,
+    pub order_only: Vec<String>,
     pub regressions: Vec<String>,
     rows: Vec<String>,
 }
@@ -58,7 +61,7 @@ impl Summary {
         }
         let mut file = Counts::default();
         for (s, p) in stock.iter().zip(placed) {
-            file.add(s, p, &mut self.regressions);
+            file.add(s, p, &mut self.regressions, &mut self.order_only);
         }
         self.records += file.records;
         self.passed_stock += file.passed_stock;
@@ -90,7 +93,8 @@ impl Summary {
         format!(
             "sqllogictest: {} files ({} skipped, {} timed out), {} records, {} pass stock, \
              {} pass placed too ({} on GPU operators), {} EXPLAIN records differ in plan text, \
-             {} settings listings differ by the oxidelake option, {} regressions, {:.0} s",
+             {} settings listings differ by the oxidelake option, {} return the same rows in \
+             another order, {} regressions, {:.0} s",
             self.files,
             self.skipped_files,
             self.timed_out_files,
@@ -100,6 +104,7 @@ impl Summary {
             self.placed_passing,
             self.plan_text_only,
             self.settings_only,
+            self.order_only.len(),
             self.regressions.len(),
             took.as_secs_f64()
         )
@@ -133,7 +138,13 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, stock: &RecordOutcome, placed: &RecordOutcome, found: &mut Vec<String>) {
+    fn add(
+        &mut self,
+        stock: &RecordOutcome,
+        placed: &RecordOutcome,
+        found: &mut Vec<String>,
+        reordered: &mut Vec<String>,
+    ) {
         self.records += 1;
         if !matches!(stock.outcome, Outcome::Passed) {
             return;
@@ -150,6 +161,14 @@ impl Counts {
             Outcome::Mismatch { actual, .. } if actual.contains("oxidelake.") => {
                 self.settings_only += 1
             }
+            Outcome::Mismatch {
+                same_rows: true,
+                message,
+                ..
+            } => reordered.push(format!(
+                "SAME ROWS, OTHER ORDER at {} (the file expects stock's order):\n{message}",
+                placed.location
+            )),
             Outcome::Mismatch { message, .. } | Outcome::Failed { message } => {
                 self.regressions += 1;
                 found.push(format!(

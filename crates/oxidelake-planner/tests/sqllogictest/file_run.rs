@@ -23,6 +23,8 @@ pub enum Outcome {
     /// The query ran and returned other rows than the file expects.
     Mismatch {
         actual: String,
+        /// The same rows as expected, in another order.
+        same_rows: bool,
         message: String,
     },
     /// Anything else: an error, an unexpected error text, a wrong column count.
@@ -107,7 +109,10 @@ pub async fn run_file(suite: &Suite, relative: &Path, placed: bool, limit: Durat
         let outcome = match result {
             Ok(_) => Outcome::Passed,
             Err(e) => match e.kind() {
-                TestErrorKind::QueryResultMismatch { actual, .. } => Outcome::Mismatch {
+                TestErrorKind::QueryResultMismatch {
+                    actual, expected, ..
+                } => Outcome::Mismatch {
+                    same_rows: same_rows(&expected, &actual),
                     actual,
                     message: e.to_string(),
                 },
@@ -128,6 +133,16 @@ pub async fn run_file(suite: &Suite, relative: &Path, placed: bool, limit: Durat
         records: outcomes,
         timed_out,
     }
+}
+
+/// Whether two result texts hold the same lines, in any order.
+fn same_rows(expected: &str, actual: &str) -> bool {
+    let sorted = |text: &str| {
+        let mut lines: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+        lines.sort();
+        lines
+    };
+    sorted(expected) == sorted(actual)
 }
 
 fn is_explain(sql: &str) -> bool {
