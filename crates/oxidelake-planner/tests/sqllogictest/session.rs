@@ -1,6 +1,7 @@
 //! The placed session: the `TestContext`'s own session with the placement rule added,
 //! and a counter of the plans the rule put a GPU operator into.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -77,31 +78,37 @@ pub fn place_for_cuda(ctx: &SessionContext) -> Arc<AtomicUsize> {
 /// each function whose name now resolves to another one again, so every name means what
 /// it meant in the stock session.
 fn restore_function_names(original: &SessionState, state: &mut SessionState) {
-    for (name, udf) in original.scalar_functions() {
-        let moved = state
-            .scalar_functions()
-            .get(name)
-            .is_some_and(|now| !Arc::ptr_eq(now, udf));
-        if moved && udf.name() == name {
-            let _ = state.register_udf(Arc::clone(udf));
-        }
+    for udf in moved(original.scalar_functions(), state.scalar_functions(), |f| {
+        f.name()
+    }) {
+        let _ = state.register_udf(udf);
     }
-    for (name, udaf) in original.aggregate_functions() {
-        let moved = state
-            .aggregate_functions()
-            .get(name)
-            .is_some_and(|now| !Arc::ptr_eq(now, udaf));
-        if moved && udaf.name() == name {
-            let _ = state.register_udaf(Arc::clone(udaf));
-        }
+    for udaf in moved(
+        original.aggregate_functions(),
+        state.aggregate_functions(),
+        |f| f.name(),
+    ) {
+        let _ = state.register_udaf(udaf);
     }
-    for (name, udwf) in original.window_functions() {
-        let moved = state
-            .window_functions()
-            .get(name)
-            .is_some_and(|now| !Arc::ptr_eq(now, udwf));
-        if moved && udwf.name() == name {
-            let _ = state.register_udwf(Arc::clone(udwf));
-        }
+    for udwf in moved(original.window_functions(), state.window_functions(), |f| {
+        f.name()
+    }) {
+        let _ = state.register_udwf(udwf);
     }
+}
+
+/// The functions of `original` registered under their own name there whose name `now`
+/// resolves to another function.
+fn moved<F: ?Sized>(
+    original: &HashMap<String, Arc<F>>,
+    now: &HashMap<String, Arc<F>>,
+    name: impl Fn(&F) -> &str,
+) -> Vec<Arc<F>> {
+    original
+        .iter()
+        .filter(|(key, f)| {
+            name(f) == key.as_str() && now.get(*key).is_some_and(|n| !Arc::ptr_eq(n, *f))
+        })
+        .map(|(_, f)| Arc::clone(f))
+        .collect()
 }
