@@ -255,7 +255,7 @@ impl GpuHashJoinExec {
         (JoinKeys::new(l, &types), JoinKeys::new(r, &types))
     }
 
-    /// The join type (Inner, RightSemi or RightAnti).
+    /// The join type (Inner, Right, RightSemi or RightAnti).
     pub fn join_type(&self) -> JoinType {
         self.join_type
     }

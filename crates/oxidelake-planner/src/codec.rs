@@ -6,6 +6,7 @@
 //! node's own parameters (postcard, behind a magic prefix). Nodes that are not ours go to
 //! the fallback codec (Ballista's, in a cluster), so one codec serves the whole plan.
 
+mod field_text;
 mod join_filter;
 mod payload;
 

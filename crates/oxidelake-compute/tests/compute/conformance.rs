@@ -267,7 +267,12 @@ async fn join_cases(backend: BackendChoice) -> usize {
             data::partitions(&mut rng, key_range),
             data::partitions(&mut rng, key_range),
         );
-        for (join_type, two_keys, filtered, sql) in shapes {
+        for (shape, (join_type, two_keys, filtered, sql)) in shapes.into_iter().enumerate() {
+            // The first three shapes on every seed, the later six on every other one
+            // (the suite runs three times in CI: tests, emulated driver).
+            if shape >= 3 && seed % 2 == 1 {
+                continue;
+            }
             let on = if two_keys {
                 vec![(0, 0), (1, 1)]
             } else {
@@ -356,6 +361,23 @@ async fn foreign_key_join_cases() -> usize {
         cases += 1;
     }
     cases
+}
+
+/// Prints a conformance count, and appends it to the file `OXIDE_CONFORMANCE_LOG` names
+/// (`.ci/run` reads the counts of its test run there instead of running the suite again
+/// with its output shown).
+fn report(line: String) {
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("OXIDE_CONFORMANCE_LOG") {
+        use std::io::Write;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path);
+        if let Err(e) = file.and_then(|mut f| writeln!(f, "{line}")) {
+            eprintln!("cannot append to OXIDE_CONFORMANCE_LOG {path}: {e}");
+        }
+    }
 }
 
 /// A session state whose optimizer keeps partial and final aggregates apart, as they
@@ -508,35 +530,45 @@ async fn vector_cases(backend: BackendChoice) -> usize {
 #[tokio::test]
 async fn gpu_filter_exec_on_cpu_equals_stock_filter_and_projection() {
     let n = filter_cases(cpu()).await;
-    eprintln!("conformance: GpuFilterExec[cpu]: {n} cases equal to stock DataFusion");
+    report(format!(
+        "conformance: GpuFilterExec[cpu]: {n} cases equal to stock DataFusion"
+    ));
     assert_eq!(n, CASES as usize * filters().len());
 }
 
 #[tokio::test]
 async fn gpu_hash_join_exec_on_cpu_equals_stock_inner_right_semi_anti_two_key_and_filtered_joins() {
     let n = join_cases(cpu()).await;
-    eprintln!("conformance: GpuHashJoinExec[cpu]: {n} cases equal to stock DataFusion");
-    assert_eq!(n, CASES as usize * 9);
+    report(format!(
+        "conformance: GpuHashJoinExec[cpu]: {n} cases equal to stock DataFusion"
+    ));
+    assert_eq!(n, CASES as usize * 3 + CASES as usize / 2 * 6);
 }
 
 #[tokio::test]
 async fn gpu_hash_join_exec_on_cpu_equals_stock_on_foreign_key_joins() {
     let n = foreign_key_join_cases().await;
-    eprintln!("conformance: GpuHashJoinExec[cpu] foreign-key: {n} cases equal to stock DataFusion");
+    report(format!(
+        "conformance: GpuHashJoinExec[cpu] foreign-key: {n} cases equal to stock DataFusion"
+    ));
     assert_eq!(n, CASES as usize);
 }
 
 #[tokio::test]
 async fn gpu_partial_aggregate_exec_on_cpu_under_the_stock_final_equals_stock_aggregates() {
     let n = aggregate_cases(cpu()).await;
-    eprintln!("conformance: GpuPartialAggregateExec[cpu]: {n} cases equal to stock DataFusion");
+    report(format!(
+        "conformance: GpuPartialAggregateExec[cpu]: {n} cases equal to stock DataFusion"
+    ));
     assert_eq!(n, CASES as usize * 3);
 }
 
 #[tokio::test]
 async fn gpu_vector_distance_exec_on_cpu_equals_stock_distance_functions() {
     let n = vector_cases(cpu()).await;
-    eprintln!("conformance: GpuVectorDistanceExec[cpu]: {n} cases equal to stock DataFusion");
+    report(format!(
+        "conformance: GpuVectorDistanceExec[cpu]: {n} cases equal to stock DataFusion"
+    ));
     assert_eq!(n, CASES as usize * 2);
 }
 
@@ -558,5 +590,7 @@ async fn every_operator_on_the_detected_gpu_equals_stock_datafusion_without_cpu_
         + join_cases(backend.clone()).await
         + aggregate_cases(backend.clone()).await
         + vector_cases(backend).await;
-    eprintln!("conformance: {n} GPU cases equal to stock DataFusion");
+    report(format!(
+        "conformance: {n} GPU cases equal to stock DataFusion"
+    ));
 }

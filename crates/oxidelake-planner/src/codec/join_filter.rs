@@ -16,7 +16,7 @@ use datafusion_proto::protobuf::PhysicalExprNode;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::payload::{FieldText, data_type, field_text};
+use super::field_text::{FieldText, data_type, field_text};
 
 /// A [`JoinFilter`]'s parts.
 #[derive(Debug, Clone, Serialize, Deserialize)]

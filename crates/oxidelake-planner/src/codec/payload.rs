@@ -16,6 +16,7 @@ use oxidelake_compute::{
 use oxidelake_core::BackendKind;
 use serde::{Deserialize, Serialize};
 
+use super::field_text::{FieldText, data_type, field_text};
 use super::join_filter::JoinFilterPayload;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -168,22 +169,6 @@ pub(super) struct PartialAggregate {
     /// The argument column (none for COUNT(*)) and the type it is cast to, as Arrow
     /// writes and parses data types.
     input: Option<(usize, Option<String>)>,
-}
-
-/// A field of an output schema: name, data type (Arrow's text form), nullability.
-pub(super) type FieldText = (String, String, bool);
-
-pub(super) fn field_text(field: &Field) -> FieldText {
-    (
-        field.name().clone(),
-        field.data_type().to_string(),
-        field.is_nullable(),
-    )
-}
-
-pub(super) fn data_type(text: &str) -> Result<arrow::datatypes::DataType> {
-    text.parse()
-        .map_err(|e| bad(format!("data type {text:?}: {e}")))
 }
 
 /// One GPU node's parameters.
