@@ -1,13 +1,19 @@
 //! `GpuHashJoinExec`: inner, right-semi and right-anti equi-joins on one or more keys,
 //! with an optional join filter.
 //!
-//! The left input is the build side: all of its partitions are collected once, shared by
-//! every output partition, and indexed by the backend (`build_join_table`). Each right
-//! (probe) partition then streams through `probe_join_table`; the join filter, if any,
+//! The left input is the build side, in one of DataFusion's two partition modes:
+//! - CollectLeft: all of its partitions are collected once, shared by every output
+//!   partition;
+//! - Partitioned: both inputs are hash-partitioned on the keys, and output partition `i`
+//!   builds from left partition `i` alone, so the build work and memory are split across
+//!   partitions (and Ballista tasks) as stock DataFusion splits them.
+//!
+//! The backend indexes the build rows (`build_join_table`). Each right (probe) partition
+//! then streams through `probe_join_table`; the join filter, if any,
 //! drops the key-matched pairs it rejects (`residual`); an inner join gathers the
 //! remaining pairs' rows of both sides with Arrow's `take`, a semi or anti join keeps the
-//! probe rows with (or without) a pair. NULL keys never match. Keys other than one Int64
-//! column are numbered on the host first (`keys`).
+//! probe rows with (or without) a pair. NULL keys never match. One integer-like key is
+//! widened to Int64; other keys are numbered on the host first (`keys`).
 //!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
 //! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
@@ -15,6 +21,7 @@
 //! semi / anti join with the inputs swapped instead.
 
 mod keys;
+mod radix;
 mod residual;
 
 use std::fmt;
@@ -39,14 +46,18 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements,
     PlanProperties, collect_partitioned,
 };
-use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
 pub use keys::numbered_key_type;
+// Shared with the partial aggregate's group numbering.
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
+pub(crate) use keys::{widened, widens_exactly};
+pub(crate) use radix::for_each_bytes;
 
 /// The collected build side and its hash table.
 #[derive(Debug)]
@@ -91,6 +102,11 @@ pub struct GpuHashJoinExec {
     on: Vec<(usize, usize)>,
     filter: Option<JoinFilter>,
     join_type: JoinType,
+    /// CollectLeft or Partitioned (module docs).
+    mode: PartitionMode,
+    /// The output columns, as indices into the unprojected output (build columns then
+    /// probe columns; probe columns for semi and anti joins). Only these are gathered.
+    projection: Option<Vec<usize>>,
     placement: BackendKind,
     backend: BackendChoice,
     schema: SchemaRef,
@@ -130,10 +146,10 @@ impl GpuHashJoinExec {
         )
     }
 
-    /// A join of `join_type` (Inner, RightSemi or RightAnti; others are `Unsupported`) on
-    /// the key column pairs `on`, each pair of one type ([`numbered_key_type`], or one
-    /// Int64 pair), keeping only the pairs `filter` accepts. The filter's `Left` side is
-    /// `left`.
+    /// A join of `join_type` (Inner, Right, RightSemi or RightAnti; others are
+    /// `Unsupported`) on the key column pairs `on`, each pair of one type
+    /// ([`numbered_key_type`]), keeping only the pairs `filter` accepts. The filter's
+    /// `Left` side is `left`. The build side is collected whole (CollectLeft).
     pub fn try_new_on(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
@@ -142,6 +158,37 @@ impl GpuHashJoinExec {
         join_type: JoinType,
         placement: BackendKind,
     ) -> Result<Self> {
+        Self::try_new_in_mode(
+            left,
+            right,
+            on,
+            filter,
+            join_type,
+            PartitionMode::CollectLeft,
+            placement,
+        )
+    }
+
+    /// [`GpuHashJoinExec::try_new_on`] in partition mode `mode`: CollectLeft, or
+    /// Partitioned (both inputs hash-partitioned on the keys, each output partition
+    /// building from its own left partition). `Auto` is a planning-time mode and is
+    /// refused.
+    pub fn try_new_in_mode(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        on: Vec<(usize, usize)>,
+        filter: Option<JoinFilter>,
+        join_type: JoinType,
+        mode: PartitionMode,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        if mode == PartitionMode::Auto {
+            return Err(EngineError::unsupported(
+                "GpuHashJoinExec partition mode",
+                "Auto (DataFusion resolves it to CollectLeft or Partitioned while planning)",
+            )
+            .into());
+        }
         if !matches!(
             join_type,
             JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti
@@ -181,27 +228,8 @@ impl GpuHashJoinExec {
                 .into());
             }
         }
-        // The plan properties of the stock operator this one stands for: a HashJoinExec
-        // in CollectLeft mode on the same keys and filter. It shifts the probe side's
-        // partitioning and orderings past the build side's columns and knows the key
-        // equivalences; both backends emit matches in probe-row order (the device writes
-        // each probe row's pairs at its prefix-sum offset, the filter keeps their order),
-        // so every claim holds here.
-        let stock_on = on
-            .iter()
-            .map(|(l, r)| {
-                (
-                    Arc::new(Column::new(ls.field(*l).name(), *l)) as Arc<dyn PhysicalExpr>,
-                    Arc::new(Column::new(rs.field(*r).name(), *r)) as Arc<dyn PhysicalExpr>,
-                )
-            })
-            .collect();
-        let stock =
-            HashJoinExecBuilder::new(Arc::clone(&left), Arc::clone(&right), stock_on, join_type)
-                .with_filter(filter.clone())
-                .with_partition_mode(PartitionMode::CollectLeft)
-                .with_null_equality(NullEquality::NullEqualsNothing)
-                .build()?;
+        // The plan properties of the stock operator this one stands for (`stock_join`).
+        let stock = stock_join(&left, &right, &on, filter.as_ref(), join_type, mode, None)?;
         let schema = stock.schema();
         let properties = stock.properties().as_ref().clone();
         Ok(Self {
@@ -210,6 +238,8 @@ impl GpuHashJoinExec {
             on,
             filter,
             join_type,
+            mode,
+            projection: None,
             placement,
             backend: BackendChoice::Detect,
             schema,
@@ -217,6 +247,30 @@ impl GpuHashJoinExec {
             metrics: ExecutionPlanMetricsSet::new(),
             build: Arc::new(tokio::sync::OnceCell::new()),
         })
+    }
+
+    /// Emits only the columns `projection` names (indices into the unprojected output),
+    /// as the stock join's embedded projection does: columns nobody reads are never
+    /// gathered.
+    pub fn with_projection(mut self, projection: Option<Vec<usize>>) -> Result<Self> {
+        let stock = stock_join(
+            &self.left,
+            &self.right,
+            &self.on,
+            self.filter.as_ref(),
+            self.join_type,
+            self.mode,
+            projection.clone(),
+        )?;
+        self.schema = stock.schema();
+        self.properties = Arc::new(stock.properties().as_ref().clone());
+        self.projection = projection;
+        Ok(self)
+    }
+
+    /// The output columns, when projected (see [`GpuHashJoinExec::with_projection`]).
+    pub fn projection(&self) -> Option<&[usize]> {
+        self.projection.as_deref()
     }
 
     /// Runs on `backend` instead of asking the hardware detector at execute time.
@@ -260,6 +314,41 @@ impl GpuHashJoinExec {
         self.join_type
     }
 
+    /// The partition mode: CollectLeft or Partitioned.
+    pub fn mode(&self) -> PartitionMode {
+        self.mode
+    }
+
+    /// The name of column `i` of the unprojected output.
+    fn unprojected_name(&self, i: usize) -> Option<String> {
+        let (ls, rs) = (self.left.schema(), self.right.schema());
+        let probe_only = !matches!(self.join_type, JoinType::Inner | JoinType::Right);
+        let field = if probe_only {
+            rs.fields().get(i)
+        } else if i < ls.fields().len() {
+            ls.fields().get(i)
+        } else {
+            rs.fields().get(i - ls.fields().len())
+        };
+        field.map(|f| f.name().clone())
+    }
+
+    /// The key expressions of one side, as the stock operator states its distribution.
+    fn key_exprs(&self, left: bool) -> Vec<Arc<dyn PhysicalExpr>> {
+        let schema = if left {
+            self.left.schema()
+        } else {
+            self.right.schema()
+        };
+        self.on
+            .iter()
+            .map(|(l, r)| {
+                let i = if left { *l } else { *r };
+                Arc::new(Column::new(schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>
+            })
+            .collect()
+    }
+
     /// Where the planner placed the operator.
     pub fn placement(&self) -> BackendKind {
         self.placement
@@ -284,21 +373,32 @@ impl DisplayAs for GpuHashJoinExec {
                     .collect();
                 write!(
                     f,
-                    "{}: join_type={}, on=[{}]",
+                    "{}: mode={:?}, join_type={}, on=[{}]",
                     placement_label("GpuHashJoinExec", self.placement),
+                    self.mode,
                     self.join_type,
                     on.join(", ")
                 )?;
                 if let Some(filter) = &self.filter {
                     write!(f, ", filter={}", filter.expression())?;
                 }
+                if let Some(projection) = &self.projection {
+                    let names: Vec<String> = projection
+                        .iter()
+                        .map(|i| match self.unprojected_name(*i) {
+                            Some(name) => format!("{name}@{i}"),
+                            None => format!("@{i}"),
+                        })
+                        .collect();
+                    write!(f, ", projection=[{}]", names.join(", "))?;
+                }
                 Ok(())
             }
             DisplayFormatType::TreeRender => {
                 write!(
                     f,
-                    "placement={}\njoin_type={}",
-                    self.placement, self.join_type
+                    "placement={}\nmode={:?}\njoin_type={}",
+                    self.placement, self.mode, self.join_type
                 )
             }
         }
@@ -314,15 +414,22 @@ impl ExecutionPlan for GpuHashJoinExec {
         &self.properties
     }
 
-    /// The build side as one partition (each output partition probes the whole build
-    /// table, like DataFusion's CollectLeft mode); the probe side as it comes. Declaring
-    /// it lets Ballista cut a stage below the build side, so every task builds from all
-    /// of it and not just its own file split.
+    /// What the stock operator in the same mode requires. CollectLeft: the build side as
+    /// one partition (each output partition probes the whole build table), the probe
+    /// side as it comes; declaring it lets Ballista cut a stage below the build side, so
+    /// every task builds from all of it and not just its own file split. Partitioned:
+    /// both sides hash-partitioned on their keys, partition for partition.
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        InputDistributionRequirements::new(vec![
-            Distribution::SinglePartition,
-            Distribution::UnspecifiedDistribution,
-        ])
+        match self.mode {
+            PartitionMode::Partitioned => InputDistributionRequirements::co_partitioned(vec![
+                Distribution::KeyPartitioned(self.key_exprs(true)),
+                Distribution::KeyPartitioned(self.key_exprs(false)),
+            ]),
+            _ => InputDistributionRequirements::new(vec![
+                Distribution::SinglePartition,
+                Distribution::UnspecifiedDistribution,
+            ]),
+        }
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -353,14 +460,16 @@ impl ExecutionPlan for GpuHashJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).map_err(|c| {
             DataFusionError::Internal(format!("GpuHashJoinExec takes 2 children, got {}", c.len()))
         })?;
-        let exec = GpuHashJoinExec::try_new_on(
+        let exec = GpuHashJoinExec::try_new_in_mode(
             left,
             right,
             self.on.clone(),
             self.filter.clone(),
             self.join_type,
+            self.mode,
             self.placement,
         )?
+        .with_projection(self.projection.clone())?
         .with_backend(self.backend.clone());
         Ok(Arc::new(exec))
     }
@@ -378,44 +487,52 @@ impl ExecutionPlan for GpuHashJoinExec {
             "GpuHashJoinExec",
             exec.kind(),
         ));
-        let left = Arc::clone(&self.left);
         let (build_encoding, probe_encoding) = self.key_encodings();
         let join = Arc::new(ProbeSpec {
             keys: probe_encoding,
             filter: self.filter.clone(),
             join_type: self.join_type,
+            projection: self.projection.clone(),
         });
-        let (once, schema) = (Arc::clone(&self.build), Arc::clone(&self.schema));
-        let build_exec = Arc::clone(&exec);
-        let build_metrics = Arc::clone(&metrics);
-        let build = async move {
-            once.get_or_try_init(|| async move {
-                let started = Instant::now();
-                let partitions = collect_partitioned(Arc::clone(&left), context).await?;
-                let batches: Vec<RecordBatch> = partitions.into_iter().flatten().collect();
-                let batch = concat_batches(&left.schema(), &batches)?;
-                let (key_column, dictionary) = build_keys(&build_encoding, &batch)?;
-                let table = build_exec.run(&build_metrics, |backend, stream| {
-                    backend.build_join_table(stream, &key_column)
-                })?;
-                build_metrics
-                    .telemetry
-                    .set_allocated_bytes(table.allocated_bytes() as u64);
-                build_metrics.rows_in.add(batch.num_rows());
-                build_metrics
-                    .baseline
-                    .elapsed_compute()
-                    .add_duration(started.elapsed());
-                Ok::<_, DataFusionError>(Arc::new(BuildSide {
-                    batch,
-                    table,
-                    key_column,
-                    dictionary,
-                    cpu_table: std::sync::OnceLock::new(),
-                }))
-            })
-            .await
-            .cloned()
+        let schema = Arc::clone(&self.schema);
+        let (build_exec, build_metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
+        let left_schema = self.left.schema();
+        let build: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
+            // This partition's own build rows, for this partition's probe only.
+            PartitionMode::Partitioned => {
+                let rows = self.left.execute(partition, context)?;
+                async move {
+                    let batches: Vec<RecordBatch> = rows.try_collect().await?;
+                    build_side(
+                        &left_schema,
+                        &batches,
+                        &build_encoding,
+                        &build_exec,
+                        &build_metrics,
+                    )
+                }
+                .boxed()
+            }
+            // Every left partition, collected and indexed once for all output partitions.
+            _ => {
+                let (once, left) = (Arc::clone(&self.build), Arc::clone(&self.left));
+                async move {
+                    once.get_or_try_init(|| async move {
+                        let partitions = collect_partitioned(left, context).await?;
+                        let batches: Vec<RecordBatch> = partitions.into_iter().flatten().collect();
+                        build_side(
+                            &left_schema,
+                            &batches,
+                            &build_encoding,
+                            &build_exec,
+                            &build_metrics,
+                        )
+                    })
+                    .await
+                    .cloned()
+                }
+                .boxed()
+            }
         };
         let stream = futures::stream::once(async move {
             let side = build.await?;
@@ -435,6 +552,71 @@ impl ExecutionPlan for GpuHashJoinExec {
     }
 }
 
+/// The stock operator this one stands for, whose plan properties and schema it reports:
+/// a HashJoinExec in the same mode on the same keys, filter and projection. It shifts the
+/// probe side's partitioning and orderings past the build side's columns and knows the
+/// key equivalences; both backends emit matches in probe-row order (the device writes
+/// each probe row's pairs at its prefix-sum offset, the filter keeps their order), so
+/// every claim holds here.
+fn stock_join(
+    left: &Arc<dyn ExecutionPlan>,
+    right: &Arc<dyn ExecutionPlan>,
+    on: &[(usize, usize)],
+    filter: Option<&JoinFilter>,
+    join_type: JoinType,
+    mode: PartitionMode,
+    projection: Option<Vec<usize>>,
+) -> Result<datafusion::physical_plan::joins::HashJoinExec> {
+    let (ls, rs) = (left.schema(), right.schema());
+    let stock_on = on
+        .iter()
+        .map(|(l, r)| {
+            (
+                Arc::new(Column::new(ls.field(*l).name(), *l)) as Arc<dyn PhysicalExpr>,
+                Arc::new(Column::new(rs.field(*r).name(), *r)) as Arc<dyn PhysicalExpr>,
+            )
+        })
+        .collect();
+    HashJoinExecBuilder::new(Arc::clone(left), Arc::clone(right), stock_on, join_type)
+        .with_filter(filter.cloned())
+        .with_partition_mode(mode)
+        .with_null_equality(NullEquality::NullEqualsNothing)
+        .with_projection(projection)
+        .build()
+}
+
+/// The build side of `batches`: one batch, its device key column and the backend's
+/// table over it.
+fn build_side(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    encoding: &JoinKeys,
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+) -> Result<Arc<BuildSide>> {
+    let started = Instant::now();
+    let batch = concat_batches(schema, batches)?;
+    let (key_column, dictionary) = build_keys(encoding, &batch)?;
+    let table = exec.run(metrics, |backend, stream| {
+        backend.build_join_table(stream, &key_column)
+    })?;
+    metrics
+        .telemetry
+        .set_allocated_bytes(table.allocated_bytes() as u64);
+    metrics.rows_in.add(batch.num_rows());
+    metrics
+        .baseline
+        .elapsed_compute()
+        .add_duration(started.elapsed());
+    Ok(Arc::new(BuildSide {
+        batch,
+        table,
+        key_column,
+        dictionary,
+        cpu_table: std::sync::OnceLock::new(),
+    }))
+}
+
 /// Whether `indices` is exactly `0, 1, ..., rows - 1`.
 fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
     indices.len() == rows
@@ -452,6 +634,7 @@ struct ProbeSpec {
     keys: JoinKeys,
     filter: Option<JoinFilter>,
     join_type: JoinType,
+    projection: Option<Vec<usize>>,
 }
 
 fn probe_batch(
@@ -504,23 +687,43 @@ fn probe_batch(
         (build_indices, probe_indices)
     };
     if !matches!(join.join_type, JoinType::Inner | JoinType::Right) {
-        let out = semi_or_anti(batch, &probe_indices, join.join_type, schema)?;
+        let out = semi_or_anti(
+            batch,
+            &probe_indices,
+            join.join_type,
+            join.projection.as_deref(),
+            schema,
+        )?;
         let moved = exec.bytes_moved(|| keys.get_array_memory_size());
         metrics.record(batch.num_rows(), out.num_rows(), started, moved);
         return Ok(out);
     }
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for column in side.batch.columns() {
-        columns.push(take(column.as_ref(), &build_indices, None)?);
-    }
-    if is_identity(&probe_indices, batch.num_rows()) {
-        // Every probe row matched exactly once, in order (a foreign-key join): the probe
-        // columns are the output columns, no copy needed.
-        columns.extend(batch.columns().iter().cloned());
-    } else {
-        for column in batch.columns() {
-            columns.push(take(column.as_ref(), &probe_indices, None)?);
+    let build_width = side.batch.num_columns();
+    let all: Vec<usize>;
+    let wanted = match &join.projection {
+        Some(projection) => projection.as_slice(),
+        None => {
+            all = (0..build_width + batch.num_columns()).collect();
+            &all
         }
+    };
+    // Every probe row matched exactly once, in order (a foreign-key join): the probe
+    // columns are the output columns, no copy needed.
+    let probe_as_is = is_identity(&probe_indices, batch.num_rows());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
+    for i in wanted {
+        columns.push(if *i < build_width {
+            take(side.batch.column(*i).as_ref(), &build_indices, None)?
+        } else {
+            let column = batch.columns().get(i - build_width).ok_or_else(|| {
+                DataFusionError::Internal(format!("join projection index {i} out of range"))
+            })?;
+            if probe_as_is {
+                Arc::clone(column)
+            } else {
+                take(column.as_ref(), &probe_indices, None)?
+            }
+        });
     }
     let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
     let moved = exec.bytes_moved(|| keys.get_array_memory_size());
@@ -530,42 +733,74 @@ fn probe_batch(
 
 /// The pairs of a right outer join: every pair, and for each probe row without one, the
 /// row with a NULL build index (`take` makes its build columns NULL). Output is in probe
-/// order, each row's pairs in the order they came (a counting sort on the probe index,
-/// so it does not rely on how a backend orders its pairs).
+/// order, each row's pairs in the order they came: a merge when the pairs are in probe
+/// order already, a counting sort on the probe index otherwise (so it does not rely on
+/// how a backend orders its pairs).
 fn with_unmatched_probe_rows(
     build_indices: &UInt32Array,
     probe_indices: &UInt32Array,
     probe_rows: usize,
 ) -> Result<(UInt32Array, UInt32Array)> {
-    let mut counts = vec![0usize; probe_rows];
-    for p in probe_indices.values() {
-        *counts.get_mut(*p as usize).ok_or_else(|| {
-            DataFusionError::Internal(format!(
-                "join probe returned row {p} of a {probe_rows}-row batch"
-            ))
-        })? += 1;
+    let (builds, probes) = (build_indices.values(), probe_indices.values());
+    if let Some(&p) = probes.iter().find(|p| **p as usize >= probe_rows) {
+        return Err(DataFusionError::Internal(format!(
+            "join probe returned row {p} of a {probe_rows}-row batch"
+        )));
     }
-    // Each probe row takes max(pairs, 1) output slots, starting at its offset.
-    let mut next = Vec::with_capacity(probe_rows);
-    let mut total = 0;
-    for c in &counts {
-        next.push(total);
-        total += (*c).max(1);
-    }
-    let mut build_out: Vec<Option<u32>> = vec![None; total];
-    let mut probe_out: Vec<u32> = vec![0; total];
-    for (row, c) in counts.iter().enumerate() {
-        if *c == 0 {
-            probe_out[next[row]] = row as u32;
+    let mut build_out: Vec<u32> = Vec::with_capacity(builds.len() + probe_rows);
+    let mut valid: Vec<bool> = Vec::with_capacity(builds.len() + probe_rows);
+    let mut probe_out: Vec<u32> = Vec::with_capacity(builds.len() + probe_rows);
+    if probes.windows(2).all(|w| w[0] <= w[1]) {
+        // Pairs in probe order (what both backends produce): one merge pass.
+        let mut pair = 0;
+        for row in 0..probe_rows as u32 {
+            let first = pair;
+            while pair < probes.len() && probes[pair] == row {
+                build_out.push(builds[pair]);
+                valid.push(true);
+                probe_out.push(row);
+                pair += 1;
+            }
+            if pair == first {
+                build_out.push(0);
+                valid.push(false);
+                probe_out.push(row);
+            }
+        }
+    } else {
+        // Otherwise a counting sort on the probe index, each row's pairs in the order
+        // they came.
+        let mut counts = vec![0usize; probe_rows];
+        for p in probes {
+            counts[*p as usize] += 1;
+        }
+        let mut next = Vec::with_capacity(probe_rows);
+        let mut total = 0;
+        for c in &counts {
+            next.push(total);
+            total += (*c).max(1);
+        }
+        build_out.resize(total, 0);
+        valid.resize(total, false);
+        probe_out.resize(total, 0);
+        for (row, c) in counts.iter().enumerate() {
+            if *c == 0 {
+                probe_out[next[row]] = row as u32;
+            }
+        }
+        for (b, p) in builds.iter().zip(probes) {
+            let slot = &mut next[*p as usize];
+            build_out[*slot] = *b;
+            valid[*slot] = true;
+            probe_out[*slot] = *p;
+            *slot += 1;
         }
     }
-    for (b, p) in build_indices.values().iter().zip(probe_indices.values()) {
-        let slot = &mut next[*p as usize];
-        build_out[*slot] = Some(*b);
-        probe_out[*slot] = *p;
-        *slot += 1;
-    }
-    Ok((UInt32Array::from(build_out), UInt32Array::from(probe_out)))
+    let nulls = arrow::buffer::NullBuffer::from(valid);
+    Ok((
+        UInt32Array::new(build_out.into(), Some(nulls)),
+        UInt32Array::from(probe_out),
+    ))
 }
 
 /// The probe rows with at least one match (RightSemi) or none (RightAnti), in order.
@@ -573,6 +808,7 @@ fn semi_or_anti(
     batch: &RecordBatch,
     probe_indices: &UInt32Array,
     join_type: JoinType,
+    projection: Option<&[usize]>,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let mut matched = vec![false; batch.num_rows()];
@@ -586,10 +822,44 @@ fn semi_or_anti(
         *slot = true;
     }
     let keep = join_type == JoinType::RightSemi;
-    let mask: BooleanArray = matched.iter().map(|m| Some(*m == keep)).collect();
-    let kept = filter_record_batch(batch, &mask)?;
+    let mask = BooleanArray::new(
+        arrow::buffer::BooleanBuffer::collect_bool(matched.len(), |i| matched[i] == keep),
+        None,
+    );
+    let kept = match projection {
+        Some(projection) => filter_record_batch(&batch.project(projection)?, &mask)?,
+        None => filter_record_batch(batch, &mask)?,
+    };
     Ok(RecordBatch::try_new(
         Arc::clone(schema),
         kept.columns().to_vec(),
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmatched_probe_rows_are_added_once_in_probe_order_whatever_the_pair_order() {
+        // Probe rows 0..5: row 1 has two pairs, row 3 one, rows 0, 2 and 4 none.
+        let want_build = vec![None, Some(7), Some(8), None, Some(9), None];
+        let want_probe = vec![0, 1, 1, 2, 3, 4];
+        for (builds, probes) in [
+            (vec![7, 8, 9], vec![1, 1, 3]), // in probe order: the merge
+            (vec![9, 7, 8], vec![3, 1, 1]), // not: the counting sort
+        ] {
+            let (b, p) = with_unmatched_probe_rows(
+                &UInt32Array::from(builds),
+                &UInt32Array::from(probes),
+                5,
+            )
+            .unwrap();
+            assert_eq!(b.iter().collect::<Vec<_>>(), want_build);
+            assert_eq!(p.values().to_vec(), want_probe);
+        }
+        let out_of_range =
+            with_unmatched_probe_rows(&UInt32Array::from(vec![0]), &UInt32Array::from(vec![5]), 5);
+        assert!(out_of_range.is_err());
+    }
 }

@@ -19,6 +19,7 @@
 //! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
 //! i64 is cut into slices that cannot; each slice contributes its own partial rows.
 
+mod digits;
 mod from_plan;
 mod keys;
 mod spec;

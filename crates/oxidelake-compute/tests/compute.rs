@@ -7,6 +7,7 @@ mod compute {
     pub mod data;
     #[cfg(feature = "cuda")]
     pub mod faults;
+    pub mod partitioned_join;
     pub mod properties;
     pub mod rows;
     pub mod typed_filters;

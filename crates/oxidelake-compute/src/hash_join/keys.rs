@@ -1,56 +1,57 @@
 //! Join keys as the device's one Int64 key column.
 //!
-//! The device join table hashes one Int64 key. One Int64 key pair goes to it as it is.
-//! Any other key (several columns, Int32, Date32, decimals, strings) is numbered on the
-//! host: the build side's distinct keys, encoded in Arrow's row format, get the numbers
-//! 0, 1, 2, … and each probe row gets the number of its key, or NULL when the build side
-//! does not have it. The device then joins on the numbers. The row format compares
-//! bytes, so two keys get one number only when they are equal: no hash collision can
-//! join rows whose keys differ. A row with a NULL in any key column gets a NULL number
-//! and never matches (`NullEqualsNothing`, the only null equality the rule places).
+//! The device join table hashes one Int64 key. One key whose values are 64-bit
+//! integers at heart (every integer type, dates, timestamps, decimals of up to 18
+//! digits) goes to it widened to Int64: widening is one-to-one, so equal Int64 values
+//! are equal keys. Several key columns, or one string or boolean column, become one
+//! mixed-radix Int64 (`radix`) when the product of their spans fits. Any other key
+//! (wider decimals, spans too wide) is numbered on the host: the build side's distinct
+//! keys, encoded in Arrow's row format,
+//! get the numbers 0, 1, 2, … and each probe row gets the number of its key, or NULL
+//! when the build side does not have it. The device then joins on the numbers. The row
+//! format compares bytes, so two keys get one number only when they are equal: no hash
+//! collision can join rows whose keys differ. A row with a NULL in any key column gets a
+//! NULL number and never matches (`NullEqualsNothing`, the only null equality the rule
+//! places).
 //!
-//! The numbering is one host hash-map pass per side; moving it to the device (hashing
-//! the row format there, verifying on bytes) changes only this file.
+//! The numbering is one host hash-map pass per side (foldhash, as DataFusion's own
+//! maps); moving it to the device (hashing the row format there, verifying on bytes)
+//! changes only this file.
 
-use std::collections::HashMap;
-
-use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Decimal128Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::HashMap;
 use datafusion::error::{DataFusionError, Result};
+
+use super::radix::RadixKeys;
 
 /// The key types a join can number: equality on them is equality of their row-format
 /// bytes. Floats are left out (DataFusion's join compares `-0.0` and `0.0` as equal,
 /// their bytes differ).
 pub fn numbered_key_type(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Date32
-            | DataType::Date64
-            | DataType::Timestamp(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Boolean
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-    )
+    widens_exactly(dt)
+        || matches!(
+            dt,
+            DataType::Decimal128(_, _)
+                | DataType::Boolean
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+        )
 }
 
 /// How the key columns of one side become the device's key column.
 #[derive(Debug)]
 pub(crate) enum JoinKeys {
-    /// One Int64 key column, used as it is.
-    Int64(usize),
+    /// One key column widened to Int64 (see [`widens_exactly`]).
+    Widened(usize),
     /// Key columns numbered through the build side's dictionary.
     Numbered(Vec<usize>),
 }
@@ -59,24 +60,98 @@ impl JoinKeys {
     /// The encoding for key columns `columns` of types `types`.
     pub(crate) fn new(columns: Vec<usize>, types: &[DataType]) -> Self {
         match (columns.as_slice(), types) {
-            ([column], [DataType::Int64]) => JoinKeys::Int64(*column),
+            ([column], [dt]) if widens_exactly(dt) => JoinKeys::Widened(*column),
             _ => JoinKeys::Numbered(columns),
         }
     }
 
     fn columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
         match self {
-            JoinKeys::Int64(c) => vec![batch.column(*c).clone()],
+            JoinKeys::Widened(c) => vec![batch.column(*c).clone()],
             JoinKeys::Numbered(cs) => cs.iter().map(|c| batch.column(*c).clone()).collect(),
         }
     }
 }
 
-/// The build side's key numbers: the distinct build keys in row format.
+/// Whether every value of `dt` maps to its own Int64 value (`v as i64` is one-to-one:
+/// a widening, a reinterpretation of the same 64 bits, or a decimal of at most 18
+/// digits, whose unscaled value fits).
+pub(crate) fn widens_exactly(dt: &DataType) -> bool {
+    match dt {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(_, _) => true,
+        DataType::Decimal128(precision, _) => *precision <= 18,
+        _ => false,
+    }
+}
+
+/// `column` widened to Int64, NULLs kept (the types of [`widens_exactly`]).
+pub(crate) fn widened(column: &ArrayRef) -> Result<Int64Array> {
+    let a = column.as_ref();
+    Ok(match a.data_type() {
+        DataType::Int64 => a.as_primitive::<Int64Type>().clone(),
+        DataType::Int8 => a.as_primitive::<Int8Type>().unary(i64::from),
+        DataType::Int16 => a.as_primitive::<Int16Type>().unary(i64::from),
+        DataType::Int32 => a.as_primitive::<Int32Type>().unary(i64::from),
+        DataType::UInt8 => a.as_primitive::<UInt8Type>().unary(i64::from),
+        DataType::UInt16 => a.as_primitive::<UInt16Type>().unary(i64::from),
+        DataType::UInt32 => a.as_primitive::<UInt32Type>().unary(i64::from),
+        // The same 64 bits read as signed: one-to-one, which is all equality needs.
+        DataType::UInt64 => a
+            .as_primitive::<UInt64Type>()
+            .unary(|v| i64::from_ne_bytes(v.to_ne_bytes())),
+        DataType::Date32 => a.as_primitive::<Date32Type>().unary(i64::from),
+        DataType::Date64 => a.as_primitive::<Date64Type>().unary(|v| v),
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            a.as_primitive::<TimestampSecondType>().unary(|v| v)
+        }
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            a.as_primitive::<TimestampMillisecondType>().unary(|v| v)
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            a.as_primitive::<TimestampMicrosecondType>().unary(|v| v)
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            a.as_primitive::<TimestampNanosecondType>().unary(|v| v)
+        }
+        // At most 18 digits: the unscaled value lies within ±(10^18 - 1), inside i64.
+        // A value outside it is an invalid array; refusing it keeps keys one-to-one.
+        DataType::Decimal128(precision, _) if *precision <= 18 => {
+            a.as_primitive::<Decimal128Type>().try_unary(|v| {
+                i64::try_from(v).map_err(|_| {
+                    arrow::error::ArrowError::InvalidArgumentError(format!(
+                        "join key {v} exceeds its Decimal128({precision}) type"
+                    ))
+                })
+            })?
+        }
+        other => {
+            return Err(DataFusionError::Internal(format!(
+                "join key of type {other} cannot be widened to Int64"
+            )));
+        }
+    })
+}
+
+/// How probes find the build side's key numbers.
 #[derive(Debug)]
-pub(crate) struct KeyDictionary {
-    converter: RowConverter,
-    numbers: HashMap<Box<[u8]>, i64>,
+pub(crate) enum KeyDictionary {
+    /// Mixed-radix digits (`radix`).
+    Radix(RadixKeys),
+    /// The distinct build keys in row format.
+    Rows {
+        converter: RowConverter,
+        numbers: HashMap<Box<[u8]>, i64>,
+    },
 }
 
 /// The build side's device key column, and the dictionary probes number against.
@@ -85,23 +160,33 @@ pub(crate) fn build_keys(
     batch: &RecordBatch,
 ) -> Result<(Int64Array, Option<KeyDictionary>)> {
     let columns = keys.columns(batch);
-    if let JoinKeys::Int64(_) = keys {
-        return Ok((int64(&columns[0])?.clone(), None));
+    if let JoinKeys::Widened(_) = keys {
+        return Ok((widened(&columns[0])?, None));
+    }
+    if let Some((radix, keys)) = RadixKeys::build(&columns)? {
+        return Ok((keys, Some(KeyDictionary::Radix(radix))));
     }
     let converter = converter_for(&columns)?;
     let rows = converter.convert_columns(&columns)?;
     let valid = all_valid(&columns);
-    let mut numbers: HashMap<Box<[u8]>, i64> = HashMap::new();
+    let mut numbers: HashMap<Box<[u8]>, i64> = HashMap::default();
     let ids: Int64Array = (0..batch.num_rows())
         .map(|i| {
             if valid.as_ref().is_some_and(|v| v.is_null(i)) {
                 return None;
             }
             let next = numbers.len() as i64;
-            Some(*numbers.entry(rows.row(i).as_ref().into()).or_insert(next))
+            let bytes = rows.row(i);
+            Some(match numbers.get(bytes.as_ref()) {
+                Some(number) => *number,
+                None => {
+                    numbers.insert(bytes.as_ref().into(), next);
+                    next
+                }
+            })
         })
         .collect();
-    Ok((ids, Some(KeyDictionary { converter, numbers })))
+    Ok((ids, Some(KeyDictionary::Rows { converter, numbers })))
 }
 
 /// A probe batch's device key column: the build numbers of its keys, NULL where the
@@ -112,17 +197,19 @@ pub(crate) fn probe_keys(
     batch: &RecordBatch,
 ) -> Result<Int64Array> {
     let columns = keys.columns(batch);
-    let Some(dictionary) = dictionary else {
-        return Ok(int64(&columns[0])?.clone());
+    let (converter, numbers) = match dictionary {
+        None => return widened(&columns[0]),
+        Some(KeyDictionary::Radix(radix)) => return radix.probe(&columns),
+        Some(KeyDictionary::Rows { converter, numbers }) => (converter, numbers),
     };
-    let rows = dictionary.converter.convert_columns(&columns)?;
+    let rows = converter.convert_columns(&columns)?;
     let valid = all_valid(&columns);
     Ok((0..batch.num_rows())
         .map(|i| {
             if valid.as_ref().is_some_and(|v| v.is_null(i)) {
                 return None;
             }
-            dictionary.numbers.get(rows.row(i).as_ref()).copied()
+            numbers.get(rows.row(i).as_ref()).copied()
         })
         .collect())
 }
@@ -140,11 +227,4 @@ fn all_valid(columns: &[ArrayRef]) -> Option<NullBuffer> {
     columns.iter().fold(None, |acc, c| {
         NullBuffer::union(acc.as_ref(), c.logical_nulls().as_ref())
     })
-}
-
-fn int64(column: &ArrayRef) -> Result<&Int64Array> {
-    column
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .ok_or_else(|| DataFusionError::Internal("join key is not Int64".into()))
 }

@@ -6,7 +6,9 @@
 //! - one integer or Date32 key: widened to Int64 (NULL stays NULL, its own group) and
 //!   narrowed back afterwards, so the device hashes the real keys;
 //! - anything else (several keys, strings, decimals): the host numbers the distinct keys
-//!   of the batch through Arrow's row format (one hash map lookup per row) and the device
+//!   of the batch, digit by digit (`digits`) when every key column is integer-like, a
+//!   string or a boolean, through Arrow's row format (one foldhash map lookup per row)
+//!   otherwise, and the device
 //!   groups and aggregates by that number; each group's key values are taken from the
 //!   first row that had them.
 //!
@@ -14,7 +16,6 @@
 //! keeps multi-column and string keys exact today, and moving it to the device (hashing
 //! the row format there) changes only this file.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, UInt32Array};
@@ -22,8 +23,10 @@ use arrow::buffer::ScalarBuffer;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::HashMap;
 use datafusion::error::{DataFusionError, Result};
 
+use super::digits;
 use super::spec::{DeviceValues, to_device, to_state};
 
 /// How a batch's group keys become the device's key column.
@@ -110,8 +113,20 @@ impl KeyEncoding {
             KeyEncoding::Numbered(converter) => {
                 let columns: Vec<ArrayRef> =
                     keys.iter().map(|k| Arc::clone(batch.column(*k))).collect();
+                if digits::digit_types(
+                    &columns
+                        .iter()
+                        .map(|c| c.data_type().clone())
+                        .collect::<Vec<_>>(),
+                ) && let Some((ids, first_rows)) = digits::number_groups(&columns)?
+                {
+                    return Ok(EncodedKeys {
+                        column: Int64Array::from(ids),
+                        first_rows,
+                    });
+                }
                 let converted = converter.convert_columns(&columns)?;
-                let mut numbers: HashMap<&[u8], i64> = HashMap::new();
+                let mut numbers: HashMap<&[u8], i64> = HashMap::default();
                 let mut first_rows = Vec::new();
                 let mut ids = Vec::with_capacity(rows);
                 for row in 0..rows {

@@ -1,5 +1,6 @@
-//! CPU hash join on one Int64 key: a chained hash table over the build keys, probed
-//! in parallel chunks with rayon for large probe batches.
+//! CPU hash join on one Int64 key: chains of build rows per key, found through a direct
+//! index (narrow key ranges) or a hash table, probed in parallel chunks with rayon for
+//! large probe batches.
 
 use arrow::array::{Array, Int64Array, UInt32Array};
 use oxidelake_core::EngineError;
@@ -10,27 +11,93 @@ use crate::ops::JoinMatches;
 /// Probe batches at least this long are split across rayon workers.
 const PARALLEL_PROBE_ROWS: usize = 1 << 16;
 
-/// Build-side rows by key, in an open-addressing table with linear probing.
+/// Build-side rows by key.
 ///
-/// Slot `s` holds a key and the head of its chain: `heads[s]` is 1 + the first build row
-/// with that key (0 marks an empty slot) and `next[row]` is 1 + the following row with the
-/// same key (0 ends the chain), so the rows of one key are visited in ascending order
-/// without a `Vec` per key. Slots are found by Fibonacci hashing of the key; the table is
-/// at least twice the number of build rows, so probes stay short.
+/// The rows of one key form a chain: the index gives 1 + the first build row with the
+/// key (0: none) and `next[row]` is 1 + the following row with the same key (0 ends the
+/// chain), so the rows of one key are visited in ascending order without a `Vec` per key.
+/// The index is one of two (see [`Index`]); which one is decided from the keys' range.
 #[derive(Debug)]
 pub(crate) struct CpuJoinTable {
-    shift: u32,
-    mask: usize,
-    keys: Vec<i64>,
-    heads: Vec<u32>,
+    index: Index,
     next: Vec<u32>,
 }
 
-impl CpuJoinTable {
-    fn slot(&self, key: i64) -> usize {
-        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+/// Keys spanning at most this many values per build row (and at least this many in all)
+/// are indexed directly. Join keys are often dense (surrogate keys, the numbers of
+/// numbered keys), and a direct index needs no hashing and no key comparison.
+const DIRECT_VALUES_PER_ROW: u64 = 4;
+const DIRECT_MIN_SPAN: u64 = 1 << 12;
+
+#[derive(Debug)]
+enum Index {
+    /// `heads[key - min]`: for keys within a narrow range.
+    Direct { min: i64, heads: Vec<u32> },
+    /// Open addressing with linear probing, found by Fibonacci hashing of the key. Each
+    /// slot holds its key and chain head side by side, so a probe touches one cache
+    /// line; the table is at least twice the number of build rows, so probes stay short.
+    Hashed {
+        shift: u32,
+        mask: usize,
+        slots: Vec<(i64, u32)>,
+    },
+}
+
+impl Index {
+    /// The index for `keys` (its `rows` rows): direct when their range is narrow.
+    fn for_keys(keys: &Int64Array, rows: usize) -> Self {
+        let (min, max) = (arrow::compute::min(keys), arrow::compute::max(keys));
+        if let (Some(min), Some(max)) = (min, max) {
+            let span = max.abs_diff(min).saturating_add(1);
+            let limit = (rows as u64)
+                .saturating_mul(DIRECT_VALUES_PER_ROW)
+                .max(DIRECT_MIN_SPAN);
+            if span <= limit {
+                return Index::Direct {
+                    min,
+                    heads: vec![0; span as usize],
+                };
+            }
+        }
+        let capacity = (rows.max(1) * 2).next_power_of_two().max(16);
+        Index::Hashed {
+            shift: 64 - capacity.trailing_zeros(),
+            mask: capacity - 1,
+            slots: vec![(0, 0); capacity],
+        }
     }
 
+    fn slot(shift: u32, key: i64) -> usize {
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+    }
+
+    /// The chain head of `key`, for inserting a row in front of it.
+    fn head_mut(&mut self, key: i64) -> &mut u32 {
+        match self {
+            Index::Direct { min, heads } => &mut heads[key.abs_diff(*min) as usize],
+            Index::Hashed { shift, mask, slots } => {
+                let mut s = Self::slot(*shift, key);
+                loop {
+                    let (k, head) = slots[s];
+                    if head == 0 || k == key {
+                        slots[s].0 = key;
+                        return &mut slots[s].1;
+                    }
+                    s = (s + 1) & *mask;
+                }
+            }
+        }
+    }
+
+    fn allocated_bytes(&self) -> usize {
+        match self {
+            Index::Direct { heads, .. } => heads.capacity() * 4,
+            Index::Hashed { slots, .. } => slots.capacity() * std::mem::size_of::<(i64, u32)>(),
+        }
+    }
+}
+
+impl CpuJoinTable {
     /// Indexes the non-null keys; NULL keys never join.
     pub(crate) fn build(keys: &Int64Array) -> Result<Self, EngineError> {
         let rows = keys.len();
@@ -40,12 +107,8 @@ impl CpuJoinTable {
                 format!("{rows} rows exceed the 32-bit row index of the v1 join"),
             ));
         }
-        let capacity = (rows.max(1) * 2).next_power_of_two().max(16);
         let mut table = Self {
-            shift: 64 - capacity.trailing_zeros(),
-            mask: capacity - 1,
-            keys: vec![0; capacity],
-            heads: vec![0; capacity],
+            index: Index::for_keys(keys, rows),
             next: vec![0; rows],
         };
         let values = keys.values();
@@ -53,38 +116,45 @@ impl CpuJoinTable {
             if keys.is_null(row) {
                 continue;
             }
-            let key = values[row];
-            let mut s = table.slot(key);
-            loop {
-                if table.heads[s] == 0 {
-                    table.keys[s] = key;
-                    table.heads[s] = row as u32 + 1;
-                    break;
-                }
-                if table.keys[s] == key {
-                    table.next[row] = table.heads[s];
-                    table.heads[s] = row as u32 + 1;
-                    break;
-                }
-                s = (s + 1) & table.mask;
-            }
+            let head = table.index.head_mut(values[row]);
+            table.next[row] = *head;
+            *head = row as u32 + 1;
         }
         Ok(table)
     }
 
-    /// 1 + the first build row with `key`, or 0.
-    fn head(&self, key: i64) -> u32 {
-        let mut s = self.slot(key);
-        loop {
-            let head = self.heads[s];
-            if head == 0 || self.keys[s] == key {
-                return head;
-            }
-            s = (s + 1) & self.mask;
+    fn probe_range(&self, keys: &Int64Array, start: usize, end: usize) -> (Vec<u32>, Vec<u32>) {
+        // One loop per index kind, so the lookup inlines into it.
+        match &self.index {
+            Index::Direct { min, heads } => self.probe_with(keys, start, end, |key| {
+                // Keys below `min` wrap to offsets far past the end.
+                let offset = key.wrapping_sub(*min) as u64;
+                if offset < heads.len() as u64 {
+                    heads[offset as usize]
+                } else {
+                    0
+                }
+            }),
+            Index::Hashed { shift, mask, slots } => self.probe_with(keys, start, end, |key| {
+                let mut s = Index::slot(*shift, key);
+                loop {
+                    let (k, head) = slots[s];
+                    if head == 0 || k == key {
+                        return head;
+                    }
+                    s = (s + 1) & *mask;
+                }
+            }),
         }
     }
 
-    fn probe_range(&self, keys: &Int64Array, start: usize, end: usize) -> (Vec<u32>, Vec<u32>) {
+    fn probe_with(
+        &self,
+        keys: &Int64Array,
+        start: usize,
+        end: usize,
+        head: impl Fn(i64) -> u32,
+    ) -> (Vec<u32>, Vec<u32>) {
         let mut build = Vec::with_capacity(end - start);
         let mut probe = Vec::with_capacity(end - start);
         let values = keys.values();
@@ -93,7 +163,7 @@ impl CpuJoinTable {
             if nulls.is_some_and(|n| n.is_null(row)) {
                 continue;
             }
-            let mut link = self.head(values[row]);
+            let mut link = head(values[row]);
             while link != 0 {
                 let b = link - 1;
                 build.push(b);
@@ -139,7 +209,7 @@ impl CpuJoinTable {
 
     /// Bytes held by the table (for telemetry).
     pub(crate) fn allocated_bytes(&self) -> usize {
-        self.keys.capacity() * 8 + (self.heads.capacity() + self.next.capacity()) * 4
+        self.index.allocated_bytes() + self.next.capacity() * 4
     }
 }
 
@@ -166,6 +236,34 @@ mod tests {
         let m = table.probe(&probe).unwrap();
         assert_eq!(m.build_indices.values().to_vec(), vec![2, 5, 3, 0, 6, 1]);
         assert_eq!(m.probe_indices.values().to_vec(), vec![0, 0, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn narrow_key_ranges_are_indexed_directly_and_wide_ones_hashed_with_the_same_pairs() {
+        // Dense keys with duplicates, NULLs and probe keys outside the range on both ends.
+        let build = Int64Array::from(vec![Some(10), Some(12), None, Some(10), Some(11)]);
+        let table = CpuJoinTable::build(&build).unwrap();
+        assert!(matches!(table.index, Index::Direct { min: 10, .. }));
+        let probe = Int64Array::from(vec![
+            Some(9),
+            Some(10),
+            None,
+            Some(13),
+            Some(i64::MIN),
+            Some(11),
+        ]);
+        let m = table.probe(&probe).unwrap();
+        assert_eq!(m.build_indices.values().to_vec(), vec![0, 3, 4]);
+        assert_eq!(m.probe_indices.values().to_vec(), vec![1, 1, 5]);
+        // The same keys spread far apart are hashed, and join the same way.
+        let spread = |v: Option<i64>| v.map(|k| k << 40);
+        let build = Int64Array::from_iter(build.iter().map(spread));
+        let table = CpuJoinTable::build(&build).unwrap();
+        assert!(matches!(table.index, Index::Hashed { .. }));
+        let probe = Int64Array::from_iter(probe.iter().map(|v| v.map(|k| k.wrapping_shl(40))));
+        let m = table.probe(&probe).unwrap();
+        assert_eq!(m.build_indices.values().to_vec(), vec![0, 3, 4]);
+        assert_eq!(m.probe_indices.values().to_vec(), vec![1, 1, 5]);
     }
 
     #[test]

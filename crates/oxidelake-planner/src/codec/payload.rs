@@ -7,6 +7,7 @@ use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::PartitionMode;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
@@ -185,6 +186,10 @@ pub(super) enum NodePayload {
         filter: Option<JoinFilterPayload>,
         /// 0 Inner, 1 RightSemi, 2 RightAnti, 3 Right.
         join_type: u8,
+        /// Partitioned mode (one build table per partition); CollectLeft otherwise.
+        partitioned: bool,
+        /// The output columns (indices into the unprojected output), when projected.
+        projection: Option<Vec<usize>>,
         placement: Backend,
     },
     PartialAggregate {
@@ -283,6 +288,8 @@ impl NodePayload {
                     JoinType::Right => 3,
                     _ => 0,
                 },
+                partitioned: j.mode() == PartitionMode::Partitioned,
+                projection: j.projection().map(<[usize]>::to_vec),
                 placement: j.placement().into(),
             }));
         }
@@ -344,6 +351,8 @@ impl NodePayload {
                 on,
                 filter,
                 join_type,
+                partitioned,
+                projection,
                 placement,
             } => {
                 let join_type = match join_type {
@@ -360,14 +369,23 @@ impl NodePayload {
                     )));
                 };
                 let filter = filter.map(|f| f.decode(ctx, codec)).transpose()?;
-                Arc::new(GpuHashJoinExec::try_new_on(
-                    Arc::clone(left),
-                    Arc::clone(right),
-                    on,
-                    filter,
-                    join_type,
-                    placement.into(),
-                )?)
+                let mode = if partitioned {
+                    PartitionMode::Partitioned
+                } else {
+                    PartitionMode::CollectLeft
+                };
+                Arc::new(
+                    GpuHashJoinExec::try_new_in_mode(
+                        Arc::clone(left),
+                        Arc::clone(right),
+                        on,
+                        filter,
+                        join_type,
+                        mode,
+                        placement.into(),
+                    )?
+                    .with_projection(projection)?,
+                )
             }
             NodePayload::PartialAggregate {
                 keys,

@@ -3,16 +3,22 @@
 //! join filter (which the operator applies to the key-matched pairs on the host). Inner,
 //! right outer, semi and anti joins; a left outer join becomes the right outer join with
 //! the inputs swapped (each unmatched probe row is emitted with its batch, no state
-//! across probe partitions) and a projection restoring the column order.
+//! across probe partitions) whose own projection restores the column order. The stock
+//! join's embedded projection becomes the GPU join's, so unread columns are never
+//! gathered.
 //!
 //! The operator builds on its left input and emits probe rows for semi and anti joins.
 //! A left semi or anti join (DataFusion keeps the left side as the build side when it
 //! estimates it smaller) emits build rows instead, which needs a visited bitmap shared by
 //! every probe partition — and, in a cluster, by tasks in other processes. So it is
 //! placed as the right semi or anti join with the inputs swapped: the other side becomes
-//! the build table (collected whole, as every build side is), and the same rows come
-//! out. The price is a larger build table where DataFusion's estimate was right; a
-//! partitioned join with per-partition bitmaps is the way to avoid it.
+//! the build table, and the same rows come out. The price is a larger build table where
+//! DataFusion's estimate was right; per-partition visited bitmaps are the way to avoid
+//! it.
+//!
+//! The GPU join keeps the stock join's partition mode: CollectLeft builds one table from
+//! the whole build side, Partitioned one per hash partition (swapping the inputs keeps
+//! them co-partitioned, since both sides are partitioned on their keys).
 
 use std::sync::Arc;
 
@@ -20,7 +26,7 @@ use arrow::datatypes::DataType;
 use datafusion::common::{JoinType, NullEquality};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
 use oxidelake_compute::{GpuHashJoinExec, numbered_key_type};
 use oxidelake_core::BackendKind;
@@ -103,11 +109,16 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
         ),
         other => (left, right, on, filter, other),
     };
+    // Auto is resolved while planning; were it left, CollectLeft is always correct.
+    let mode = match *join.partition_mode() {
+        PartitionMode::Partitioned => PartitionMode::Partitioned,
+        _ => PartitionMode::CollectLeft,
+    };
     let (left_width, right_width) = (ls.fields().len(), rs.fields().len());
-    let gpu: Arc<dyn ExecutionPlan> = Arc::new(
-        GpuHashJoinExec::try_new_on(build, probe, on, filter, device_type, backend)
-            .map_err(reason_of)?,
-    );
+    let gpu =
+        GpuHashJoinExec::try_new_in_mode(build, probe, on, filter, device_type, mode, backend)
+            .map_err(reason_of)?;
+    let width = gpu.schema().fields().len();
     // Which GPU output column each column of the stock join's output (before its
     // embedded projection) is: the same one, or for the swapped left join, the left
     // input's columns that now come after the right input's.
@@ -116,24 +127,37 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
             .chain(0..right_width)
             .collect()
     } else {
-        (0..gpu.schema().fields().len()).collect()
+        (0..width).collect()
     };
     if let Some(projection) = join.projection.as_ref() {
         order = projection.iter().map(|i| order[*i]).collect();
     }
-    if order.iter().copied().eq(0..gpu.schema().fields().len()) {
+    if order.iter().copied().eq(0..width) {
+        return Ok(Arc::new(gpu));
+    }
+    // The stock join's output columns and order as the GPU join's own projection, so
+    // that columns nobody reads are never gathered.
+    let gpu: Arc<dyn ExecutionPlan> =
+        Arc::new(gpu.with_projection(Some(order)).map_err(reason_of)?);
+    let (schema, out) = (gpu.schema(), join.schema());
+    if schema
+        .fields()
+        .iter()
+        .map(|f| f.name())
+        .eq(out.fields().iter().map(|f| f.name()))
+    {
         return Ok(gpu);
     }
-    // Keep the stock join's output columns, names and order with a ProjectionExec.
-    let (schema, out) = (gpu.schema(), join.schema());
-    let exprs: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = order
+    // Names that differ (none known today): a ProjectionExec renames them.
+    let exprs: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = out
+        .fields()
         .iter()
         .enumerate()
-        .map(|(k, i)| {
+        .map(|(i, field)| {
             (
-                Arc::new(Column::new(schema.field(*i).name(), *i))
+                Arc::new(Column::new(schema.field(i).name(), i))
                     as Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-                out.field(k).name().clone(),
+                field.name().clone(),
             )
         })
         .collect();

@@ -12,8 +12,12 @@ async fn gpu_explain(sql: &str) -> String {
 /// The result rows of `sql` placed for `target` (run on the CPU backend), as the lines of
 /// Arrow's pretty table below its header, in result order.
 async fn pretty_rows(target: PlacementTarget, sql: &str) -> Vec<String> {
-    let ctx = session(target, BackendKind::CpuSimd);
-    let plan = physical_plan(&ctx, sql).await;
+    rows_of(&session(target, BackendKind::CpuSimd), sql).await
+}
+
+/// The result rows of `sql` on `ctx`, as [`pretty_rows`] gives them.
+async fn rows_of(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<String> {
+    let plan = physical_plan(ctx, sql).await;
     let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
         .await
         .unwrap();
@@ -138,7 +142,7 @@ async fn semi_and_anti_joins_under_an_order_by_on_a_later_column_keep_the_stock_
         let text = gpu_explain(sql).await;
         assert!(
             text.contains(&format!(
-                "GpuHashJoinExec[cuda]: join_type=Right{device_type}"
+                "GpuHashJoinExec[cuda]: mode=CollectLeft, join_type=Right{device_type}"
             )),
             "{text}"
         );
@@ -156,7 +160,7 @@ async fn left_and_right_outer_joins_become_right_gpu_joins_with_the_stock_rows_a
     ] {
         let text = gpu_explain(sql).await;
         assert!(
-            text.contains("GpuHashJoinExec[cuda]: join_type=Right"),
+            text.contains("GpuHashJoinExec[cuda]: mode=CollectLeft, join_type=Right"),
             "{sql}\n{text}"
         );
         assert_same_rows_placed_for_cpu_and_cuda(sql, 2).await;
@@ -310,4 +314,83 @@ async fn a_query_vector_f32_cannot_hold_exactly_stays_on_the_cpu() {
         text.contains("[cpu: query vector not exact in f32]"),
         "{text}"
     );
+}
+
+/// A session for `target` whose joins DataFusion plans in Partitioned mode (no build side
+/// is small enough to collect), as it does for large tables.
+async fn partitioning_session(target: PlacementTarget) -> datafusion::prelude::SessionContext {
+    let ctx = session(target, BackendKind::CpuSimd);
+    for option in [
+        "hash_join_single_partition_threshold",
+        "hash_join_single_partition_threshold_rows",
+    ] {
+        ctx.sql(&format!("SET datafusion.optimizer.{option} = 0"))
+            .await
+            .unwrap();
+    }
+    ctx
+}
+
+#[tokio::test]
+async fn joins_datafusion_partitions_stay_partitioned_on_the_gpu_with_the_stock_rows() {
+    for (sql, shown) in [
+        (
+            "SELECT t.k, t.a, d.name FROM t JOIN d ON t.k = d.k ORDER BY t.k, t.a",
+            "join_type=Inner",
+        ),
+        (
+            "SELECT t.b, d.name FROM t JOIN d ON t.k = d.k AND t.a = d.a AND t.a < d.k * 20 \
+             ORDER BY t.b",
+            "join_type=Inner",
+        ),
+        (
+            "SELECT t.b, d.name, t.k FROM t LEFT JOIN d ON t.k = d.k ORDER BY t.b, d.name",
+            "join_type=Right",
+        ),
+        (
+            "SELECT t.k, t.a FROM t WHERE EXISTS (SELECT 1 FROM d WHERE d.k = t.k) \
+             ORDER BY t.k, t.a",
+            "join_type=RightSemi",
+        ),
+        (
+            "SELECT t.k, t.a FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k) \
+             ORDER BY t.k, t.a",
+            "join_type=RightAnti",
+        ),
+    ] {
+        let stock = partitioning_session(PlacementTarget::Cpu).await;
+        let placed = partitioning_session(PlacementTarget::Cuda).await;
+        let stock_plan = physical_plan(&stock, sql).await;
+        let stock_text = datafusion::physical_plan::displayable(stock_plan.as_ref())
+            .indent(true)
+            .to_string();
+        assert!(
+            stock_text.contains("HashJoinExec: mode=Partitioned"),
+            "{sql}: DataFusion did not partition the join\n{stock_text}"
+        );
+        let placed_plan = physical_plan(&placed, sql).await;
+        let text = datafusion::physical_plan::displayable(placed_plan.as_ref())
+            .indent(true)
+            .to_string();
+        let join = text
+            .lines()
+            .find(|l| l.contains("GpuHashJoinExec"))
+            .unwrap_or_else(|| panic!("{sql}: no GPU join\n{text}"));
+        assert!(
+            join.contains("mode=Partitioned") && join.contains(shown),
+            "{sql}: {join}"
+        );
+        // Both inputs are hash-partitioned below it, as below the stock join.
+        assert_eq!(
+            text.matches("RepartitionExec: partitioning=Hash").count(),
+            stock_text
+                .matches("RepartitionExec: partitioning=Hash")
+                .count(),
+            "{sql}\n{stock_text}\n{text}"
+        );
+        let (a, b) = (rows_of(&stock, sql).await, rows_of(&placed, sql).await);
+        assert_eq!(a, b, "{sql}");
+        // The last line is the table's bottom border.
+        assert!(a.len() > 1, "{sql} returned no rows");
+    }
 }
