@@ -54,8 +54,8 @@ use oxidelake_device::JoinTable;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
 pub use keys::numbered_key_type;
-// Shared with the partial aggregate's group numbering.
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
+// Shared with the partial aggregate's group numbering.
 pub(crate) use keys::{widened, widens_exactly};
 pub(crate) use radix::for_each_bytes;
 

@@ -6,13 +6,12 @@
 //! are equal keys. Several key columns, or one string or boolean column, become one
 //! mixed-radix Int64 (`radix`) when the product of their spans fits. Any other key
 //! (wider decimals, spans too wide) is numbered on the host: the build side's distinct
-//! keys, encoded in Arrow's row format,
-//! get the numbers 0, 1, 2, … and each probe row gets the number of its key, or NULL
-//! when the build side does not have it. The device then joins on the numbers. The row
-//! format compares bytes, so two keys get one number only when they are equal: no hash
-//! collision can join rows whose keys differ. A row with a NULL in any key column gets a
-//! NULL number and never matches (`NullEqualsNothing`, the only null equality the rule
-//! places).
+//! keys, encoded in Arrow's row format, get the numbers 0, 1, 2, … and each probe row
+//! gets the number of its key, or NULL when the build side does not have it. The device
+//! then joins on the numbers. The row format compares bytes, so two keys get one number
+//! only when they are equal: no hash collision can join rows whose keys differ. A row
+//! with a NULL in any key column gets a NULL number and never matches
+//! (`NullEqualsNothing`, the only null equality the rule places).
 //!
 //! The numbering is one host hash-map pass per side (foldhash, as DataFusion's own
 //! maps); moving it to the device (hashing the row format there, verifying on bytes)

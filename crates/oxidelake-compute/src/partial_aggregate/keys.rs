@@ -8,9 +8,8 @@
 //! - anything else (several keys, strings, decimals): the host numbers the distinct keys
 //!   of the batch, digit by digit (`digits`) when every key column is integer-like, a
 //!   string or a boolean, through Arrow's row format (one foldhash map lookup per row)
-//!   otherwise, and the device
-//!   groups and aggregates by that number; each group's key values are taken from the
-//!   first row that had them.
+//!   otherwise, and the device groups and aggregates by that number; each group's key
+//!   values are taken from the first row that had them.
 //!
 //! The third way spends one host pass on hashing that a GPU would rather do itself; it
 //! keeps multi-column and string keys exact today, and moving it to the device (hashing
