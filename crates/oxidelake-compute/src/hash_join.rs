@@ -23,6 +23,7 @@
 mod keys;
 mod radix;
 mod residual;
+mod widen;
 
 use std::fmt;
 use std::sync::Arc;
@@ -56,8 +57,8 @@ use crate::placement_label;
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
 // Shared with the partial aggregate's group numbering.
-pub(crate) use keys::{widened, widens_exactly};
-pub(crate) use radix::for_each_bytes;
+pub(crate) use radix::{for_each_bytes, radix_type};
+pub(crate) use widen::widened;
 
 /// The collected build side and its hash table.
 #[derive(Debug)]

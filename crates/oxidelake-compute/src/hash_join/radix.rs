@@ -24,7 +24,7 @@ use arrow::datatypes::DataType;
 use datafusion::common::HashMap;
 use datafusion::error::{DataFusionError, Result};
 
-use super::keys::{widened, widens_exactly};
+use super::widen::{widened, widens_exactly};
 
 /// The digits of a build side's key columns.
 #[derive(Debug)]

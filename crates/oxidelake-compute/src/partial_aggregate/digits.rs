@@ -15,17 +15,11 @@ use arrow::datatypes::DataType;
 use datafusion::common::HashMap;
 use datafusion::error::Result;
 
-use crate::hash_join::{for_each_bytes, widened, widens_exactly};
+use crate::hash_join::{for_each_bytes, radix_type, widened};
 
-/// Whether every key column can be a digit.
+/// Whether every key column can be a digit (the join's digit types).
 pub(super) fn digit_types(types: &[DataType]) -> bool {
-    types.iter().all(|dt| {
-        widens_exactly(dt)
-            || matches!(
-                dt,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
-            )
-    })
+    types.iter().all(radix_type)
 }
 
 /// Key ranges up to this (or 4 per row) are numbered through a direct table.
