@@ -11,6 +11,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
@@ -149,6 +150,29 @@ impl DisplayAs for GpuFilterExec {
     }
 }
 
+impl EmbeddedProjection for GpuFilterExec {
+    /// `projection` indexes the current output; it is composed with the filter's own.
+    fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        let composed = match projection {
+            None => self.projection.clone(),
+            Some(then) => crate::embedded_projection::compose(Some(&self.projection), &then)
+                .ok_or_else(|| {
+                    DataFusionError::Internal(format!(
+                        "projection {then:?} beyond the filter's {} columns",
+                        self.projection.len()
+                    ))
+                })?,
+        };
+        Ok(GpuFilterExec::try_new(
+            Arc::clone(&self.input),
+            self.predicates.clone(),
+            composed,
+            self.placement,
+        )?
+        .with_backend(self.backend.clone()))
+    }
+}
+
 impl ExecutionPlan for GpuFilterExec {
     fn name(&self) -> &str {
         "GpuFilterExec"
@@ -186,6 +210,13 @@ impl ExecutionPlan for GpuFilterExec {
         )?
         .with_backend(self.backend.clone());
         Ok(Arc::new(exec))
+    }
+
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        crate::embedded_projection::try_embed(projection, self)
     }
 
     fn execute(

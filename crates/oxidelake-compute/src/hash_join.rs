@@ -23,6 +23,7 @@
 mod keys;
 mod radix;
 mod residual;
+mod strings;
 mod widen;
 
 use std::fmt;
@@ -42,6 +43,7 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements,
@@ -57,7 +59,8 @@ use crate::placement_label;
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
 // Shared with the partial aggregate's group numbering.
-pub(crate) use radix::{for_each_bytes, radix_type};
+pub(crate) use radix::radix_type;
+pub(crate) use strings::{StringNumbers, for_each_string};
 pub(crate) use widen::widened;
 
 /// The collected build side and its hash table.
@@ -269,6 +272,27 @@ impl GpuHashJoinExec {
         Ok(self)
     }
 
+    /// A new join over the same inputs, keys, filter, mode, projection and backend (its
+    /// own build state and metrics).
+    fn rebuilt(
+        &self,
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        projection: Option<Vec<usize>>,
+    ) -> Result<Self> {
+        Ok(GpuHashJoinExec::try_new_in_mode(
+            left,
+            right,
+            self.on.clone(),
+            self.filter.clone(),
+            self.join_type,
+            self.mode,
+            self.placement,
+        )?
+        .with_projection(projection)?
+        .with_backend(self.backend.clone()))
+    }
+
     /// The output columns, when projected (see [`GpuHashJoinExec::with_projection`]).
     pub fn projection(&self) -> Option<&[usize]> {
         self.projection.as_deref()
@@ -461,18 +485,18 @@ impl ExecutionPlan for GpuHashJoinExec {
         let [left, right] = <[Arc<dyn ExecutionPlan>; 2]>::try_from(children).map_err(|c| {
             DataFusionError::Internal(format!("GpuHashJoinExec takes 2 children, got {}", c.len()))
         })?;
-        let exec = GpuHashJoinExec::try_new_in_mode(
+        Ok(Arc::new(self.rebuilt(
             left,
             right,
-            self.on.clone(),
-            self.filter.clone(),
-            self.join_type,
-            self.mode,
-            self.placement,
-        )?
-        .with_projection(self.projection.clone())?
-        .with_backend(self.backend.clone());
-        Ok(Arc::new(exec))
+            self.projection.clone(),
+        )?))
+    }
+
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        crate::embedded_projection::try_embed(projection, self)
     }
 
     fn execute(
@@ -550,6 +574,26 @@ impl ExecutionPlan for GpuHashJoinExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+impl EmbeddedProjection for GpuHashJoinExec {
+    /// `projection` indexes the current output; it is composed with the join's own.
+    fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        let composed = match projection {
+            None => self.projection.clone(),
+            Some(then) => Some(
+                crate::embedded_projection::compose(self.projection.as_deref(), &then).ok_or_else(
+                    || {
+                        DataFusionError::Internal(format!(
+                            "projection {then:?} beyond the join's {} columns",
+                            self.schema.fields().len()
+                        ))
+                    },
+                )?,
+            ),
+        };
+        self.rebuilt(Arc::clone(&self.left), Arc::clone(&self.right), composed)
     }
 }
 
@@ -734,9 +778,9 @@ fn probe_batch(
 
 /// The pairs of a right outer join: every pair, and for each probe row without one, the
 /// row with a NULL build index (`take` makes its build columns NULL). Output is in probe
-/// order, each row's pairs in the order they came: a merge when the pairs are in probe
-/// order already, a counting sort on the probe index otherwise (so it does not rely on
-/// how a backend orders its pairs).
+/// order, each row's pairs in the order they came: a direct fill when each probe row has
+/// at most one pair, a merge when the pairs are in probe order, a counting sort on the
+/// probe index otherwise (so it does not rely on how a backend orders its pairs).
 fn with_unmatched_probe_rows(
     build_indices: &UInt32Array,
     probe_indices: &UInt32Array,
@@ -747,6 +791,22 @@ fn with_unmatched_probe_rows(
         return Err(DataFusionError::Internal(format!(
             "join probe returned row {p} of a {probe_rows}-row batch"
         )));
+    }
+    if probes.windows(2).all(|w| w[0] < w[1]) {
+        // At most one pair per probe row (a unique build key, the usual left join):
+        // one output row per probe row, the probe side as it is.
+        let mut build_out = vec![0u32; probe_rows];
+        let mut valid = arrow::array::BooleanBufferBuilder::new(probe_rows);
+        valid.append_n(probe_rows, false);
+        for (b, p) in builds.iter().zip(probes) {
+            build_out[*p as usize] = *b;
+            valid.set_bit(*p as usize, true);
+        }
+        let nulls = arrow::buffer::NullBuffer::new(valid.finish());
+        return Ok((
+            UInt32Array::new(build_out.into(), Some(nulls)),
+            UInt32Array::from_iter_values(0..probe_rows as u32),
+        ));
     }
     let mut build_out: Vec<u32> = Vec::with_capacity(builds.len() + probe_rows);
     let mut valid: Vec<bool> = Vec::with_capacity(builds.len() + probe_rows);
@@ -859,6 +919,18 @@ mod tests {
             assert_eq!(b.iter().collect::<Vec<_>>(), want_build);
             assert_eq!(p.values().to_vec(), want_probe);
         }
+        // At most one pair per probe row: one output row each, probe rows as they are.
+        let (b, p) = with_unmatched_probe_rows(
+            &UInt32Array::from(vec![7, 9]),
+            &UInt32Array::from(vec![1, 3]),
+            5,
+        )
+        .unwrap();
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            vec![None, Some(7), None, Some(9), None]
+        );
+        assert_eq!(p.values().to_vec(), vec![0, 1, 2, 3, 4]);
         let out_of_range =
             with_unmatched_probe_rows(&UInt32Array::from(vec![0]), &UInt32Array::from(vec![5]), 5);
         assert!(out_of_range.is_err());

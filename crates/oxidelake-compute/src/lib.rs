@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod embedded_projection;
 mod exec_support;
 mod filter;
 mod hash_join;

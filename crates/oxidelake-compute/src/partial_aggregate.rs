@@ -249,7 +249,11 @@ enum StateFrom {
     Limbs(Vec<(usize, u32)>),
 }
 
+/// A value column in device form: one column, or limbs with their shifts.
+type DeviceParts = Vec<(ArrayRef, u32)>;
+
 /// What the device computes for one batch.
+#[derive(Default)]
 struct DeviceWork {
     /// The value columns, one per device aggregate.
     columns: Vec<ArrayRef>,
@@ -259,13 +263,37 @@ struct DeviceWork {
     states: Vec<StateFrom>,
     /// The most rows one device call may sum exactly (decimal sums).
     slice_rows: usize,
+    /// The device aggregate counting every row, once one is pushed.
+    count_all: Option<usize>,
 }
 
 impl DeviceWork {
+    /// The device aggregate `func` over `column`: an existing one when the same
+    /// aggregate over the same column is already pushed (SUM(x) beside AVG(x)'s sum).
     fn push(&mut self, func: AggFunc, column: ArrayRef) -> usize {
+        let same = |(f, c): (&AggFunc, &ArrayRef)| *f == func && Arc::ptr_eq(c, &column);
+        if let Some(at) = self.funcs.iter().zip(&self.columns).position(same) {
+            return at;
+        }
         self.columns.push(column);
         self.funcs.push(func);
         self.funcs.len() - 1
+    }
+
+    /// A COUNT of `column`'s valid rows. Every column without NULLs counts every row, so
+    /// COUNT(*) and the counts of AVGs over columns without NULLs share one aggregate.
+    fn push_count(&mut self, column: ArrayRef) -> usize {
+        if column.logical_null_count() > 0 {
+            return self.push(AggFunc::Count, column);
+        }
+        match self.count_all {
+            Some(at) => at,
+            None => {
+                let at = self.push(AggFunc::Count, column);
+                self.count_all = Some(at);
+                at
+            }
+        }
     }
 }
 
@@ -275,48 +303,55 @@ impl BatchPlan<'_> {
     fn device_work(&self, batch: &RecordBatch) -> Result<DeviceWork> {
         let rows = batch.num_rows();
         let mut work = DeviceWork {
-            columns: Vec::new(),
-            funcs: Vec::new(),
-            states: Vec::new(),
             slice_rows: usize::MAX,
+            ..DeviceWork::default()
         };
+        // Each argument converted once, however many aggregates read it.
+        let mut converted: Vec<(&AggInput, bool, DeviceParts)> = Vec::new();
         for spec in self.aggregates {
-            let argument = spec
-                .input
-                .as_ref()
-                .map(|input| spec::argument(batch, input))
-                .transpose()?;
             if spec.func == PartialFunc::Count {
-                let at = work.push(
-                    AggFunc::Count,
-                    Arc::new(spec::count_input(argument.as_ref(), rows)),
-                );
+                let argument = spec
+                    .input
+                    .as_ref()
+                    .map(|input| spec::argument(batch, input))
+                    .transpose()?;
+                let at = work.push_count(Arc::new(spec::count_input(argument.as_ref(), rows)));
                 work.states.push(StateFrom::Result(at));
                 continue;
             }
-            let argument = argument.ok_or_else(|| {
+            let input = spec.input.as_ref().ok_or_else(|| {
                 DataFusionError::Internal(format!("{} without an argument", spec.func.name()))
             })?;
-            let kind = ValueKind::of(spec.func, argument.data_type())
-                .map_err(DataFusionError::Internal)?;
             let sums = matches!(spec.func, PartialFunc::Sum | PartialFunc::Avg);
-            let values = spec::to_device(&argument, sums)?;
-            if sums && matches!(kind, ValueKind::Decimal { .. }) {
-                let exact = |ints: &Int64Array| spec::rows_per_exact_sum(ints);
-                match &values {
-                    DeviceValues::Int(ints) => work.slice_rows = work.slice_rows.min(exact(ints)),
-                    DeviceValues::Limbs(limbs) => {
-                        for (limb, _) in limbs {
-                            work.slice_rows = work.slice_rows.min(exact(limb));
+            let parts = match converted.iter().find(|(i, s, _)| *i == input && *s == sums) {
+                Some((_, _, parts)) => parts.clone(),
+                None => {
+                    let argument = spec::argument(batch, input)?;
+                    let kind = ValueKind::of(spec.func, argument.data_type())
+                        .map_err(DataFusionError::Internal)?;
+                    let values = spec::to_device(&argument, sums)?;
+                    if sums && matches!(kind, ValueKind::Decimal { .. }) {
+                        let exact = |ints: &Int64Array| spec::rows_per_exact_sum(ints);
+                        match &values {
+                            DeviceValues::Int(ints) => {
+                                work.slice_rows = work.slice_rows.min(exact(ints))
+                            }
+                            DeviceValues::Limbs(limbs) => {
+                                for (limb, _) in limbs {
+                                    work.slice_rows = work.slice_rows.min(exact(limb));
+                                }
+                            }
+                            DeviceValues::Float(_) => {}
                         }
                     }
-                    DeviceValues::Float(_) => {}
+                    let parts = values.into_parts();
+                    converted.push((input, sums, parts.clone()));
+                    parts
                 }
-            }
-            let parts = values.into_parts();
+            };
             if spec.func == PartialFunc::Avg {
                 // AVG's state: the count of values, then their sum.
-                let at = work.push(AggFunc::Count, Arc::clone(&parts[0].0));
+                let at = work.push_count(Arc::clone(&parts[0].0));
                 work.states.push(StateFrom::AvgCount(at));
             }
             let func = match spec.func {

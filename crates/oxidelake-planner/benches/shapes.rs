@@ -9,9 +9,10 @@
 //! fact rows find their order, so joins gather rows from both sides.
 //!
 //! Run: `cargo bench --workspace --bench shapes` (`OXIDE_BENCH_SHAPES=join,anti` sets up
-//! and measures only the shapes whose names contain one of the words). Before measuring, each shape's placed
-//! plan is checked to hold the GPU operator it is named after, so a shape the rule stops
-//! placing fails loudly instead of timing stock DataFusion twice. Results are in
+//! and measures only the shapes whose names contain one of the words;
+//! `OXIDE_BENCH_PLANS=1` prints both plans of each). Before measuring, each shape's
+//! placed plan is checked to hold the GPU operator it is named after, so a shape the rule
+//! stops placing fails loudly instead of timing stock DataFusion twice. Results are in
 //! docs/benchmarks.md.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -229,6 +230,14 @@ fn shapes(c: &mut Criterion) {
             df.create_physical_plan().await.unwrap()
         });
         let text = displayable(plan.as_ref()).indent(true).to_string();
+        if std::env::var_os("OXIDE_BENCH_PLANS").is_some() {
+            let stock_plan = rt.block_on(async {
+                let df = stock.sql(sql).await.unwrap();
+                df.create_physical_plan().await.unwrap()
+            });
+            let stock_text = displayable(stock_plan.as_ref()).indent(true).to_string();
+            println!("{name}, placed:\n{text}\n{name}, stock:\n{stock_text}");
+        }
         for operator in operators {
             assert!(
                 text.contains(operator),

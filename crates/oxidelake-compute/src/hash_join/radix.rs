@@ -15,15 +15,16 @@
 //! matches, as does a row with a NULL in any key column.
 //!
 //! Against numbering Arrow's row format this costs one subtraction per integer column
-//! and one hash lookup of the bytes per string column, instead of encoding every row and
+//! and one lookup per string column (`strings`: short strings packed, no hashing for
+//! the first few distinct values), instead of encoding every row and
 //! hashing and comparing the encodings; TPC-H's two-integer keys need no hashing at all.
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array};
 use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::datatypes::DataType;
-use datafusion::common::HashMap;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 
+use super::strings::{StringNumbers, for_each_string};
 use super::widen::{widened, widens_exactly};
 
 /// The digits of a build side's key columns.
@@ -42,8 +43,8 @@ struct Digit {
 enum DigitValues {
     /// Widened integers in `min .. min + span`.
     Int { min: i64, span: u64 },
-    /// Strings by their bytes, numbered in build order.
-    Text(HashMap<Box<[u8]>, i64>),
+    /// Strings numbered in build order.
+    Text(StringNumbers<Box<[u8]>>),
     /// false 0, true 1.
     Bool,
 }
@@ -65,34 +66,6 @@ pub(crate) fn radix_type(dt: &DataType) -> bool {
             dt,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
         )
-}
-
-/// Calls `f(row, bytes)` for every non-null string of `column`.
-pub(crate) fn for_each_bytes<'a>(
-    column: &'a ArrayRef,
-    mut f: impl FnMut(usize, &'a [u8]),
-) -> Result<()> {
-    macro_rules! each {
-        ($array:expr) => {{
-            let array = $array;
-            for row in 0..array.len() {
-                if array.is_valid(row) {
-                    f(row, array.value(row).as_bytes());
-                }
-            }
-        }};
-    }
-    match column.data_type() {
-        DataType::Utf8 => each!(column.as_string::<i32>()),
-        DataType::LargeUtf8 => each!(column.as_string::<i64>()),
-        DataType::Utf8View => each!(column.as_string_view()),
-        other => {
-            return Err(DataFusionError::Internal(format!(
-                "join key of type {other} is not a string"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The rows where every key column is valid (`None`: all of them).
@@ -117,12 +90,9 @@ impl RadixKeys {
             let values = match column.data_type() {
                 DataType::Boolean => DigitValues::Bool,
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                    let mut numbers: HashMap<Box<[u8]>, i64> = HashMap::default();
-                    for_each_bytes(column, |_, bytes| {
-                        if !numbers.contains_key(bytes) {
-                            let next = numbers.len() as i64;
-                            numbers.insert(bytes.into(), next);
-                        }
+                    let mut numbers = StringNumbers::default();
+                    for_each_string(column, |_, key| {
+                        numbers.number(key);
                     })?;
                     DigitValues::Text(numbers)
                 }
@@ -187,7 +157,7 @@ impl Digit {
             }
             // NULL strings are skipped: left to the validity, their digit stays 0.
             DigitValues::Text(numbers) => {
-                for_each_bytes(column, |row, bytes| match numbers.get(bytes) {
+                for_each_string(column, |row, key| match numbers.get(key) {
                     Some(number) => keys[row] += number * stride,
                     None => found[row] = false,
                 })?

@@ -2,20 +2,21 @@
 //!
 //! Each key column becomes a digit: NULL is 0; an integer-like value (see the join's
 //! `widened`) is 1 + its offset from the batch's minimum; a string is 1 + its number in
-//! the batch's own dictionary (order of appearance); a boolean is 1 or 2. The row's key
-//! is the mixed-radix number Σ digitᵢ · strideᵢ, one-to-one while the product of the
-//! spans fits in i64 (otherwise the caller numbers the row format). The keys are then
-//! numbered 0, 1, 2, … in order of first appearance, through a direct table when their
-//! range is narrow and a hash map otherwise, which is what the row-format path returns
-//! too: one hash lookup per string column instead of encoding, hashing and comparing
-//! every row's bytes.
+//! the batch's own dictionary (order of appearance, see the join's `strings`); a boolean
+//! is 1 or 2. The row's key is the mixed-radix number Σ digitᵢ · strideᵢ, one-to-one
+//! while the product of the spans fits in i64 (otherwise the caller numbers the row
+//! format). The keys are then numbered 0, 1, 2, … in order of first appearance, through
+//! a direct table when their range is narrow and a hash map otherwise, which is what the
+//! row-format path returns too: one lookup per string column instead of encoding,
+//! hashing and comparing every row's bytes. Digits are added into the keys as they are
+//! read, without a column of digits per key.
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
 use datafusion::common::HashMap;
 use datafusion::error::Result;
 
-use crate::hash_join::{for_each_bytes, radix_type, widened};
+use crate::hash_join::{StringNumbers, for_each_string, radix_type, widened};
 
 /// Whether every key column can be a digit (the join's digit types).
 pub(super) fn digit_types(types: &[DataType]) -> bool {
@@ -32,61 +33,78 @@ pub(super) fn number_groups(columns: &[ArrayRef]) -> Result<Option<(Vec<i64>, Ve
     let mut keys = vec![0i64; rows];
     let mut stride: i64 = 1;
     for column in columns {
-        let Some((digits, span)) = digits_of(column, rows)? else {
+        // Every key so far is below `stride`; with this digit, below `stride · span`.
+        let Some(span) = add_digits(column, stride, &mut keys)? else {
             return Ok(None);
         };
-        // Every key so far is below `stride`; with this digit, below `next`.
         let Some(next) = stride.checked_mul(span) else {
             return Ok(None);
         };
-        for (key, digit) in keys.iter_mut().zip(&digits) {
-            *key += digit * stride;
-        }
         stride = next;
     }
     Ok(Some(first_seen(&keys, stride)))
 }
 
-/// The digit of every row of `column` and their span (NULL is 0), or `None` when the
-/// span does not fit in i64.
-fn digits_of(column: &ArrayRef, rows: usize) -> Result<Option<(Vec<i64>, i64)>> {
+/// Adds `column`'s digit of every row times `stride` to `keys` and returns the digit's
+/// span (NULL is 0), or `None` when the span does not fit in i64. The additions wrap:
+/// when the spans' product overflows, the caller discards the keys.
+fn add_digits(column: &ArrayRef, stride: i64, keys: &mut [i64]) -> Result<Option<i64>> {
+    let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
     Ok(Some(match column.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            let mut numbers: HashMap<&[u8], i64> = HashMap::default();
-            let mut digits = vec![0i64; rows];
-            for_each_bytes(column, |row, bytes| {
-                let next = numbers.len() as i64 + 1;
-                digits[row] = *numbers.entry(bytes).or_insert(next);
+            let mut numbers: StringNumbers<&[u8]> = StringNumbers::default();
+            for_each_string(column, |row, key| {
+                let digit = numbers.number(key) + 1;
+                keys[row] = keys[row].wrapping_add(digit.wrapping_mul(stride));
             })?;
-            (digits, numbers.len() as i64 + 1)
+            numbers.len() + 1
         }
         DataType::Boolean => {
             let bools = column.as_boolean();
-            let digits = (0..rows)
-                .map(|row| match bools.is_valid(row) {
-                    false => 0,
-                    true => 1 + i64::from(bools.value(row)),
-                })
-                .collect();
-            (digits, 3)
+            for (row, key) in keys.iter_mut().enumerate() {
+                if nulls.as_ref().is_none_or(|n| n.is_valid(row)) {
+                    let digit = 1 + i64::from(bools.value(row));
+                    *key = key.wrapping_add(digit.wrapping_mul(stride));
+                }
+            }
+            3
         }
         _ => {
             let ints = widened(column)?;
-            let (Some(min), Some(max)) = (arrow::compute::min(&ints), arrow::compute::max(&ints))
-            else {
-                // Only NULLs: every digit is 0.
-                return Ok(Some((vec![0; rows], 1)));
+            let values = ints.values();
+            let (min, max) = match &nulls {
+                None => values
+                    .iter()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v))),
+                Some(n) => n
+                    .valid_indices()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), row| {
+                        (lo.min(values[row]), hi.max(values[row]))
+                    }),
             };
+            if min > max {
+                // Only NULLs: every digit is 0.
+                return Ok(Some(1));
+            }
             let Some(span) = max.checked_sub(min).and_then(|d| d.checked_add(2)) else {
                 return Ok(None);
             };
-            let digits = ints
-                .values()
-                .iter()
-                .enumerate()
-                .map(|(row, v)| if ints.is_valid(row) { v - min + 1 } else { 0 })
-                .collect();
-            (digits, span)
+            // The digit is v − min + 1; a NULL slot's value is arbitrary and is masked.
+            let base = 1i64.wrapping_sub(min);
+            match &nulls {
+                None => {
+                    for (key, v) in keys.iter_mut().zip(values.iter()) {
+                        *key = key.wrapping_add(v.wrapping_add(base).wrapping_mul(stride));
+                    }
+                }
+                Some(n) => {
+                    for row in n.valid_indices() {
+                        let digit = values[row].wrapping_add(base);
+                        keys[row] = keys[row].wrapping_add(digit.wrapping_mul(stride));
+                    }
+                }
+            }
+            span
         }
     }))
 }

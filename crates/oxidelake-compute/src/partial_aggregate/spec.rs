@@ -197,6 +197,34 @@ impl DeviceValues {
     }
 }
 
+/// `decimals` as Int64 when every slot fits one, NULL slots zeroed; one branch-free
+/// pass for the common case (a NULL slot's arbitrary value only sends the batch to the
+/// careful path in `to_device`).
+fn narrowed(decimals: &arrow::array::Decimal128Array) -> Option<Int64Array> {
+    let values = decimals.values();
+    let fits = values
+        .iter()
+        .fold(true, |fits, v| fits & (i128::from(*v as i64) == *v));
+    if !fits {
+        return None;
+    }
+    let mut out: Vec<i64> = values.iter().map(|v| *v as i64).collect();
+    if let Some(nulls) = decimals.nulls().filter(|n| n.null_count() > 0) {
+        for row in nulls
+            .iter()
+            .enumerate()
+            .filter(|(_, valid)| !valid)
+            .map(|(r, _)| r)
+        {
+            out[row] = 0;
+        }
+    }
+    Some(Int64Array::new(
+        ScalarBuffer::from(out),
+        decimals.nulls().cloned(),
+    ))
+}
+
 /// `values` in the device's numeric model (see the module docs). `limbs_allowed`: a
 /// decimal whose values do not fit an i64 may travel as limbs (SUM and AVG); otherwise
 /// such a value is an error naming it.
@@ -212,6 +240,9 @@ pub(crate) fn to_device(values: &ArrayRef, limbs_allowed: bool) -> Result<Device
             // Arrow does not enforce a decimal's precision on its values, so the range is
             // read from the data (null slots may hold anything and become 0).
             let decimals = values.as_primitive::<Decimal128Type>();
+            if let Some(ints) = narrowed(decimals) {
+                return Ok(DeviceValues::Int(ints));
+            }
             let valid = |i: usize| decimals.is_valid(i);
             let fits = decimals
                 .values()
@@ -303,9 +334,13 @@ pub(crate) fn count_input(values: Option<&ArrayRef>, rows: usize) -> Int64Array 
 /// batch unless its largest magnitude says otherwise. Integer SUM wraps by definition (as
 /// DataFusion's does), so this only bounds decimal sums, whose state is an i128.
 pub(crate) fn rows_per_exact_sum(values: &Int64Array) -> usize {
-    let lo = arrow::compute::min(values).map_or(0, i64::unsigned_abs);
-    let hi = arrow::compute::max(values).map_or(0, i64::unsigned_abs);
-    match lo.max(hi) {
+    // NULL slots are read too (one branch-free pass): their values can only make the
+    // slices smaller, never a sum inexact.
+    let largest = values
+        .values()
+        .iter()
+        .fold(0u64, |m, v| m.max(v.unsigned_abs()));
+    match largest {
         0 => usize::MAX,
         m => usize::try_from(i64::MAX as u64 / m)
             .unwrap_or(usize::MAX)

@@ -21,12 +21,18 @@ const PARALLEL_PROBE_ROWS: usize = 1 << 16;
 pub(crate) struct CpuJoinTable {
     index: Index,
     next: Vec<u32>,
+    /// No key occurs twice: every chain is one row long, so a probe reads the index
+    /// only, not `next` (one random access less per match; primary-key build sides).
+    unique: bool,
 }
 
 /// Keys spanning at most this many values per build row (and at least this many in all)
 /// are indexed directly. Join keys are often dense (surrogate keys, the numbers of
-/// numbered keys), and a direct index needs no hashing and no key comparison.
-const DIRECT_VALUES_PER_ROW: u64 = 4;
+/// numbered keys), and a direct index needs no hashing and no key comparison. At 16
+/// values per row the direct index takes at most 64 bytes per build row, what the hashed
+/// table takes at its largest (two 16-byte slots per row, rounded up to a power of two),
+/// so it is chosen whenever it costs no more memory than the table it replaces.
+const DIRECT_VALUES_PER_ROW: u64 = 16;
 const DIRECT_MIN_SPAN: u64 = 1 << 12;
 
 #[derive(Debug)]
@@ -110,6 +116,7 @@ impl CpuJoinTable {
         let mut table = Self {
             index: Index::for_keys(keys, rows),
             next: vec![0; rows],
+            unique: true,
         };
         let values = keys.values();
         for row in (0..rows).rev() {
@@ -117,6 +124,7 @@ impl CpuJoinTable {
                 continue;
             }
             let head = table.index.head_mut(values[row]);
+            table.unique &= *head == 0;
             table.next[row] = *head;
             *head = row as u32 + 1;
         }
@@ -124,9 +132,21 @@ impl CpuJoinTable {
     }
 
     fn probe_range(&self, keys: &Int64Array, start: usize, end: usize) -> (Vec<u32>, Vec<u32>) {
-        // One loop per index kind, so the lookup inlines into it.
+        match self.unique {
+            true => self.probe_range_with::<true>(keys, start, end),
+            false => self.probe_range_with::<false>(keys, start, end),
+        }
+    }
+
+    fn probe_range_with<const UNIQUE: bool>(
+        &self,
+        keys: &Int64Array,
+        start: usize,
+        end: usize,
+    ) -> (Vec<u32>, Vec<u32>) {
+        // One loop per index kind (and chain kind), so the lookup inlines into it.
         match &self.index {
-            Index::Direct { min, heads } => self.probe_with(keys, start, end, |key| {
+            Index::Direct { min, heads } => self.probe_with::<UNIQUE>(keys, start, end, |key| {
                 // Keys below `min` wrap to offsets far past the end.
                 let offset = key.wrapping_sub(*min) as u64;
                 if offset < heads.len() as u64 {
@@ -135,20 +155,22 @@ impl CpuJoinTable {
                     0
                 }
             }),
-            Index::Hashed { shift, mask, slots } => self.probe_with(keys, start, end, |key| {
-                let mut s = Index::slot(*shift, key);
-                loop {
-                    let (k, head) = slots[s];
-                    if head == 0 || k == key {
-                        return head;
+            Index::Hashed { shift, mask, slots } => {
+                self.probe_with::<UNIQUE>(keys, start, end, |key| {
+                    let mut s = Index::slot(*shift, key);
+                    loop {
+                        let (k, head) = slots[s];
+                        if head == 0 || k == key {
+                            return head;
+                        }
+                        s = (s + 1) & *mask;
                     }
-                    s = (s + 1) & *mask;
-                }
-            }),
+                })
+            }
         }
     }
 
-    fn probe_with(
+    fn probe_with<const UNIQUE: bool>(
         &self,
         keys: &Int64Array,
         start: usize,
@@ -164,6 +186,13 @@ impl CpuJoinTable {
                 continue;
             }
             let mut link = head(values[row]);
+            if UNIQUE {
+                if link != 0 {
+                    build.push(link - 1);
+                    probe.push(row as u32);
+                }
+                continue;
+            }
             while link != 0 {
                 let b = link - 1;
                 build.push(b);
@@ -225,6 +254,27 @@ mod tests {
         let m = table.probe(&probe).unwrap();
         assert_eq!(m.build_indices.values().to_vec(), vec![0, 2, 1]);
         assert_eq!(m.probe_indices.values().to_vec(), vec![0, 0, 3]);
+    }
+
+    #[test]
+    fn build_sides_without_repeated_keys_are_probed_without_chains_and_give_the_same_pairs() {
+        // Narrow (direct index) and wide (hashed) unique keys, NULLs not counting as keys.
+        for build in [
+            Int64Array::from(vec![Some(5), None, Some(7), Some(6), None]),
+            Int64Array::from(vec![Some(5 << 40), None, Some(-7), Some(6), None]),
+        ] {
+            let table = CpuJoinTable::build(&build).unwrap();
+            assert!(table.unique);
+            let values = build.values();
+            let probe = Int64Array::from(vec![Some(values[3]), Some(1), Some(values[0]), None]);
+            let m = table.probe(&probe).unwrap();
+            assert_eq!(m.build_indices.values().to_vec(), vec![3, 0]);
+            assert_eq!(m.probe_indices.values().to_vec(), vec![0, 2]);
+        }
+        let repeated = CpuJoinTable::build(&Int64Array::from(vec![4, 9, 4])).unwrap();
+        assert!(!repeated.unique);
+        let m = repeated.probe(&Int64Array::from(vec![4])).unwrap();
+        assert_eq!(m.build_indices.values().to_vec(), vec![0, 2]);
     }
 
     #[test]
