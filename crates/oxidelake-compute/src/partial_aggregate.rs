@@ -18,10 +18,16 @@
 //! (falling back to its CPU path per batch, as every Gpu*Exec does), and the results are
 //! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
 //! i64 is cut into slices that cannot; each slice contributes its own partial rows.
+//!
+//! When grouping does not reduce (about as many groups as rows over a partition's first
+//! rows, by DataFusion's own skip settings), later rows pass through as their own state
+//! rows without device work, as stock DataFusion's partial aggregate does (see
+//! `pass_through`).
 
 mod digits;
 mod from_plan;
 mod keys;
+mod pass_through;
 mod spec;
 
 use std::fmt;
@@ -498,6 +504,7 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let mut probe = pass_through::SkipProbe::new(context.session_config().options());
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
         let metrics = OperatorMetrics::new(
@@ -521,7 +528,14 @@ impl ExecutionPlan for GpuPartialAggregateExec {
                 encoding: &encoding,
                 schema: &schema,
             };
+            if probe.skipping() {
+                // Grouping does not reduce here: each row is its own state (no device work).
+                let out = pass_through::row_states(&batch, &keys, &aggregates, &schema)?;
+                metrics.record(batch.num_rows(), out.num_rows(), started, 0);
+                return Ok(out);
+            }
             let out = plan.run(&exec, &metrics, &batch)?;
+            probe.record(batch.num_rows(), out.num_rows());
             let moved =
                 exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);

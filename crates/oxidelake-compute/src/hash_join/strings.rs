@@ -2,8 +2,9 @@
 //!
 //! Join keys and group keys that are strings become numbers (`radix`, the aggregate's
 //! `digits`): equal strings must get equal numbers, different strings different ones.
-//! Hashing every row's bytes and comparing them on a hit cost most of a string-keyed
-//! aggregate's time (flags, codes, names of a few bytes), so a string of at most 12
+//! Hashing every row's bytes and comparing them on a hit took about a third of a
+//! string-keyed aggregate's time (flags, codes, names of a few bytes), so a string of at
+//! most 12
 //! bytes is first packed into one `u128` laid out as Arrow's inline string view (length
 //! in the low 4 bytes, the bytes after it, zeros beyond): one-to-one, so equal packs are
 //! equal strings. A `Utf8View` array already stores short strings that way. The packs

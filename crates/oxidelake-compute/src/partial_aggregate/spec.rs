@@ -442,6 +442,32 @@ mod tests {
     }
 
     #[test]
+    fn a_null_decimal_slot_never_reaches_the_device_whatever_value_it_holds() {
+        use arrow::buffer::NullBuffer;
+        // NULL slots holding a small and an i64-overflowing value: the first takes the
+        // one-pass path, the second the careful one; both send 0 with the NULL kept.
+        for garbage in [77i128, i128::MAX] {
+            let dec: ArrayRef = Arc::new(
+                arrow::array::Decimal128Array::new(
+                    ScalarBuffer::from(vec![5i128, garbage, -3]),
+                    Some(NullBuffer::from(vec![true, false, true])),
+                )
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+            );
+            let DeviceValues::Int(ints) = to_device(&dec, false).unwrap() else {
+                panic!("valid values within an i64 travel as one Int64 column");
+            };
+            assert_eq!(ints.values().to_vec(), vec![5, 0, -3]);
+            assert_eq!(
+                ints.iter().collect::<Vec<_>>(),
+                vec![Some(5), None, Some(-3)]
+            );
+            assert_eq!(rows_per_exact_sum(&ints), (i64::MAX / 5) as usize);
+        }
+    }
+
+    #[test]
     fn decimals_travel_unscaled_and_come_back_with_the_state_precision() {
         let dec: ArrayRef = Arc::new(
             arrow::array::Decimal128Array::from(vec![Some(12345), None, Some(-1)])

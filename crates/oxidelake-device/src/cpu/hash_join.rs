@@ -29,9 +29,9 @@ pub(crate) struct CpuJoinTable {
 /// Keys spanning at most this many values per build row (and at least this many in all)
 /// are indexed directly. Join keys are often dense (surrogate keys, the numbers of
 /// numbered keys), and a direct index needs no hashing and no key comparison. At 16
-/// values per row the direct index takes at most 64 bytes per build row, what the hashed
-/// table takes at its largest (two 16-byte slots per row, rounded up to a power of two),
-/// so it is chosen whenever it costs no more memory than the table it replaces.
+/// values per row the direct index takes at most 64 bytes per build row, the hashed
+/// table's size at its largest (two 16-byte slots per row rounded up to a power of two:
+/// 32 to 64 bytes per row).
 const DIRECT_VALUES_PER_ROW: u64 = 16;
 const DIRECT_MIN_SPAN: u64 = 1 << 12;
 

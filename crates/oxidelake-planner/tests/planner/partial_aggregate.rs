@@ -184,3 +184,72 @@ async fn sums_of_large_decimals_are_exact_beyond_the_range_of_an_i64() {
     let out = frame.collect().await.unwrap();
     assert_eq!(sorted_rows(&out), vec![(big * 4096).to_string()]);
 }
+
+/// The rows the placed plan's `GpuPartialAggregateExec` emitted, after running it.
+async fn partial_output_rows(ctx: &SessionContext, sql: &str) -> (Vec<String>, usize) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let out = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .unwrap();
+    let mut emitted = None;
+    plan.apply(|node| {
+        if node.name() == "GpuPartialAggregateExec" {
+            emitted = node.metrics().and_then(|m| m.output_rows());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    (
+        sorted_rows(&out),
+        emitted.expect("a GpuPartialAggregateExec with metrics"),
+    )
+}
+
+#[tokio::test]
+async fn a_partial_aggregate_that_does_not_reduce_passes_rows_through_as_the_stock_one_does() {
+    // 8 batches of 250 rows in one partition (DataFusion deals them to 2 partitions).
+    let batches: Vec<RecordBatch> = (0..8).map(|i| batch(100 + i, 250)).collect();
+    let table = || Arc::new(MemTable::try_new(schema(), vec![batches.clone()]).unwrap());
+    let sql = "SELECT flag, i32, SUM(m), AVG(m), COUNT(*), COUNT(i8), MIN(d), MAX(f), \
+               SUM(big), AVG(f) FROM v GROUP BY flag, i32";
+    let cpu = session(PlacementTarget::Cpu, BackendKind::CpuSimd);
+    cpu.register_table("v", table()).unwrap();
+    let stock = sorted_rows(&cpu.sql(sql).await.unwrap().collect().await.unwrap());
+    // Each partition decides after its first 250-row batch; a ratio threshold of 0 makes
+    // it skip whatever the ratio, so the other 3 batches of each pass through.
+    let mut emitted = Vec::new();
+    for probe_rows in [100, 100_000] {
+        let cuda = session(PlacementTarget::Cuda, BackendKind::CpuSimd);
+        cuda.register_table("v", table()).unwrap();
+        for set in [
+            format!(
+                "SET datafusion.execution.skip_partial_aggregation_probe_rows_threshold = {probe_rows}"
+            ),
+            "SET datafusion.execution.skip_partial_aggregation_probe_ratio_threshold = 0.0".into(),
+        ] {
+            cuda.sql(&set).await.unwrap().collect().await.unwrap();
+        }
+        let (placed, rows) = partial_output_rows(&cuda, sql).await;
+        assert!(
+            stock == placed,
+            "probe rows {probe_rows}: rows differ from stock"
+        );
+        emitted.push(rows);
+    }
+    // Skipping: at least the 6 batches after each partition's first pass through whole.
+    assert!(
+        emitted[0] >= 6 * 250,
+        "{emitted:?}: rows were not passed through"
+    );
+    // Never deciding (100,000 probe rows): every batch grouped, fewer rows out.
+    assert!(
+        emitted[1] < emitted[0],
+        "{emitted:?}: batches were not grouped"
+    );
+}
