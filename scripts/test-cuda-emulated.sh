@@ -102,6 +102,7 @@ print("emulated launches: " + " ".join(f"{k}={v}" for k, v in sorted(counts.item
 groups = {
     "null count": ["count_unset_bits"],
     "filter": ["eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows"],
+    "computed columns": ["eval_values"],
     "join build": ["join_build"],
     "join probe": ["join_probe_count", "join_probe_write"],
     "aggregate": ["agg_assign_groups"],

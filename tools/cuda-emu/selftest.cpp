@@ -81,6 +81,7 @@ const char* kFakePtx = R"(
 .visible .entry exclusive_scan_blocks() { ret; }
 .visible .entry compact_rows() { ret; }
 .visible .entry gather_8byte() { ret; }
+.visible .entry eval_values() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
 .visible .entry join_probe_write() { ret; }

@@ -4,9 +4,10 @@
 //!
 //! | operator | replaces | v1 coverage |
 //! |---|---|---|
-//! | [`GpuFilterExec`] | `FilterExec` (with its projection) | comparisons with literals, IN lists, IS [NOT] NULL under AND/OR/NOT; integers, floats, dates, times, timestamps, Decimal128 (p ≤ 18), booleans; strings on the CPU path only |
-//! | [`GpuHashJoinExec`] | inner, right-semi and right-anti `HashJoinExec` | one Int64 key |
+//! | [`GpuFilterExec`] | `FilterExec` (with its projection) | comparisons with literals or columns, IN lists, LIKE, IS [NOT] NULL under AND/OR/NOT; integers, floats, dates, times, timestamps, Decimal128, booleans, strings (ADR-0006) |
+//! | [`GpuHashJoinExec`] | `HashJoinExec` | inner, left, right, semi and anti joins on composite keys of integers, dates, decimals and strings, with a residual filter (ADR-0009) |
 //! | [`GpuPartialAggregateExec`] | `AggregateExec` (partial) | SUM/COUNT/MIN/MAX/AVG states by any row-format keys (ADR-0007) |
+//! | [`GpuProjectionExec`] | `ProjectionExec` computing arithmetic | `+ - *` over integers, Float64 and Decimal128 with DataFusion's typing and widening casts (ADR-0010) |
 //! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
 //!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
@@ -35,7 +36,9 @@ mod hash_join;
 mod partial_aggregate;
 mod placement;
 mod predicate_expr;
+mod projection;
 mod udf;
+mod value_expr;
 mod vector_distance;
 
 pub use exec_support::BackendChoice;
@@ -46,5 +49,6 @@ pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,
 };
 pub use placement::placement_label;
+pub use projection::GpuProjectionExec;
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

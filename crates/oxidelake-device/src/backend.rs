@@ -2,11 +2,11 @@
 
 use std::fmt::Debug;
 
-use arrow::array::{Float64Array, Int64Array};
+use arrow::array::{ArrayRef, Float64Array, Int64Array};
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 
-use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
+use crate::ops::{AggregateArgs, EvaluateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
 use crate::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 
 /// Memory of one device, in bytes.
@@ -88,6 +88,13 @@ pub trait GpuBackend: Send + Sync + Debug {
         stream: &DeviceStream,
         args: FilterProjectArgs<'_>,
     ) -> Result<RecordBatch, EngineError>;
+
+    /// Computed columns (arithmetic) of one batch.
+    fn evaluate(
+        &self,
+        stream: &DeviceStream,
+        args: EvaluateArgs<'_>,
+    ) -> Result<Vec<ArrayRef>, EngineError>;
 
     /// Builds a hash table over the (Int64) build-side join keys.
     fn build_join_table(

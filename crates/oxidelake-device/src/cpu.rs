@@ -191,6 +191,15 @@ impl GpuBackend for CpuBackend {
         filter_project::filter_project(args)
     }
 
+    fn evaluate(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::EvaluateArgs<'_>,
+    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
+        self.check_stream(stream)?;
+        crate::value::evaluate_on_host(args.batch, args.columns)
+    }
+
     fn build_join_table(
         &self,
         stream: &DeviceStream,

@@ -6,6 +6,7 @@
 //! architecture the device supports, and the loaded module is cached per kernel (each
 //! backend instance drives one device, so that is per (kernel, device)).
 
+mod evaluate;
 mod filter;
 mod launch;
 mod pipeline;
@@ -336,6 +337,18 @@ impl GpuBackend for CudaBackend {
             stream: self.stream(stream)?,
         };
         filter::filter_project(&dev, args)
+    }
+
+    fn evaluate(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::EvaluateArgs<'_>,
+    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        evaluate::evaluate(&dev, args)
     }
 
     fn build_join_table(

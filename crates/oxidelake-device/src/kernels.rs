@@ -62,6 +62,7 @@ impl CudaKernel {
                 "exclusive_scan_blocks",
                 "compact_rows",
                 "gather_8byte",
+                "eval_values",
             ],
             CudaKernel::HashJoin => &["join_build", "join_probe_count", "join_probe_write"],
             CudaKernel::Aggregation => &["agg_assign_groups", "agg_update_i64", "agg_update_f64"],

@@ -37,6 +37,7 @@ mod metal;
 pub mod nvrtc;
 pub mod ops;
 mod predicate;
+mod value;
 
 pub use backend::{GpuBackend, MemoryInfo};
 pub use cpu::CpuBackend;

@@ -250,6 +250,17 @@ impl GpuBackend for MetalBackend {
         Err(foreign_handle(self.device(), table.device(), "join table"))
     }
 
+    fn evaluate(
+        &self,
+        _stream: &DeviceStream,
+        _args: crate::ops::EvaluateArgs<'_>,
+    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
+        Err(EngineError::unsupported(
+            "Metal computed columns",
+            "the Metal operator path has no arithmetic kernel; the operator computes this batch on the CPU",
+        ))
+    }
+
     fn aggregate(
         &self,
         _stream: &DeviceStream,

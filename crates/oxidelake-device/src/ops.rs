@@ -15,6 +15,24 @@ pub use crate::predicate::{
     check_predicates, like_percent, literal_array, opcode, run_program_on_host, string_column,
     value_class, wide_decimal, write_images,
 };
+pub use crate::value::{
+    Arith, ArithMode, MAX_VALUE_STACK, ValueColumn, ValueExpr, ValueProgram, YEAR_DAYS,
+    check_value_column, evaluate_on_host, is_overflow, is_value_input, is_value_output,
+    load_images, output_array, overflow_error, run_value_program_on_host, value_opcode,
+    year_of_days,
+};
+
+/// Computed columns of one batch ([`ValueColumn`]): each output array has its column's
+/// type and one value per input row. A checked (decimal) value that needs more than 64
+/// bits fails the batch with [`overflow_error`], and the operator computes it with
+/// DataFusion instead.
+#[derive(Debug, Clone, Copy)]
+pub struct EvaluateArgs<'a> {
+    /// The input rows.
+    pub batch: &'a arrow::record_batch::RecordBatch,
+    /// What to compute.
+    pub columns: &'a [ValueColumn],
+}
 
 /// A fused filter and projection: keep rows where every predicate is true (NULL is not
 /// true, as in SQL), then keep the `projection` columns in that order.

@@ -1,5 +1,5 @@
-//! How much of a placed plan runs on GPU operators: filters, joins and aggregates placed
-//! versus present, and why each one that stayed on the CPU did.
+//! How much of a placed plan runs on GPU operators: filters, joins, aggregates and
+//! computed projections placed versus present, and why each one that stayed on the CPU did.
 //!
 //! The counts read the plan *after* the placement rule: a `Gpu*Exec` is a placed
 //! operator, a stock filter, join or aggregate is one that stayed. An aggregate is counted
@@ -17,10 +17,11 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{
     CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
 };
-use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec};
+use datafusion::physical_plan::projection::ProjectionExec;
+use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec, GpuProjectionExec};
 use oxidelake_core::BackendKind;
 
-use crate::eligibility::{cpu_reason, fed_by_device_partial};
+use crate::eligibility::{computes, cpu_reason, fed_by_device_partial};
 
 /// The operator families coverage is counted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,6 +33,9 @@ pub enum OperatorFamily {
     /// AggregateExec (final or single), placed when it is a final over a
     /// GpuPartialAggregateExec.
     Aggregate,
+    /// A ProjectionExec that computes an expression / GpuProjectionExec (projections
+    /// of columns only have nothing to place and are not counted).
+    Projection,
 }
 
 impl OperatorFamily {
@@ -41,6 +45,7 @@ impl OperatorFamily {
             OperatorFamily::Filter => "filters",
             OperatorFamily::Join => "joins",
             OperatorFamily::Aggregate => "aggregates",
+            OperatorFamily::Projection => "computed projections",
         }
     }
 }
@@ -93,12 +98,14 @@ impl PlacementCoverage {
         self.counts.get(&family).copied().unwrap_or_default()
     }
 
-    /// `placed/total` for every family, e.g. `filters 3/4, joins 2/2, aggregates 0/1`.
+    /// `placed/total` for every family, e.g. `filters 3/4, joins 2/2, aggregates 0/1,
+    /// computed projections 1/1`.
     pub fn summary(&self) -> String {
         [
             OperatorFamily::Filter,
             OperatorFamily::Join,
             OperatorFamily::Aggregate,
+            OperatorFamily::Projection,
         ]
         .iter()
         .map(|f| {
@@ -129,6 +136,12 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
         || node.is::<SymmetricHashJoinExec>()
     {
         return Some((OperatorFamily::Join, false));
+    }
+    if node.is::<GpuProjectionExec>() {
+        return Some((OperatorFamily::Projection, true));
+    }
+    if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
+        return computes(projection).then_some((OperatorFamily::Projection, false));
     }
     if let Some(agg) = node.downcast_ref::<AggregateExec>() {
         let partial = matches!(

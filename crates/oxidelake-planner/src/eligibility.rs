@@ -6,8 +6,10 @@
 mod aggregate;
 
 pub(crate) use aggregate::fed_by_device_partial;
+pub(crate) use projection::computes;
 mod filter;
 mod join;
+mod projection;
 mod vector;
 
 use std::sync::Arc;
@@ -31,6 +33,7 @@ pub fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Plac
         .or_else(|| join::place(node, backend))
         .or_else(|| aggregate::place(node, backend))
         .or_else(|| vector::place(node, backend))
+        .or_else(|| projection::place(node, backend))
 }
 
 /// The reason a node stays on the CPU, if it is an eligible-looking one.

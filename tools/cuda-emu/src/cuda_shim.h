@@ -66,6 +66,11 @@ inline int __float_as_int(float v) { return emu_shim::bit_cast<int>(v); }
 inline float __int_as_float(int v) { return emu_shim::bit_cast<float>(v); }
 inline unsigned __float_as_uint(float v) { return emu_shim::bit_cast<unsigned>(v); }
 inline float __uint_as_float(unsigned v) { return emu_shim::bit_cast<float>(v); }
+// Round-to-nearest double arithmetic, never contracted into an FMA (x86-64 without
+// -mfma has no FMA instruction to contract into).
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }

@@ -10,3 +10,4 @@ EMU_KERNEL(count_flags);
 EMU_KERNEL(exclusive_scan_blocks);
 EMU_KERNEL(compact_rows);
 EMU_KERNEL(gather_8byte);
+EMU_KERNEL(eval_values);

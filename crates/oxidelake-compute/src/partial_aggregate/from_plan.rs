@@ -2,7 +2,8 @@
 //! replaces: keys must be columns; each aggregate is SUM / COUNT / MIN / MAX / AVG, not
 //! DISTINCT, without FILTER, of one argument. A column or a cast of one is read directly;
 //! COUNT of a non-null literal is COUNT(*); any other argument expression is computed by
-//! a stock projection put below the device operator (on the CPU, visible in EXPLAIN).
+//! a projection put below the device operator: a `GpuProjectionExec` when it is
+//! arithmetic the device covers, a stock one otherwise (visible in EXPLAIN).
 
 use std::sync::Arc;
 
@@ -11,8 +12,10 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
-use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use oxidelake_core::{BackendKind, EngineError};
+
+use crate::GpuProjectionExec;
 
 use super::{AggInput, GpuPartialAggregateExec, PartialAggSpec, PartialFunc};
 
@@ -24,8 +27,8 @@ impl GpuPartialAggregateExec {
         let unsupported =
             |detail: String| EngineError::unsupported("GpuPartialAggregateExec", detail);
         let parts = partial_parts(partial).map_err(unsupported)?;
-        let input =
-            with_computed_arguments(partial.input(), &parts.computed).map_err(unsupported)?;
+        let input = with_computed_arguments(partial.input(), &parts.computed, placement)
+            .map_err(unsupported)?;
         GpuPartialAggregateExec::try_new(
             input,
             parts.keys,
@@ -128,10 +131,12 @@ fn partial_parts(agg: &AggregateExec) -> Result<PartialParts, String> {
 }
 
 /// `input` with the `computed` argument expressions appended as columns (`input` itself
-/// when there are none).
+/// when there are none): computed on the device when they are arithmetic it covers
+/// ([`GpuProjectionExec`]), by a stock projection otherwise.
 fn with_computed_arguments(
     input: &Arc<dyn ExecutionPlan>,
     computed: &[Arc<dyn PhysicalExpr>],
+    placement: BackendKind,
 ) -> Result<Arc<dyn ExecutionPlan>, String> {
     if computed.is_empty() {
         return Ok(Arc::clone(input));
@@ -150,6 +155,13 @@ fn with_computed_arguments(
         .collect();
     for (i, expr) in computed.iter().enumerate() {
         exprs.push((Arc::clone(expr), format!("__oxide_agg_arg_{i}")));
+    }
+    let exprs: Vec<ProjectionExpr> = exprs
+        .into_iter()
+        .map(|(expr, alias)| ProjectionExpr { expr, alias })
+        .collect();
+    if let Ok(device) = GpuProjectionExec::try_new(exprs.clone(), Arc::clone(input), placement) {
+        return Ok(Arc::new(device));
     }
     let projection =
         ProjectionExec::try_new(exprs, Arc::clone(input)).map_err(|e| e.to_string())?;

@@ -20,11 +20,13 @@ use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::joins::utils::JoinFilter;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
-    BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuVectorDistanceExec,
+    BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
+    GpuVectorDistanceExec,
 };
 use oxidelake_core::BackendKind;
 use oxidelake_device::{CpuBackend, HardwareDetector};
@@ -527,6 +529,117 @@ async fn vector_cases(backend: BackendChoice) -> usize {
     cases
 }
 
+/// Projection shapes: (SQL select list, whether a batch may overflow the device's 64-bit
+/// decimals and so be computed by DataFusion). `a` holds i64::MAX and i64::MIN + 1, so
+/// the integer shapes wrap and the decimal ones overflow now and then; `b` holds NaN.
+const PROJECTIONS: [(&str, bool); 6] = [
+    ("k, a * 3 - k AS x", false),
+    ("b * c + 1.5 AS x, -b AS y, k", false),
+    ("CAST(k AS DOUBLE) * b - CAST(a AS DOUBLE) AS x", false),
+    (
+        "CAST(a AS DECIMAL(22, 2)) * CAST(k AS DECIMAL(20, 1)) AS x",
+        true,
+    ),
+    (
+        "CAST(k AS DECIMAL(21, 2)) + CAST(a AS DECIMAL(20, 0)) - CAST(1.25 AS DECIMAL(3, 2)) AS x",
+        true,
+    ),
+    ("-(CAST(k AS DECIMAL(20, 0)) * 7) AS x, a + k AS y", false),
+];
+
+/// The stock plan of `SELECT {select} FROM t` and the same plan with its projection
+/// replaced by a GpuProjectionExec.
+async fn projection_plans(
+    parts: &[Vec<RecordBatch>],
+    select: &str,
+    backend: &BackendChoice,
+) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
+    let ctx = SessionContext::new();
+    let parts: Vec<Vec<RecordBatch>> = if parts.is_empty() {
+        vec![vec![]]
+    } else {
+        parts.to_vec()
+    };
+    let table = MemTable::try_new(data::schema(), parts).unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    let stock = ctx
+        .sql(&format!("SELECT {select} FROM t"))
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let ours = Arc::clone(&stock)
+        .transform_up(|node| {
+            let Some(p) = node.downcast_ref::<ProjectionExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let gpu = GpuProjectionExec::try_new(
+                p.expr().to_vec(),
+                Arc::clone(p.input()),
+                BackendKind::CpuSimd,
+            )?
+            .with_backend(backend.clone());
+            Ok(Transformed::yes(Arc::new(gpu) as Arc<dyn ExecutionPlan>))
+        })
+        .unwrap();
+    assert!(ours.transformed, "no projection in the plan of {select}");
+    (stock, ours.data)
+}
+
+fn gpu_projection_of(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    let mut node = Arc::clone(plan);
+    while !node.is::<GpuProjectionExec>() {
+        node = Arc::clone(node.children()[0]);
+    }
+    node
+}
+
+async fn projection_cases(backend: BackendChoice) -> usize {
+    let (mut cases, mut rows, mut fell_back) = (0, 0, 0);
+    for seed in 0..CASES {
+        let mut rng = Rng::new(seed);
+        let parts = data::partitions(&mut rng, 8);
+        for (select, may_overflow) in PROJECTIONS {
+            let (stock, ours) = projection_plans(&parts, select, &backend).await;
+            let want = collect(stock, SessionContext::new().task_ctx())
+                .await
+                .unwrap();
+            let got = collect(Arc::clone(&ours), SessionContext::new().task_ctx())
+                .await
+                .unwrap();
+            rows += assert_same_rows(
+                &format!("projection seed {seed}: {select}"),
+                &got,
+                &want,
+                0.0,
+            );
+            let fallbacks = fallback_batches(&gpu_projection_of(&ours));
+            if may_overflow {
+                fell_back += fallbacks;
+            } else {
+                assert_eq!(fallbacks, 0, "{select}: a batch left the backend");
+            }
+            cases += 1;
+        }
+    }
+    assert!(rows > 1_000, "the random cases compared only {rows} rows");
+    assert!(
+        fell_back > 0,
+        "no decimal batch overflowed: the fallback went untested"
+    );
+    cases
+}
+
+#[tokio::test]
+async fn gpu_projection_exec_on_cpu_equals_stock_arithmetic_with_wrapping_and_decimal_overflow() {
+    let n = projection_cases(cpu()).await;
+    report(format!(
+        "conformance: GpuProjectionExec[cpu]: {n} cases equal to stock DataFusion"
+    ));
+    assert_eq!(n, CASES as usize * PROJECTIONS.len());
+}
+
 #[tokio::test]
 async fn gpu_filter_exec_on_cpu_equals_stock_filter_and_projection() {
     let n = filter_cases(cpu()).await;
@@ -589,6 +702,7 @@ async fn every_operator_on_the_detected_gpu_equals_stock_datafusion_without_cpu_
     let n = filter_cases(backend.clone()).await
         + join_cases(backend.clone()).await
         + aggregate_cases(backend.clone()).await
+        + projection_cases(backend.clone()).await
         + vector_cases(backend).await;
     report(format!(
         "conformance: {n} GPU cases equal to stock DataFusion"

@@ -352,3 +352,188 @@ extern "C" __global__ void gather_8byte(const long long* __restrict__ values,
     out_values[i] = values[src];
     out_valid[i] = bit_is_set(valid, src) ? 1 : 0;
 }
+
+// ---------------------------------------------------------------------------------------
+// eval_values: computed columns (oxidelake_device::ops::ValueProgram). One thread per row
+// runs a postfix program over a stack of (image, valid) pairs: integer-like images as
+// i64, floats as f64 bits. Arithmetic modes: M_WRAP wraps (integer SQL types), M_CHECKED
+// is exact and raises *overflow when a non-NULL row's value needs more than 64 bits (the
+// host then computes the batch with the SQL engine's 128-bit decimals), M_FLOAT rounds
+// each operation on its own (the _rn intrinsics are never fused into an FMA, so the
+// result equals the CPU's). A NULL result holds 0, so no later instruction can overflow
+// on a value that is not there.
+#define V_LOAD 0
+#define V_CONST 1
+#define V_ADD 2
+#define V_SUB 3
+#define V_MUL 4
+#define V_SCALE 5
+#define V_TO_FLOAT 6
+#define V_WRAP 7
+#define V_YEAR 8
+#define V_FLIP_SIGN 9
+// Day numbers whose year Arrow's date_part computes (chrono's calendar); NULL outside.
+#define YEAR_MIN_DAYS (-96465292ll)
+#define YEAR_MAX_DAYS 95026236ll
+#define M_WRAP 0
+#define M_CHECKED 1
+#define M_FLOAT 2
+#define MAX_VALUE_STACK 16
+#define I64_MIN (-9223372036854775807ll - 1ll)
+
+__device__ __forceinline__ long long wrapping_mul(long long a, long long b)
+{
+    return (long long)((unsigned long long)a * (unsigned long long)b);
+}
+
+// a * b and whether the exact product leaves the i64 range.
+__device__ __forceinline__ long long checked_mul(long long a, long long b, bool* overflow)
+{
+    const long long r = wrapping_mul(a, b);
+    if (a == 0 || b == 0) {
+        return 0;
+    }
+    if (a == -1) {
+        *overflow = *overflow || b == I64_MIN;
+    } else if (b == -1) {
+        *overflow = *overflow || a == I64_MIN;
+    } else if (r / a != b) {
+        // a is neither 0 nor -1, so the division cannot trap.
+        *overflow = true;
+    }
+    return r;
+}
+
+// The same function as oxidelake_device::value::program::apply.
+__device__ __forceinline__ long long apply_arith(int code, int mode, long long a, long long b, bool* overflow)
+{
+    if (mode == M_FLOAT) {
+        const double x = __longlong_as_double(a);
+        const double y = __longlong_as_double(b);
+        double r;
+        if (code == V_ADD) {
+            r = __dadd_rn(x, y);
+        } else if (code == V_SUB) {
+            r = __dsub_rn(x, y);
+        } else {
+            r = __dmul_rn(x, y);
+        }
+        return __double_as_longlong(r);
+    }
+    const unsigned long long ua = (unsigned long long)a;
+    const unsigned long long ub = (unsigned long long)b;
+    if (code == V_ADD) {
+        const long long r = (long long)(ua + ub);
+        if (mode == M_CHECKED && ((a ^ r) & (b ^ r)) < 0) {
+            *overflow = true;
+        }
+        return r;
+    }
+    if (code == V_SUB) {
+        const long long r = (long long)(ua - ub);
+        if (mode == M_CHECKED && ((a ^ b) & (a ^ r)) < 0) {
+            *overflow = true;
+        }
+        return r;
+    }
+    if (mode == M_CHECKED) {
+        return checked_mul(a, b, overflow);
+    }
+    return wrapping_mul(a, b);
+}
+
+// The proleptic Gregorian year of a day number (H. Hinnant's civil_from_days; the same
+// function as oxidelake_device::ops::year_of_days).
+__device__ __forceinline__ long long year_of_days(long long days)
+{
+    const long long z = days + 719468;
+    const long long era = (z >= 0 ? z : z - 146096) / 146097;
+    const long long doe = z - era * 146097;
+    const long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const long long mp = (5 * doy + 2) / 153;
+    const long long month = mp < 10 ? mp + 3 : mp - 9;
+    return yoe + era * 400 + (month <= 2 ? 1 : 0);
+}
+
+extern "C" __global__ void eval_values(const unsigned long long* __restrict__ col_ptrs,
+                                       const unsigned long long* __restrict__ valid_ptrs,
+                                       const int* __restrict__ codes,
+                                       const int* __restrict__ slots,
+                                       const int* __restrict__ args,
+                                       const long long* __restrict__ literals,
+                                       int num_instrs,
+                                       unsigned long long rows,
+                                       long long* __restrict__ out_values,
+                                       unsigned char* __restrict__ out_valid,
+                                       unsigned int* __restrict__ overflow_flag)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    long long values[MAX_VALUE_STACK];
+    bool valid[MAX_VALUE_STACK];
+    int top = 0;
+    bool overflow = false;
+    for (int i = 0; i < num_instrs; ++i) {
+        const int code = codes[i];
+        if (code == V_LOAD || code == V_CONST || code == V_YEAR) {
+            if (top >= MAX_VALUE_STACK) {
+                out_valid[row] = 0;
+                atomicOr(overflow_flag, 2u);
+                return;
+            }
+            if (code == V_LOAD) {
+                const int s = slots[i];
+                const bool ok = bit_is_set((const unsigned char*)valid_ptrs[s], row);
+                values[top] = ok ? ((const long long*)col_ptrs[s])[row] : 0;
+                valid[top] = ok;
+            } else if (code == V_YEAR) {
+                const int s = slots[i];
+                const long long days = ((const long long*)col_ptrs[s])[row];
+                const bool ok = bit_is_set((const unsigned char*)valid_ptrs[s], row) &&
+                                days >= YEAR_MIN_DAYS && days <= YEAR_MAX_DAYS;
+                values[top] = ok ? year_of_days(days) : 0;
+                valid[top] = ok;
+            } else {
+                values[top] = literals[i];
+                valid[top] = true;
+            }
+            ++top;
+            continue;
+        }
+        if (top < 1 || (code <= V_MUL && top < 2)) {
+            out_valid[row] = 0;
+            atomicOr(overflow_flag, 2u);
+            return;
+        }
+        if (code == V_SCALE) {
+            bool o = false;
+            values[top - 1] = checked_mul(values[top - 1], literals[i], &o);
+            overflow = overflow || (o && valid[top - 1]);
+        } else if (code == V_TO_FLOAT) {
+            values[top - 1] = __double_as_longlong((double)values[top - 1]);
+        } else if (code == V_FLIP_SIGN) {
+            // SQL's -x on a float: the sign bit flips, a NaN's included.
+            values[top - 1] = valid[top - 1] ? (values[top - 1] ^ I64_MIN) : 0;
+        } else if (code == V_WRAP) {
+            const int shift = 64 - args[i];
+            values[top - 1] = (long long)((unsigned long long)values[top - 1] << shift) >> shift;
+        } else {
+            --top;
+            bool o = false;
+            const bool ok = valid[top - 1] && valid[top];
+            const long long r = apply_arith(code, args[i], values[top - 1], values[top], &o);
+            overflow = overflow || (o && ok);
+            values[top - 1] = ok ? r : 0;
+            valid[top - 1] = ok;
+        }
+    }
+    if (overflow) {
+        atomicOr(overflow_flag, 1u);
+    }
+    const bool ok = top == 1 && valid[0];
+    out_values[row] = ok ? values[0] : 0;
+    out_valid[row] = ok ? 1 : 0;
+}

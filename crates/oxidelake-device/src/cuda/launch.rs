@@ -65,7 +65,7 @@ impl Dev<'_> {
             .map_err(self.err("cuMemcpyHtoD"))
     }
 
-    fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+    pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
         &self,
         len: usize,
     ) -> Result<CudaSlice<T>, EngineError> {
@@ -74,14 +74,17 @@ impl Dev<'_> {
             .map_err(self.err("cuMemAlloc"))
     }
 
-    fn download<T: DeviceRepr>(&self, slice: &CudaSlice<T>) -> Result<Vec<T>, EngineError> {
+    pub(super) fn download<T: DeviceRepr>(
+        &self,
+        slice: &CudaSlice<T>,
+    ) -> Result<Vec<T>, EngineError> {
         self.stream
             .clone_dtoh(slice)
             .map_err(self.err("cuMemcpyDtoH"))
     }
 
     /// A packed validity bitmap starting at bit 0 (all ones when there are no NULLs).
-    fn validity(
+    pub(super) fn validity(
         &self,
         nulls: Option<&NullBuffer>,
         rows: usize,
@@ -93,7 +96,7 @@ impl Dev<'_> {
         self.upload(&bytes)
     }
 
-    fn sync(&self) -> Result<(), EngineError> {
+    pub(super) fn sync(&self) -> Result<(), EngineError> {
         self.stream
             .synchronize()
             .map_err(self.err("cuStreamSynchronize"))

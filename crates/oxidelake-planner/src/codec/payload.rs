@@ -8,13 +8,18 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::PartitionMode;
+use datafusion::physical_plan::projection::ProjectionExpr;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
+use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
+use datafusion_proto::protobuf::PhysicalExprNode;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
-    AggInput, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuVectorDistanceExec,
-    PartialAggSpec, PartialFunc,
+    AggInput, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
+    GpuVectorDistanceExec, PartialAggSpec, PartialFunc,
 };
 use oxidelake_core::BackendKind;
+use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::field_text::{FieldText, data_type, field_text};
@@ -206,6 +211,12 @@ pub(super) enum NodePayload {
         output_name: String,
         placement: Backend,
     },
+    Projection {
+        /// Per output column: the expression as a protobuf `PhysicalExprNode` over the
+        /// input schema (DataFusion's own encoding, through this codec), and its name.
+        exprs: Vec<(Vec<u8>, String)>,
+        placement: Backend,
+    },
 }
 
 fn op_of(code: u8) -> Result<CmpOp> {
@@ -259,6 +270,7 @@ impl NodePayload {
             NodePayload::HashJoin { .. } => "GpuHashJoinExec",
             NodePayload::PartialAggregate { .. } => "GpuPartialAggregateExec",
             NodePayload::VectorDistance { .. } => "GpuVectorDistanceExec",
+            NodePayload::Projection { .. } => "GpuProjectionExec",
         }
     }
 
@@ -318,6 +330,20 @@ impl NodePayload {
                 cosine: v.metric() == DistanceMetric::Cosine,
                 output_name: v.output_name().to_string(),
                 placement: v.placement().into(),
+            }));
+        }
+        if let Some(p) = node.downcast_ref::<GpuProjectionExec>() {
+            let exprs = p
+                .exprs()
+                .iter()
+                .map(|e| {
+                    let node = serialize_physical_expr(&e.expr, codec)?;
+                    Ok((node.encode_to_vec(), e.alias.clone()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(Some(NodePayload::Projection {
+                exprs,
+                placement: p.placement().into(),
             }));
         }
         Ok(None)
@@ -439,6 +465,21 @@ impl NodePayload {
                 output_name,
                 placement.into(),
             )?),
+            NodePayload::Projection { exprs, placement } => {
+                let input = one_input(inputs, "GpuProjectionExec")?;
+                let schema = input.schema();
+                let exprs = exprs
+                    .into_iter()
+                    .map(|(bytes, alias)| {
+                        let node = PhysicalExprNode::decode(bytes.as_slice()).map_err(|e| {
+                            bad(format!("projection expression does not decode: {e}"))
+                        })?;
+                        let expr = parse_physical_expr(&node, ctx, &schema, codec)?;
+                        Ok(ProjectionExpr { expr, alias })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Arc::new(GpuProjectionExec::try_new(exprs, input, placement.into())?)
+            }
         })
     }
 }

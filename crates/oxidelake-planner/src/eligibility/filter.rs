@@ -2,13 +2,20 @@
 //! column, IN lists, LIKE and NULL tests under AND / OR / NOT, over the types
 //! [`value_class`] covers.
 //!
+//! A comparison operand that is an expression (`price * (1 - discount) > 100`,
+//! `a + b = c`) is computed first: the rule puts a `GpuProjectionExec` below the filter
+//! that appends the expressions as columns, the predicate compares those, and the
+//! filter's own projection drops them again, so the output is the stock filter's. An
+//! expression the projection does not cover keeps the filter on the CPU, with the
+//! projection's reason.
+//!
 //! For a device target the predicate must also compile to a device program (no LIKE
 //! with `_` or escapes, no comparison of two string columns); otherwise the filter stays
 //! on the CPU and EXPLAIN says why.
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
@@ -18,11 +25,12 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExec;
-use oxidelake_compute::GpuFilterExec;
+use datafusion::physical_plan::projection::ProjectionExpr;
 use oxidelake_compute::ops::{
     CmpOp, ColumnPredicate, DeviceProgram, Literal, Predicate, ValueClass, value_class,
     wide_decimal,
 };
+use oxidelake_compute::{GpuFilterExec, GpuProjectionExec};
 use oxidelake_core::BackendKind;
 
 use super::{Placement, reason_of};
@@ -44,20 +52,92 @@ fn rewrite(filter: &FilterExec, backend: BackendKind) -> Result<Arc<dyn Executio
         return Err("filter with a row limit".into());
     }
     let input = Arc::clone(filter.input());
-    let schema = input.schema();
+    let input_schema = input.schema();
+    let mut ops = Operands::new(&input_schema);
     let predicates = split(filter.predicate(), Operator::And)
         .into_iter()
-        .map(|expr| predicate(expr, &schema))
+        .map(|expr| predicate(expr, &mut ops))
         .collect::<Result<Vec<_>, _>>()?;
     if backend != BackendKind::CpuSimd {
-        DeviceProgram::compile(&schema, &predicates).map_err(|e| device_reason(&e))?;
+        DeviceProgram::compile(&ops.schema, &predicates).map_err(|e| device_reason(&e))?;
     }
     let projection = match filter.projection() {
         Some(p) => p.to_vec(),
-        None => (0..schema.fields().len()).collect(),
+        None => (0..input_schema.fields().len()).collect(),
     };
+    let input = ops.computing_input(input, backend)?;
     let gpu = GpuFilterExec::try_new(input, predicates, projection, backend).map_err(reason_of)?;
     Ok(Arc::new(gpu))
+}
+
+/// The columns a predicate reads: the filter input's, then the comparison operands that
+/// are expressions, computed below the filter.
+struct Operands {
+    /// The input's columns followed by the computed ones.
+    schema: Schema,
+    width: usize,
+    computed: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+impl Operands {
+    fn new(input: &Schema) -> Self {
+        Self {
+            schema: input.clone(),
+            width: input.fields().len(),
+            computed: Vec::new(),
+        }
+    }
+
+    /// The column index `expr` is computed into (an identical expression shares one).
+    fn computed(&mut self, expr: &Arc<dyn PhysicalExpr>) -> Result<usize, String> {
+        if let Some(at) = self
+            .computed
+            .iter()
+            .position(|e| e.as_ref() == expr.as_ref())
+        {
+            return Ok(self.width + at);
+        }
+        let input = Schema::new(self.schema.fields()[..self.width].to_vec());
+        let dt = expr.data_type(&input).map_err(|e| e.to_string())?;
+        let nullable = expr.nullable(&input).map_err(|e| e.to_string())?;
+        let name = format!("__oxide_filter_arg_{}", self.computed.len());
+        let mut fields = self.schema.fields().to_vec();
+        fields.push(Arc::new(Field::new(name, dt, nullable)));
+        self.schema = Schema::new(fields);
+        self.computed.push(Arc::clone(expr));
+        Ok(self.schema.fields().len() - 1)
+    }
+
+    /// `input`, or a GpuProjectionExec appending the computed operands to it.
+    fn computing_input(
+        self,
+        input: Arc<dyn ExecutionPlan>,
+        backend: BackendKind,
+    ) -> Result<Arc<dyn ExecutionPlan>, String> {
+        if self.computed.is_empty() {
+            return Ok(input);
+        }
+        let mut exprs: Vec<ProjectionExpr> = self.schema.fields()[..self.width]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| ProjectionExpr {
+                expr: Arc::new(Column::new(f.name(), i)),
+                alias: f.name().clone(),
+            })
+            .collect();
+        for (expr, field) in self
+            .computed
+            .into_iter()
+            .zip(&self.schema.fields()[self.width..])
+        {
+            exprs.push(ProjectionExpr {
+                expr,
+                alias: field.name().clone(),
+            });
+        }
+        let gpu = GpuProjectionExec::try_new(exprs, input, backend).map_err(reason_of)?;
+        Ok(Arc::new(gpu))
+    }
 }
 
 /// The `detail` of an `Unsupported` error, as a short reason.
@@ -81,30 +161,28 @@ fn split(expr: &Arc<dyn PhysicalExpr>, op: Operator) -> Vec<&Arc<dyn PhysicalExp
 }
 
 /// A DataFusion predicate as a [`Predicate`], or why it cannot be one.
-pub(crate) fn predicate(
-    expr: &Arc<dyn PhysicalExpr>,
-    schema: &Schema,
-) -> Result<Predicate, String> {
+fn predicate(expr: &Arc<dyn PhysicalExpr>, ops: &mut Operands) -> Result<Predicate, String> {
     if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
         return match binary.op() {
             Operator::And => Ok(Predicate::And(
                 split(expr, Operator::And)
                     .into_iter()
-                    .map(|e| predicate(e, schema))
+                    .map(|e| predicate(e, ops))
                     .collect::<Result<_, _>>()?,
             )),
             Operator::Or => Ok(Predicate::Or(
                 split(expr, Operator::Or)
                     .into_iter()
-                    .map(|e| predicate(e, schema))
+                    .map(|e| predicate(e, ops))
                     .collect::<Result<_, _>>()?,
             )),
-            _ => comparison(binary, schema),
+            _ => comparison(binary, ops),
         };
     }
     if let Some(not) = expr.downcast_ref::<NotExpr>() {
-        return Ok(Predicate::Not(Box::new(predicate(not.arg(), schema)?)));
+        return Ok(Predicate::Not(Box::new(predicate(not.arg(), ops)?)));
     }
+    let schema = &ops.schema;
     if let Some(e) = expr.downcast_ref::<IsNullExpr>() {
         return Ok(Predicate::IsNull {
             column: column_index(e.arg(), schema)?,
@@ -118,7 +196,7 @@ pub(crate) fn predicate(
         });
     }
     if let Some(list) = expr.downcast_ref::<InListExpr>() {
-        return in_list(list, schema);
+        return in_list(list, &ops.schema);
     }
     if let Some(column) = expr.downcast_ref::<Column>() {
         // A boolean column used as a predicate: `WHERE flag`.
@@ -212,8 +290,26 @@ fn in_list(list: &InListExpr, schema: &Schema) -> Result<Predicate, String> {
     })
 }
 
-/// `column op literal` (or `literal op column`), or `column op column` of one type.
-fn comparison(binary: &BinaryExpr, schema: &Schema) -> Result<Predicate, String> {
+/// One side of a comparison: a column (of the input, or computed below the filter) or a
+/// literal.
+enum Side<'a> {
+    Column(usize),
+    Literal(&'a ScalarValue),
+}
+
+fn side<'a>(expr: &'a Arc<dyn PhysicalExpr>, ops: &mut Operands) -> Result<Side<'a>, String> {
+    if let Some(c) = expr.downcast_ref::<Column>() {
+        return Ok(Side::Column(c.index()));
+    }
+    if let Some(l) = expr.downcast_ref::<LiteralExpr>() {
+        return Ok(Side::Literal(l.value()));
+    }
+    Ok(Side::Column(ops.computed(expr)?))
+}
+
+/// `column op literal` (or `literal op column`), or `column op column` of one type; a
+/// side that is an expression is a computed column ([`Operands`]).
+fn comparison(binary: &BinaryExpr, ops: &mut Operands) -> Result<Predicate, String> {
     let op = match binary.op() {
         Operator::Eq => CmpOp::Eq,
         Operator::NotEq => CmpOp::NotEq,
@@ -223,26 +319,13 @@ fn comparison(binary: &BinaryExpr, schema: &Schema) -> Result<Predicate, String>
         Operator::GtEq => CmpOp::GtEq,
         other => return Err(format!("operator {other}")),
     };
-    let (left, right) = (binary.left(), binary.right());
-    let (column, lit, op) = match (
-        left.downcast_ref::<Column>(),
-        right.downcast_ref::<LiteralExpr>(),
-        right.downcast_ref::<Column>(),
-        left.downcast_ref::<LiteralExpr>(),
-    ) {
-        (Some(c), Some(l), _, _) => (c, l, op),
-        (_, _, Some(c), Some(l)) => (c, l, op.flipped()),
-        _ => {
-            let (Some(l), Some(r)) = (
-                left.downcast_ref::<Column>(),
-                right.downcast_ref::<Column>(),
-            ) else {
-                return Err("comparison is not column vs literal or column".into());
-            };
-            let (lt, rt) = (
-                covered_type(schema, l.index())?,
-                covered_type(schema, r.index())?,
-            );
+    let (left, right) = (side(binary.left(), ops)?, side(binary.right(), ops)?);
+    let schema = &ops.schema;
+    let (column, value, op) = match (left, right) {
+        (Side::Column(c), Side::Literal(l)) => (c, l, op),
+        (Side::Literal(l), Side::Column(c)) => (c, l, op.flipped()),
+        (Side::Column(l), Side::Column(r)) => {
+            let (lt, rt) = (covered_type(schema, l)?, covered_type(schema, r)?);
             if lt != rt {
                 return Err(format!("comparison of {lt} with {rt}"));
             }
@@ -250,17 +333,20 @@ fn comparison(binary: &BinaryExpr, schema: &Schema) -> Result<Predicate, String>
                 return Err(format!("comparison of two {lt} columns"));
             }
             return Ok(Predicate::CompareColumns {
-                left: l.index(),
+                left: l,
                 op,
-                right: r.index(),
+                right: r,
             });
         }
+        (Side::Literal(_), Side::Literal(_)) => {
+            return Err("comparison of two literals".into());
+        }
     };
-    let dt = covered_type(schema, column.index())?;
+    let dt = covered_type(schema, column)?;
     Ok(Predicate::Compare(ColumnPredicate {
-        column: column.index(),
+        column,
         op,
-        literal: literal(lit.value(), dt)?,
+        literal: literal(value, dt)?,
     }))
 }
 

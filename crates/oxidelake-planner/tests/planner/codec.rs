@@ -78,6 +78,18 @@ async fn every_gpu_node_survives_encode_and_decode_with_identical_explain_and_sc
             "GpuVectorDistanceExec",
             2,
         ),
+        (
+            // The expressions travel as DataFusion protobuf and are translated again.
+            "SELECT k, a * 3 - k AS x, -b * 0.5 AS y FROM t",
+            "GpuProjectionExec",
+            2,
+        ),
+        (
+            // A filter comparing a computed column, over the projection computing it.
+            "SELECT k FROM t WHERE a * 2 + k > 10",
+            "GpuProjectionExec",
+            2,
+        ),
     ];
     let codec = OxidePhysicalCodec::default();
     for (sql, node, partitions) in cases {

@@ -227,18 +227,63 @@ async fn an_aggregate_function_without_a_device_path_stays_on_the_cpu_and_says_w
     assert!(text.contains("[cpu: median()]"), "{text}");
 }
 
-#[tokio::test]
-async fn an_expression_argument_is_computed_by_a_projection_below_the_device_partial() {
-    let text = gpu_explain("SELECT k, SUM(a * 2), AVG(b + 1.5) FROM t GROUP BY k").await;
-    let partial = text
+/// The first line below `node` in `text` that is not a repartition.
+fn below<'a>(text: &'a str, node: &str) -> &'a str {
+    let at = text
         .lines()
-        .position(|l| l.contains("GpuPartialAggregateExec[cuda]"))
-        .unwrap_or_else(|| panic!("no device partial:\n{text}"));
-    let below = text.lines().nth(partial + 1).unwrap_or_default();
+        .position(|l| l.contains(node))
+        .unwrap_or_else(|| panic!("no {node}:\n{text}"));
+    text.lines()
+        .skip(at + 1)
+        .find(|l| !l.contains("RepartitionExec"))
+        .unwrap_or_default()
+}
+
+fn below_device_partial(text: &str) -> &str {
+    below(text, "GpuPartialAggregateExec[cuda]")
+}
+
+#[tokio::test]
+async fn an_arithmetic_argument_is_computed_by_a_gpu_projection_below_the_device_partial() {
+    let text = gpu_explain("SELECT k, SUM(a * 2), AVG(b + 1.5) FROM t GROUP BY k").await;
+    let below = below_device_partial(&text);
     assert!(
-        below.contains("ProjectionExec") && below.contains("__oxide_agg_arg_0"),
+        below.contains("GpuProjectionExec[cuda]") && below.contains("__oxide_agg_arg_0"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn an_argument_the_device_cannot_compute_is_computed_by_a_stock_projection() {
+    let text =
+        gpu_explain("SELECT k, SUM(CASE WHEN a > 0 THEN a ELSE 0 END) FROM t GROUP BY k").await;
+    let below = below_device_partial(&text);
+    assert!(
+        below.trim_start().starts_with("ProjectionExec") && below.contains("__oxide_agg_arg_0"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_projection_computing_arithmetic_is_placed_and_one_with_division_says_why() {
+    let text = gpu_explain("SELECT k, a * 3 - 1 AS x FROM t").await;
+    assert!(
+        text.contains("GpuProjectionExec[cuda]: expr=[k@0 as k, a@1 * 3 - 1 as x]"),
+        "{text}"
+    );
+    let text = gpu_explain("SELECT k, a / 3 AS x FROM t").await;
+    assert!(text.contains("[cpu: division]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_comparison_of_an_arithmetic_expression_is_filtered_on_a_computed_column() {
+    let text = gpu_explain("SELECT k FROM t WHERE a * 2 + k > 10 AND b - 1.5 < b * 0.5").await;
+    assert!(text.contains("__oxide_filter_arg_0@"), "{text}");
+    assert!(
+        below(&text, "GpuFilterExec[cuda]").contains("GpuProjectionExec[cuda]"),
+        "{text}"
+    );
+    assert!(!text.contains("[cpu:"), "{text}");
 }
 
 #[tokio::test]
@@ -294,6 +339,9 @@ async fn rewritten_plans_return_the_same_rows_as_cpu_plans() {
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
         "SELECT k, array_distance(v, [1.0, 0.0]) AS dist FROM t",
         "SELECT k, l2_distance(v, [1.0, 2.0]) AS d FROM t",
+        "SELECT k, a * 3 - k AS x, -b * 0.5 AS y, CAST(a AS DOUBLE) + b AS z FROM t",
+        "SELECT k, SUM(a * 2 - k), AVG(b * b + 1.5) FROM t GROUP BY k",
+        "SELECT k, a FROM t WHERE a * 2 + k > 10 AND b - 1.5 < b * 0.5",
     ];
     for sql in queries {
         let mut results = Vec::new();

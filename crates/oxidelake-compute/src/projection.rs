@@ -1,0 +1,286 @@
+//! `GpuProjectionExec`: a projection whose computed columns are arithmetic, evaluated by
+//! the backend's `eval_values` programs (or the same expressions vectorised on the CPU).
+//!
+//! It stands where DataFusion planned a `ProjectionExec`, most often the one computing
+//! aggregate arguments (`l_extendedprice * (1 - l_discount)`) below a device partial
+//! aggregate, and it keeps the stock node's expressions: they give its plan properties
+//! (the stock node is built and asked), they travel in Ballista plans, EXPLAIN prints
+//! them, and they compute a batch whose decimal values outgrow the device's 64-bit
+//! images (DataFusion computes decimals in 128 bits), so every batch gets DataFusion's
+//! answer.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::ops::{EvaluateArgs, ValueColumn, is_overflow};
+
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::placement_label;
+use crate::value_expr::value_column;
+
+/// Where one output column comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Output {
+    /// An input column, passed through.
+    Input(usize),
+    /// The `i`-th computed column.
+    Computed(usize),
+}
+
+/// A projection that computes its arithmetic columns on the placed backend.
+#[derive(Debug)]
+pub struct GpuProjectionExec {
+    input: Arc<dyn ExecutionPlan>,
+    exprs: Vec<ProjectionExpr>,
+    outputs: Vec<Output>,
+    computed: Vec<ValueColumn>,
+    placement: BackendKind,
+    backend: BackendChoice,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GpuProjectionExec {
+    /// The projection `exprs` over `input`, placed (for EXPLAIN) on `placement`. Fails
+    /// with `Unsupported` naming the first expression that is neither a column nor
+    /// covered arithmetic, or when nothing is computed (a projection of columns only has
+    /// no work for a device).
+    pub fn try_new(
+        exprs: Vec<ProjectionExpr>,
+        input: Arc<dyn ExecutionPlan>,
+        placement: BackendKind,
+    ) -> Result<Self> {
+        let stock = ProjectionExec::try_new(exprs.clone(), Arc::clone(&input))?;
+        let input_schema = input.schema();
+        let mut outputs = Vec::with_capacity(exprs.len());
+        let mut computed = Vec::new();
+        for e in &exprs {
+            if let Some(c) = e.expr.downcast_ref::<Column>() {
+                outputs.push(Output::Input(c.index()));
+                continue;
+            }
+            let column = value_column(&e.expr, &input_schema).map_err(|reason| {
+                DataFusionError::from(EngineError::unsupported("GpuProjectionExec", reason))
+            })?;
+            outputs.push(Output::Computed(computed.len()));
+            computed.push(column);
+        }
+        if computed.is_empty() {
+            return Err(DataFusionError::from(EngineError::unsupported(
+                "GpuProjectionExec",
+                "nothing to compute",
+            )));
+        }
+        Ok(Self {
+            input,
+            exprs,
+            outputs,
+            computed,
+            placement,
+            backend: BackendChoice::Detect,
+            schema: stock.schema(),
+            properties: Arc::clone(stock.properties()),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Runs on `backend` instead of asking the hardware detector at execute time.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The projection expressions, as DataFusion planned them.
+    pub fn exprs(&self) -> &[ProjectionExpr] {
+        &self.exprs
+    }
+
+    /// Where the planner placed the operator.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
+
+    fn expr_text(&self) -> String {
+        let parts: Vec<String> = self
+            .exprs
+            .iter()
+            .map(|p| {
+                let e = p.expr.to_string();
+                if e == p.alias {
+                    e
+                } else {
+                    format!("{e} as {}", p.alias)
+                }
+            })
+            .collect();
+        parts.join(", ")
+    }
+}
+
+impl DisplayAs for GpuProjectionExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "{}: expr=[{}]",
+                placement_label("GpuProjectionExec", self.placement),
+                self.expr_text()
+            ),
+            DisplayFormatType::TreeRender => {
+                write!(f, "placement={}\nexpr={}", self.placement, self.expr_text())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for GpuProjectionExec {
+    fn name(&self) -> &str {
+        "GpuProjectionExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        // As ProjectionExec with a computed expression (there always is one here): the
+        // work spreads over the partitions a round-robin repartition below makes.
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        let mut recursion = TreeNodeRecursion::Continue;
+        for e in &self.exprs {
+            recursion = f(&e.expr)?;
+            if recursion == TreeNodeRecursion::Stop {
+                break;
+            }
+        }
+        Ok(recursion)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let exec = GpuProjectionExec::try_new(
+            self.exprs.clone(),
+            single_child(children, "GpuProjectionExec")?,
+            self.placement,
+        )?
+        .with_backend(self.backend.clone());
+        Ok(Arc::new(exec))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let exec = ExecBackend::new(&self.backend)?;
+        let metrics =
+            OperatorMetrics::new(&self.metrics, partition, "GpuProjectionExec", exec.kind());
+        let (exprs, outputs, computed) = (
+            self.exprs.clone(),
+            self.outputs.clone(),
+            self.computed.clone(),
+        );
+        let schema = Arc::clone(&self.schema);
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            let started = Instant::now();
+            let args = EvaluateArgs {
+                batch: &batch,
+                columns: &computed,
+            };
+            // An overflow is not the device's failure: every backend computes decimals
+            // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
+            let on_device = exec.run_on_device(&metrics, |backend, stream| {
+                match backend.evaluate(stream, args) {
+                    Err(e) if is_overflow(&e) => Ok(None),
+                    other => other.map(Some),
+                }
+            })?;
+            let values = match on_device.flatten() {
+                Some(values) => values,
+                None => {
+                    metrics.cpu_fallback_batches.add(1);
+                    stock_columns(&exprs, &outputs, &batch)?
+                }
+            };
+            let columns: Vec<ArrayRef> = outputs
+                .iter()
+                .map(|o| match o {
+                    Output::Input(i) => Arc::clone(batch.column(*i)),
+                    Output::Computed(i) => Arc::clone(&values[*i]),
+                })
+                .collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+            let out = RecordBatch::try_new_with_options(Arc::clone(&schema), columns, &options)?;
+            let moved = exec.bytes_moved(|| {
+                values
+                    .iter()
+                    .map(|v| v.get_array_memory_size())
+                    .sum::<usize>()
+                    + batch.get_array_memory_size()
+            });
+            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+            Ok(out)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// The computed columns of `batch` by DataFusion's own expressions.
+fn stock_columns(
+    exprs: &[ProjectionExpr],
+    outputs: &[Output],
+    batch: &RecordBatch,
+) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .zip(outputs)
+        .filter(|(_, o)| matches!(o, Output::Computed(_)))
+        .map(|(e, _)| e.expr.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}
