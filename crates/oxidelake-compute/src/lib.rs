@@ -49,6 +49,6 @@ pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,
 };
 pub use placement::placement_label;
-pub use projection::GpuProjectionExec;
+pub use projection::{GpuProjectionExec, is_constant};
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

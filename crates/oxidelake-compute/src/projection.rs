@@ -20,7 +20,8 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -40,6 +41,14 @@ enum Output {
     Input(usize),
     /// The `i`-th computed column.
     Computed(usize),
+    /// A constant (a literal, or a scalar subquery's value, known once the subquery
+    /// has run): DataFusion's scalar, repeated; nothing to compute.
+    Constant,
+}
+
+/// Whether `expr` is the same value on every row: a literal or a scalar subquery.
+pub fn is_constant(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    expr.is::<Literal>() || expr.is::<ScalarSubqueryExpr>()
 }
 
 /// A projection that computes its arithmetic columns on the placed backend.
@@ -58,9 +67,9 @@ pub struct GpuProjectionExec {
 
 impl GpuProjectionExec {
     /// The projection `exprs` over `input`, placed (for EXPLAIN) on `placement`. Fails
-    /// with `Unsupported` naming the first expression that is neither a column nor
-    /// covered arithmetic, or when nothing is computed (a projection of columns only has
-    /// no work for a device).
+    /// with `Unsupported` naming the first expression that is neither a column, a
+    /// literal nor covered arithmetic, or when nothing is computed (a projection of
+    /// columns and literals has no work for a device).
     pub fn try_new(
         exprs: Vec<ProjectionExpr>,
         input: Arc<dyn ExecutionPlan>,
@@ -75,13 +84,19 @@ impl GpuProjectionExec {
                 outputs.push(Output::Input(c.index()));
                 continue;
             }
+            if is_constant(&e.expr) {
+                outputs.push(Output::Constant);
+                continue;
+            }
             let column = value_column(&e.expr, &input_schema).map_err(|reason| {
                 DataFusionError::from(EngineError::unsupported("GpuProjectionExec", reason))
             })?;
             outputs.push(Output::Computed(computed.len()));
             computed.push(column);
         }
-        if computed.is_empty() {
+        // A constant alone is work for a filter above (a comparison with a scalar
+        // subquery's value), not for a projection on its own (`is_constant`).
+        if computed.is_empty() && !outputs.contains(&Output::Constant) {
             return Err(DataFusionError::from(EngineError::unsupported(
                 "GpuProjectionExec",
                 "nothing to compute",
@@ -119,6 +134,12 @@ impl GpuProjectionExec {
     /// Where the planner placed the operator.
     pub fn placement(&self) -> BackendKind {
         self.placement
+    }
+
+    /// Whether the backend computes any column (one that only repeats constants for a
+    /// filter above, a scalar subquery's value, does not).
+    pub fn computes_on_device(&self) -> bool {
+        !self.computed.is_empty()
     }
 
     fn expr_text(&self) -> String {
@@ -226,28 +247,35 @@ impl ExecutionPlan for GpuProjectionExec {
                 batch: &batch,
                 columns: &computed,
             };
-            // An overflow is not the device's failure: every backend computes decimals
-            // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
-            let on_device = exec.run_on_device(&metrics, |backend, stream| {
-                match backend.evaluate(stream, args) {
-                    Err(e) if is_overflow(&e) => Ok(None),
-                    other => other.map(Some),
-                }
-            })?;
-            let values = match on_device.flatten() {
-                Some(values) => values,
-                None => {
-                    metrics.cpu_fallback_batches.add(1);
-                    stock_columns(&exprs, &outputs, &batch)?
-                }
+            let values = if computed.is_empty() {
+                Vec::new()
+            } else {
+                // An overflow is not the device's failure: every backend computes decimals
+                // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
+                let on_device = exec.run_on_device(&metrics, |backend, stream| {
+                    match backend.evaluate(stream, args) {
+                        Err(e) if is_overflow(&e) => Ok(None),
+                        other => other.map(Some),
+                    }
+                })?;
+                let values = match on_device.flatten() {
+                    Some(values) => values,
+                    None => {
+                        metrics.cpu_fallback_batches.add(1);
+                        stock_columns(&exprs, &outputs, &batch)?
+                    }
+                };
+                values
             };
             let columns: Vec<ArrayRef> = outputs
                 .iter()
-                .map(|o| match o {
-                    Output::Input(i) => Arc::clone(batch.column(*i)),
-                    Output::Computed(i) => Arc::clone(&values[*i]),
+                .zip(&exprs)
+                .map(|(o, e)| match o {
+                    Output::Input(i) => Ok(Arc::clone(batch.column(*i))),
+                    Output::Computed(i) => Ok(Arc::clone(&values[*i])),
+                    Output::Constant => e.expr.evaluate(&batch)?.into_array(batch.num_rows()),
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
             let out = RecordBatch::try_new_with_options(Arc::clone(&schema), columns, &options)?;
             let moved = exec.bytes_moved(|| {

@@ -6,7 +6,8 @@
 //! rescaled to the node's scale for `+` and `-`, and a product's scale is the sum of
 //! its operands' (checked, exact); `f64` arithmetic is IEEE. Casts are covered where
 //! they cannot fail or round: integer widening, an integer or decimal into a decimal
-//! with room for every value, an integer or Float32 into Float64. `EXTRACT(YEAR FROM d)`
+//! with room for every value (or of at least 19 digits, which holds every 64-bit
+//! result), an integer or Float32 into Float64. `EXTRACT(YEAR FROM d)`
 //! of a Date32 column is covered too (TPC-H groups by it). Everything else (a division,
 //! CASE, other functions, a narrowing cast) keeps the projection on the CPU, and the
 //! reason names it.
@@ -248,7 +249,8 @@ fn cast(
             }
         }
         (Some((bits, signed)), DataType::Decimal128(p, s)) => {
-            if *s < 0 || i16::from(*p) - i16::from(*s) < i16::from(integer_digits(bits, signed)) {
+            let room = i16::from(*p) - i16::from(*s) >= i16::from(integer_digits(bits, signed));
+            if *s < 0 || !(room || fits_any_i64(*p)) {
                 return refuse();
             }
             rescaled(translate(inner, schema)?, 0, *s)
@@ -257,7 +259,8 @@ fn cast(
         (None, _) => match (&from, to) {
             (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2))
                 if s2 >= s1
-                    && i16::from(*p2) - i16::from(*s2) >= i16::from(*p1) - i16::from(*s1) =>
+                    && (i16::from(*p2) - i16::from(*s2) >= i16::from(*p1) - i16::from(*s1)
+                        || fits_any_i64(*p2)) =>
             {
                 rescaled(translate(inner, schema)?, *s1, *s2)
             }
@@ -266,6 +269,13 @@ fn cast(
         },
         _ => refuse(),
     }
+}
+
+/// Whether every i64 value fits `precision` digits (10^19 > i64::MAX). A cast into such a
+/// decimal is exact for every result the device can hold; a result beyond 64 bits is the
+/// checked overflow, and DataFusion casts that batch (failing or not as it does).
+fn fits_any_i64(precision: u8) -> bool {
+    precision >= 19
 }
 
 fn negative(inner: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<ValueExpr, String> {

@@ -419,15 +419,14 @@ fn check_one(schema: &Schema, predicate: &Predicate) -> Result<(), EngineError> 
         }
         Predicate::CompareColumns { left, right, .. } => {
             let (l, r) = (field(*left)?, field(*right)?);
-            if l.data_type() != r.data_type()
-                || value_class(l.data_type()).is_none()
-                || wide_decimal(l.data_type())
-            {
+            // Two decimals wider than 18 digits are compared too: the CPU compares the
+            // arrays themselves, and a device checks per batch that no value it compares
+            // lost bits to its image (`DeviceProgram::check_column_pairs`).
+            if l.data_type() != r.data_type() || value_class(l.data_type()).is_none() {
                 return Err(EngineError::unsupported(
                     "filter predicate",
                     format!(
-                        "{} ({}) compared with {} ({}): only columns of one covered type \
-                         (decimals of at most 18 digits)",
+                        "{} ({}) compared with {} ({}): only columns of one covered type",
                         l.name(),
                         l.data_type(),
                         r.name(),

@@ -2,7 +2,7 @@
 //! without a GPU (the GPU operators' CPU paths), against stock DataFusion running the
 //! same SQL on the same in-memory tables: decimals, dates and strings in filters, two
 //! string group keys with decimal sums and averages, joins on two keys (one a string),
-//! join filters, semi, anti and left outer joins.
+//! computed decimal columns, join filters, semi, anti and left outer joins.
 //!
 //! The fact table `li` has 10 million rows (`OXIDE_BENCH_ROWS` overrides), the dimension
 //! `ord` 100,000; 8192-row batches in 2 partitions, `target_partitions = 2`. Half of the
@@ -162,7 +162,7 @@ fn session(placed: bool, li: &[Vec<RecordBatch>], ord: &[Vec<RecordBatch>]) -> S
 }
 
 /// The shapes: benchmark name, the GPU operators the placed plan must hold, SQL.
-const SHAPES: [(&str, &[&str], &str); 7] = [
+const SHAPES: [(&str, &[&str], &str); 8] = [
     (
         "filter_decimal_date_string",
         &["GpuFilterExec"],
@@ -172,10 +172,19 @@ const SHAPES: [(&str, &[&str], &str); 7] = [
     ),
     (
         "aggregate_two_string_keys_decimals",
-        &["GpuFilterExec", "GpuPartialAggregateExec"],
+        &[
+            "GpuFilterExec",
+            "GpuPartialAggregateExec",
+            "GpuProjectionExec",
+        ],
         "SELECT flag, status, SUM(qty), SUM(price), SUM(price * (1 - disc)), \
          AVG(qty), AVG(disc), COUNT(*) FROM li WHERE ship <= DATE '1998-09-02' \
          GROUP BY flag, status",
+    ),
+    (
+        "computed_decimal_columns",
+        &["GpuProjectionExec"],
+        "SELECT ok, price * (1 - disc) AS revenue, qty * 2 - price AS x FROM li",
     ),
     (
         "join_two_keys_one_string",

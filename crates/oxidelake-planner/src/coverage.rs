@@ -137,8 +137,11 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
     {
         return Some((OperatorFamily::Join, false));
     }
-    if node.is::<GpuProjectionExec>() {
-        return Some((OperatorFamily::Projection, true));
+    if let Some(p) = node.downcast_ref::<GpuProjectionExec>() {
+        // One that only repeats a constant for the filter above computes nothing.
+        return p
+            .computes_on_device()
+            .then_some((OperatorFamily::Projection, true));
     }
     if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
         return computes(projection).then_some((OperatorFamily::Projection, false));

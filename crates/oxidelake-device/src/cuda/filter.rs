@@ -111,6 +111,7 @@ pub(super) fn filter_project(
         return Ok(projected);
     }
     let program = DeviceProgram::compile(&batch.schema(), args.predicates)?;
+    program.check_column_pairs(batch)?;
     let inputs = program
         .slots
         .iter()

@@ -70,8 +70,9 @@ pub fn write_images(
             // saturates at the i64 bounds instead of wrapping: against a literal strictly
             // inside them (`literal_array` refuses the bounds) every comparison keeps its
             // answer, since a value above i64::MAX is above the literal and so is
-            // i64::MAX. Two saturated values may compare equal, so column-to-column
-            // comparisons of wide decimals are refused (`wide_decimal`).
+            // i64::MAX. Two saturated values may compare equal, so a batch whose compared
+            // columns hold such values runs column-to-column comparisons on the CPU
+            // (`DeviceProgram::check_column_pairs`).
             out.iter_mut().zip(values).for_each(|(o, v)| {
                 *o = i64::try_from(*v).unwrap_or(if *v < 0 { i64::MIN } else { i64::MAX })
             });

@@ -100,6 +100,42 @@ impl DeviceProgram {
         self.codes.len()
     }
 
+    /// Checks that every value of `batch` a column-to-column comparison reads has an
+    /// exact image. A decimal wider than 18 digits saturates at the i64 bounds, so two
+    /// different values could compare equal; such a batch is `Unsupported` on the device
+    /// and runs on the CPU, which compares the arrays themselves. (A comparison with a
+    /// literal stays exact under saturation, `literal_array`.)
+    pub fn check_column_pairs(
+        &self,
+        batch: &arrow::record_batch::RecordBatch,
+    ) -> Result<(), EngineError> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{DataType, Decimal128Type};
+        for (i, code) in self.codes.iter().enumerate() {
+            if *code != opcode::CMP_SLOTS {
+                continue;
+            }
+            for slot in [self.slot_of[i] as usize, self.literals[i] as usize] {
+                let Some((column, _)) = self.slots.get(slot) else {
+                    continue;
+                };
+                let array = batch.column(*column);
+                if !matches!(array.data_type(), DataType::Decimal128(p, _) if *p > 18) {
+                    continue;
+                }
+                let values = array.as_primitive::<Decimal128Type>();
+                let beyond = values.iter().flatten().any(|v| i64::try_from(v).is_err());
+                if beyond {
+                    return Err(EngineError::unsupported(
+                        "device predicate",
+                        "a compared decimal in this batch needs more than 64 bits",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the program has no instructions (every row passes).
     pub fn is_empty(&self) -> bool {
         self.codes.is_empty()
@@ -246,6 +282,7 @@ pub fn run_program_on_host(
     batch: &arrow::record_batch::RecordBatch,
 ) -> Result<Vec<bool>, EngineError> {
     const NULL: u8 = 2;
+    program.check_column_pairs(batch)?;
     let rows = batch.num_rows();
     let mut images = Vec::with_capacity(program.slots.len());
     let mut strings = Vec::with_capacity(program.slots.len());

@@ -290,7 +290,7 @@ fn a_program_deeper_than_the_kernel_stack_is_refused() {
 }
 
 #[test]
-fn wide_decimals_compare_with_literals_exactly_and_refuse_column_to_column_comparisons() {
+fn wide_decimals_compare_with_literals_exactly_and_columns_only_while_their_values_fit_64_bits() {
     // Decimal128(25, 2): values past both i64 bounds, near them, small ones and NULLs.
     let big = 10i128.pow(22);
     let values = [
@@ -341,10 +341,26 @@ fn wide_decimals_compare_with_literals_exactly_and_refuse_column_to_column_compa
     for bound in [i64::MAX, i64::MIN] {
         assert!(check_predicates(&schema, &[cmp(0, CmpOp::Eq, Literal::Int64(bound))]).is_err());
     }
+    // Two wide columns: the CPU compares the arrays; a device program refuses a batch
+    // whose compared values lost bits to their images, and runs one whose values fit.
     let columns = Predicate::CompareColumns {
         left: 0,
         op: CmpOp::Eq,
         right: 1,
     };
-    assert!(check_predicates(&schema, &[columns]).is_err());
+    check_predicates(&schema, std::slice::from_ref(&columns)).unwrap();
+    let kept = cpu_keeps(&batch, std::slice::from_ref(&columns));
+    assert_eq!(
+        kept.iter().filter(|k| **k).count(),
+        8,
+        "every non-NULL row equals itself"
+    );
+    let program = DeviceProgram::compile(&schema, std::slice::from_ref(&columns)).unwrap();
+    assert!(program.check_column_pairs(&batch).is_err());
+    let fitting = batch.slice(4, 5);
+    program.check_column_pairs(&fitting).unwrap();
+    assert_eq!(
+        program_keeps(&fitting, std::slice::from_ref(&columns)),
+        cpu_keeps(&fitting, std::slice::from_ref(&columns))
+    );
 }

@@ -28,7 +28,6 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExpr;
 use oxidelake_compute::ops::{
     CmpOp, ColumnPredicate, DeviceProgram, Literal, Predicate, ValueClass, value_class,
-    wide_decimal,
 };
 use oxidelake_compute::{GpuFilterExec, GpuProjectionExec};
 use oxidelake_core::BackendKind;
@@ -328,9 +327,6 @@ fn comparison(binary: &BinaryExpr, ops: &mut Operands) -> Result<Predicate, Stri
             let (lt, rt) = (covered_type(schema, l)?, covered_type(schema, r)?);
             if lt != rt {
                 return Err(format!("comparison of {lt} with {rt}"));
-            }
-            if wide_decimal(lt) {
-                return Err(format!("comparison of two {lt} columns"));
             }
             return Ok(Predicate::CompareColumns {
                 left: l,

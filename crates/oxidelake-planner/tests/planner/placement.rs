@@ -273,6 +273,14 @@ async fn a_projection_computing_arithmetic_is_placed_and_one_with_division_says_
     );
     let text = gpu_explain("SELECT k, a / 3 AS x FROM t").await;
     assert!(text.contains("[cpu: division]"), "{text}");
+    // Literals ride along; a projection of columns and literals is not a candidate.
+    let text = gpu_explain("SELECT k, 'x' AS tag, a * 2 AS d FROM t").await;
+    assert!(text.contains("GpuProjectionExec[cuda]"), "{text}");
+    let text = gpu_explain("SELECT k, 'x' AS tag, 7 AS seven FROM t").await;
+    assert!(
+        !text.contains("GpuProjectionExec") && !text.contains("[cpu:"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -178,7 +178,40 @@ fn leaf(rng: &mut Rng, cols: &[Col]) -> String {
             let (a, b) = (literal(rng, col), literal(rng, col));
             format!("{} BETWEEN {a} AND {b}", col.name)
         }
+        // Arithmetic on one side: the filter compares a computed column.
+        (5, Kind::Int | Kind::Decimal) => {
+            let other = numeric(rng, cols);
+            let m = 1 + rng.below(3);
+            format!(
+                "{} * {m} - {} {} {}",
+                col.name,
+                other.name,
+                rng.pick(&ops),
+                literal(rng, col)
+            )
+        }
         _ => format!("{} {} {}", col.name, rng.pick(&ops), literal(rng, col)),
+    }
+}
+
+/// A random Int or Decimal column of `cols` (every table has one).
+fn numeric<'a>(rng: &mut Rng, cols: &'a [Col]) -> &'a Col {
+    let numbers: Vec<&Col> = cols
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Int | Kind::Decimal))
+        .collect();
+    numbers[rng.below(numbers.len() as u64) as usize]
+}
+
+/// An arithmetic expression over numeric columns: integers wrap, decimals are exact,
+/// mixed ones are cast to decimals (all placed on a GPU projection).
+fn arithmetic(rng: &mut Rng, cols: &[Col]) -> String {
+    let (a, b) = (numeric(rng, cols).name, numeric(rng, cols).name);
+    match rng.below(4) {
+        0 => format!("{a} * (1 - {b})"),
+        1 => format!("{a} + {b} * 2"),
+        2 => format!("-{a} - {b}"),
+        _ => format!("{a} * {b} - 3"),
     }
 }
 
@@ -205,8 +238,15 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
     let t = rng.pick(tables);
     let names: Vec<&str> = t.cols.iter().map(|c| c.name).collect();
     let pred = predicate(rng, &t.cols, 3);
-    match rng.below(4) {
+    match rng.below(5) {
         0 | 1 => format!("SELECT {} FROM {} WHERE {pred}", names.join(", "), t.name),
+        4 => format!(
+            "SELECT {}, {} AS x, {} AS y FROM {} WHERE {pred}",
+            t.key,
+            arithmetic(rng, &t.cols),
+            arithmetic(rng, &t.cols),
+            t.name
+        ),
         2 => {
             // One to three keys (or none), string keys included; COUNT(*) and, per
             // column kind, the aggregates that mean something for it.
@@ -228,6 +268,7 @@ fn query(rng: &mut Rng, tables: &[Table]) -> String {
                 aggs.push(format!("SUM({c})"));
                 aggs.push(format!("AVG({c})"));
             }
+            aggs.push(format!("SUM({})", arithmetic(rng, &t.cols)));
             let mut keys_unique = keys;
             keys_unique.sort_unstable();
             keys_unique.dedup();
@@ -314,6 +355,7 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
     let mut rng = Rng(seed);
     let (mut placed_filters, mut filters, mut rows) = (0, 0, 0);
     let (mut placed_joins, mut joins) = (0, 0);
+    let (mut placed_projections, mut projections) = (0, 0);
     for n in 0..count {
         let sql = query(&mut rng, &tables);
         let plan = cuda.physical_plan(&sql).await.unwrap();
@@ -323,6 +365,10 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
         let (p, t) = PlacementCoverage::of(&plan, BackendKind::Cuda).get(OperatorFamily::Join);
         placed_joins += p;
         joins += t;
+        let (p, t) =
+            PlacementCoverage::of(&plan, BackendKind::Cuda).get(OperatorFamily::Projection);
+        placed_projections += p;
+        projections += t;
         let want = sorted_rows(&cpu.sql(&sql).await.unwrap());
         let got = sorted_rows(&cuda.sql(&sql).await.unwrap());
         assert!(
@@ -337,7 +383,13 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
     }
     println!(
         "fuzz: seed {seed}, {count} queries, {rows} rows, {placed_filters} of {filters} \
-         filters and {placed_joins} of {joins} joins placed on GPU operators, no differences"
+         filters, {placed_joins} of {joins} joins and {placed_projections} of {projections} \
+         computed projections placed on GPU operators, no differences"
+    );
+    assert!(
+        placed_projections * 10 >= projections * 9 && placed_projections > 0,
+        "nearly every generated computed projection should be placed \
+         ({placed_projections} of {projections})"
     );
     assert!(
         placed_joins * 10 >= joins * 9,
