@@ -258,14 +258,13 @@ impl ExecutionPlan for GpuProjectionExec {
                         other => other.map(Some),
                     }
                 })?;
-                let values = match on_device.flatten() {
+                match on_device.flatten() {
                     Some(values) => values,
                     None => {
                         metrics.cpu_fallback_batches.add(1);
                         stock_columns(&exprs, &outputs, &batch)?
                     }
-                };
-                values
+                }
             };
             let columns: Vec<ArrayRef> = outputs
                 .iter()

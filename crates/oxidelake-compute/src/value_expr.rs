@@ -107,7 +107,7 @@ fn translate(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<ValueExpr,
         format!("function {}", f.name())
     } else {
         let text = expr.to_string();
-        format!("{}", text.chars().take(40).collect::<String>())
+        text.chars().take(40).collect::<String>()
     })
 }
 

@@ -85,7 +85,7 @@ pub fn evaluate_on_host(
     columns
         .iter()
         .map(|column| {
-            let out = eval(&column.expr, &loaded, rows)?;
+            let out = eval(&column.expr, &loaded)?;
             let values = match out.images {
                 Images::Rows(v) => v.into_owned(),
                 Images::Const(v) => vec![v; rows],
@@ -95,11 +95,7 @@ pub fn evaluate_on_host(
         .collect()
 }
 
-fn eval<'a>(
-    expr: &ValueExpr,
-    loaded: &'a Loaded,
-    rows: usize,
-) -> Result<Evaluated<'a>, EngineError> {
+fn eval<'a>(expr: &ValueExpr, loaded: &'a Loaded) -> Result<Evaluated<'a>, EngineError> {
     Ok(match expr {
         ValueExpr::Column(c) => {
             let (_, images, nulls) =
@@ -149,7 +145,7 @@ fn eval<'a>(
             left,
             right,
         } => {
-            let (l, r) = (eval(left, loaded, rows)?, eval(right, loaded, rows)?);
+            let (l, r) = (eval(left, loaded)?, eval(right, loaded)?);
             let code = match op {
                 Arith::Add => value_opcode::ADD,
                 Arith::Sub => value_opcode::SUB,
@@ -160,7 +156,7 @@ fn eval<'a>(
             Evaluated { images, nulls }
         }
         ValueExpr::Scale { input, power } => {
-            let x = eval(input, loaded, rows)?;
+            let x = eval(input, loaded)?;
             let factor = 10i64.pow(u32::from(*power));
             let images = binary(value_opcode::MUL, 1, x.images, Images::Const(factor))?;
             Evaluated {
@@ -169,21 +165,21 @@ fn eval<'a>(
             }
         }
         ValueExpr::ToFloat(input) => {
-            let x = eval(input, loaded, rows)?;
+            let x = eval(input, loaded)?;
             Evaluated {
                 images: unary(x.images, |v| (v as f64).to_bits() as i64),
                 nulls: x.nulls,
             }
         }
         ValueExpr::FloatNeg(input) => {
-            let x = eval(input, loaded, rows)?;
+            let x = eval(input, loaded)?;
             Evaluated {
                 images: unary(x.images, |v| v ^ i64::MIN),
                 nulls: x.nulls,
             }
         }
         ValueExpr::Wrap { input, bits } => {
-            let x = eval(input, loaded, rows)?;
+            let x = eval(input, loaded)?;
             let bits = i32::from(*bits);
             Evaluated {
                 images: unary(x.images, |v| wrap(v, bits)),
