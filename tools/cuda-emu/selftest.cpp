@@ -351,6 +351,80 @@ void filter_pipeline_matches_reference(Env& e) {
     }
 }
 
+// eval_values: (a * (100 - b)) checked, with a NULL-masked overflow under b's NULLs and one
+// real overflow in a second launch; and a float program (x * 0.5 + i) with a sign flip.
+void value_programs_match_reference(Env& e) {
+    Driver& d = e.d;
+    const size_t rows = 1000;
+    std::vector<int64_t> a(rows), b(rows), x(rows);
+    for (size_t i = 0; i < rows; ++i) {
+        a[i] = static_cast<int64_t>((i * 7919) % 100000) - 50000;
+        b[i] = static_cast<int64_t>(i % 11);
+        x[i] = bits_of(static_cast<double>(i % 37) / 3.0);
+    }
+    const auto valid_b = bitmap_where(rows, [](size_t i) { return i % 7 != 0; });
+    // Under b's NULL rows a value whose product overflows: it must not raise the flag.
+    for (size_t i = 0; i < rows; i += 7) b[i] = INT64_MIN / 2;
+    const CUdeviceptr col_a = upload(d, a), col_b = upload(d, b), col_x = upload(d, x);
+    const CUdeviceptr vb = upload(d, valid_b);
+    const CUdeviceptr col_ptrs = upload(d, std::vector<uint64_t>{col_a, col_b, col_x});
+    const CUdeviceptr valid_ptrs = upload(d, std::vector<uint64_t>{0, vb, 0});
+    // LOAD a; CONST 100; LOAD b; SUB (checked); MUL (checked)
+    const CUdeviceptr codes = upload(d, std::vector<int32_t>{0, 1, 0, 3, 4});
+    const CUdeviceptr slots = upload(d, std::vector<int32_t>{0, 0, 1, 0, 0});
+    const CUdeviceptr args = upload(d, std::vector<int32_t>{0, 0, 0, 1, 1});
+    const CUdeviceptr literals = upload(d, std::vector<int64_t>{0, 100, 0, 0, 0});
+    int num_instrs = 5;
+    uint64_t n = rows;
+    const CUdeviceptr out_values = zeros<int64_t>(d, rows), out_valid = zeros<uint8_t>(d, rows);
+    const CUdeviceptr flag = zeros<uint32_t>(d, 1);
+    CHECK_CU(d, e.launch("eval_values", blocks_for(rows), kBlock, 0,
+                         {&col_ptrs, &valid_ptrs, &codes, &slots, &args, &literals, &num_instrs, &n, &out_values,
+                          &out_valid, &flag}),
+             CUDA_SUCCESS);
+    const auto values = download<int64_t>(d, out_values, rows);
+    const auto valid = download<uint8_t>(d, out_valid, rows);
+    CHECK(download<uint32_t>(d, flag, 1)[0] == 0);
+    bool same = true;
+    for (size_t i = 0; same && i < rows; ++i) {
+        const bool ok = bit(valid_b, i);
+        same = valid[i] == (ok ? 1 : 0) && values[i] == (ok ? a[i] * (100 - b[i]) : 0);
+    }
+    CHECK(same);
+    // A valid row whose product needs more than 64 bits raises the overflow bit.
+    a[3] = INT64_MAX / 50;
+    const CUdeviceptr col_big = upload(d, a);
+    const CUdeviceptr big_ptrs = upload(d, std::vector<uint64_t>{col_big, col_b, col_x});
+    const CUdeviceptr flag2 = zeros<uint32_t>(d, 1);
+    CHECK_CU(d, e.launch("eval_values", blocks_for(rows), kBlock, 0,
+                         {&big_ptrs, &valid_ptrs, &codes, &slots, &args, &literals, &num_instrs, &n, &out_values,
+                          &out_valid, &flag2}),
+             CUDA_SUCCESS);
+    CHECK(download<uint32_t>(d, flag2, 1)[0] == 1);
+    // LOAD x; CONST 0.5; MUL (float); LOAD a; TO_FLOAT; ADD (float); FLIP_SIGN
+    const CUdeviceptr fcodes = upload(d, std::vector<int32_t>{0, 1, 4, 0, 6, 2, 9});
+    const CUdeviceptr fslots = upload(d, std::vector<int32_t>{2, 0, 0, 0, 0, 0, 0});
+    const CUdeviceptr fargs = upload(d, std::vector<int32_t>{0, 0, 2, 0, 0, 2, 0});
+    const CUdeviceptr flits = upload(d, std::vector<int64_t>{0, bits_of(0.5), 0, 0, 0, 0, 0});
+    int fnum = 7;
+    const CUdeviceptr flag3 = zeros<uint32_t>(d, 1);
+    CHECK_CU(d, e.launch("eval_values", blocks_for(rows), kBlock, 0,
+                         {&col_ptrs, &valid_ptrs, &fcodes, &fslots, &fargs, &flits, &fnum, &n, &out_values,
+                          &out_valid, &flag3}),
+             CUDA_SUCCESS);
+    const auto fvalues = download<int64_t>(d, out_values, rows);
+    CHECK(download<uint32_t>(d, flag3, 1)[0] == 0);
+    same = true;
+    for (size_t i = 0; same && i < rows; ++i) {
+        same = fvalues[i] == bits_of(-(double_of(x[i]) * 0.5 + static_cast<double>(a[i])));
+    }
+    CHECK(same);
+    for (CUdeviceptr p : {col_a, col_b, col_x, vb, col_ptrs, valid_ptrs, codes, slots, args, literals, out_values,
+                          out_valid, flag, col_big, big_ptrs, flag2, fcodes, fslots, fargs, flits, flag3}) {
+        CHECK_CU(d, d.cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+}
+
 void hash_join_matches_reference(Env& e) {
     Driver& d = e.d;
     const size_t build_rows = 3000, probe_rows = 5000;
@@ -758,7 +832,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
+                          "gather_8byte", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
         CHECK(d.oxide_emu_launch_count(k) > 0);
@@ -797,6 +871,7 @@ int main(int argc, char** argv) {
     run_case("module entries resolve against host kernels", [&] { module_resolves_entries_against_host_kernels(env); });
     run_case("null_count.cu matches the reference", [&] { null_count_matches_reference(env); });
     run_case("filter_project.cu pipeline matches the reference", [&] { filter_pipeline_matches_reference(env); });
+    run_case("filter_project.cu value programs match the reference", [&] { value_programs_match_reference(env); });
     run_case("hash_join.cu build/probe matches the reference", [&] { hash_join_matches_reference(env); });
     run_case("aggregation.cu matches the reference", [&] { aggregation_matches_reference(env); });
     run_case("vector_distance.cu matches the reference", [&] { vector_distance_matches_reference(env); });

@@ -222,29 +222,41 @@ pub fn is_value_input(dt: &DataType) -> bool {
     )
 }
 
-/// The images of `column`'s first `out.len()` rows, for an operand: [`write_images`],
-/// plus, for a decimal wider than 18 digits, the check that no valid value lost bits to
-/// the image's saturation (the overflow error if one did).
+/// The images of `column`'s rows, for an operand: [`write_images`] for every type but
+/// decimals, which are narrowed here in one branch-free pass with the check that no
+/// valid value lost bits (the overflow error if one did: a decimal wider than 18 digits
+/// holding a value beyond 64 bits, or an array holding values beyond its precision).
 ///
 /// [`write_images`]: crate::ops::write_images
-pub fn load_images(column: &dyn Array, out: &mut [i64]) -> Result<(), EngineError> {
-    let rows = out.len();
-    write_images(column, 0..rows, out)?;
-    if let DataType::Decimal128(p, _) = column.data_type()
-        && *p > 18
-    {
-        let values = column.as_primitive::<Decimal128Type>();
-        let lost = values
+pub fn load_images(column: &dyn Array) -> Result<Vec<i64>, EngineError> {
+    let rows = column.len();
+    if !matches!(column.data_type(), DataType::Decimal128(_, _)) {
+        let mut out = vec![0i64; rows];
+        write_images(column, 0..rows, &mut out)?;
+        return Ok(out);
+    }
+    let values = column.as_primitive::<Decimal128Type>();
+    let mut lost = false;
+    let out: Vec<i64> = values
+        .values()
+        .iter()
+        .map(|v| {
+            let image = *v as i64;
+            lost |= i128::from(image) != *v;
+            image
+        })
+        .collect();
+    if lost
+        && values
             .values()
             .iter()
-            .zip(out.iter())
+            .zip(&out)
             .enumerate()
-            .any(|(row, (v, image))| i128::from(*image) != *v && values.is_valid(row));
-        if lost {
-            return Err(overflow_error());
-        }
+            .any(|(row, (v, image))| i128::from(*image) != *v && values.is_valid(row))
+    {
+        return Err(overflow_error());
     }
-    Ok(())
+    Ok(out)
 }
 
 fn unsupported(detail: impl Into<String>) -> EngineError {

@@ -42,11 +42,9 @@ pub(super) fn evaluate(
     // Operand images and validity, staged once for every program.
     let mut images: Vec<CudaSlice<i64>> = Vec::with_capacity(slots.len());
     let mut validity: Vec<Option<CudaSlice<u8>>> = Vec::with_capacity(slots.len());
-    let mut host = vec![0i64; rows];
     for column in &slots {
         let array = batch.column(*column);
-        load_images(array.as_ref(), &mut host)?;
-        images.push(dev.upload(&host)?);
+        images.push(dev.upload(&load_images(array.as_ref())?)?);
         let nulls = array.logical_nulls().filter(|n| n.null_count() > 0);
         validity.push(match nulls {
             Some(n) => Some(dev.validity(Some(&n), rows)?),

@@ -17,7 +17,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
-use super::program::{apply, mode_code, value_opcode, wrap};
+use super::program::{mode_code, value_opcode, wrap};
 use super::{
     Arith, ValueColumn, ValueExpr, YEAR_DAYS, check_value_column, load_images, overflow_error,
     year_of_days,
@@ -41,12 +41,10 @@ struct Loaded {
 
 impl Loaded {
     fn load(batch: &RecordBatch, columns: &[usize]) -> Result<Self, EngineError> {
-        let rows = batch.num_rows();
         let mut out = Vec::with_capacity(columns.len());
         for column in columns {
             let array = batch.column(*column);
-            let mut images = vec![0i64; rows];
-            load_images(array.as_ref(), &mut images)?;
+            let mut images = load_images(array.as_ref())?;
             let nulls = array.logical_nulls().filter(|n| n.null_count() > 0);
             if let Some(nulls) = &nulls {
                 for row in nulls
@@ -198,32 +196,58 @@ fn unary<'a>(images: Images<'a>, f: impl Fn(i64) -> i64) -> Images<'a> {
 
 /// `l op r` over images; a checked overflow on any row fails the batch.
 fn binary<'a>(op: i32, mode: i32, l: Images<'a>, r: Images<'a>) -> Result<Images<'a>, EngineError> {
-    let mut overflow = false;
-    let mut f = |a: i64, b: i64| {
-        let (v, o) = apply(op, mode, a, b);
-        overflow |= o;
-        v
-    };
-    let out = match (l, r) {
-        (Images::Const(a), Images::Const(b)) => Images::Const(f(a, b)),
-        (Images::Rows(a), Images::Const(b)) => {
-            Images::Rows(a.iter().map(|a| f(*a, b)).collect::<Vec<_>>().into())
-        }
-        (Images::Const(a), Images::Rows(b)) => {
-            Images::Rows(b.iter().map(|b| f(a, *b)).collect::<Vec<_>>().into())
-        }
-        (Images::Rows(a), Images::Rows(b)) => Images::Rows(
-            a.iter()
-                .zip(b.iter())
-                .map(|(a, b)| f(*a, *b))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
+    use value_opcode::{ADD, MUL, SUB};
+    let float = |v: i64| f64::from_bits(v as u64);
+    let bits = |v: f64| v.to_bits() as i64;
+    // One specialised loop per operator and mode, so the dispatch is outside the loop
+    // and the wrapping and float loops vectorise; `apply` is the same table row by row.
+    let (out, overflow) = match (op, mode) {
+        (ADD, 0) => combine(l, r, |a, b| (a.wrapping_add(b), false)),
+        (SUB, 0) => combine(l, r, |a, b| (a.wrapping_sub(b), false)),
+        (MUL, 0) => combine(l, r, |a, b| (a.wrapping_mul(b), false)),
+        (ADD, 1) => combine(l, r, i64::overflowing_add),
+        (SUB, 1) => combine(l, r, i64::overflowing_sub),
+        (MUL, 1) => combine(l, r, i64::overflowing_mul),
+        (ADD, _) => combine(l, r, |a, b| (bits(float(a) + float(b)), false)),
+        (SUB, _) => combine(l, r, |a, b| (bits(float(a) - float(b)), false)),
+        _ => combine(l, r, |a, b| (bits(float(a) * float(b)), false)),
     };
     if overflow {
         return Err(overflow_error());
     }
     Ok(out)
+}
+
+/// `f` over the operands' rows (a constant stands for every row), and whether any row
+/// reported an overflow.
+fn combine<'a>(
+    l: Images<'a>,
+    r: Images<'a>,
+    f: impl Fn(i64, i64) -> (i64, bool),
+) -> (Images<'a>, bool) {
+    let mut overflow = false;
+    let mut g = |a: i64, b: i64| {
+        let (v, o) = f(a, b);
+        overflow |= o;
+        v
+    };
+    let out = match (l, r) {
+        (Images::Const(a), Images::Const(b)) => Images::Const(g(a, b)),
+        (Images::Rows(a), Images::Const(b)) => {
+            Images::Rows(a.iter().map(|a| g(*a, b)).collect::<Vec<_>>().into())
+        }
+        (Images::Const(a), Images::Rows(b)) => {
+            Images::Rows(b.iter().map(|b| g(a, *b)).collect::<Vec<_>>().into())
+        }
+        (Images::Rows(a), Images::Rows(b)) => Images::Rows(
+            a.iter()
+                .zip(b.iter())
+                .map(|(a, b)| g(*a, *b))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+    };
+    (out, overflow)
 }
 
 /// The array of type `dt` holding `values` (images) with `nulls`.
@@ -261,10 +285,10 @@ pub fn output_array(
             let bits = ScalarBuffer::<f64>::new(Buffer::from_vec(values), 0, len);
             Arc::new(Float64Array::new(bits, nulls))
         }
-        DataType::Decimal128(p, s) => Arc::new(
-            Decimal128Array::new(values.iter().map(|v| i128::from(*v)).collect(), nulls)
-                .with_precision_and_scale(*p, *s)?,
-        ),
+        DataType::Decimal128(p, s) => {
+            let wide: Vec<i128> = values.iter().map(|v| i128::from(*v)).collect();
+            Arc::new(Decimal128Array::new(wide.into(), nulls).with_precision_and_scale(*p, *s)?)
+        }
         other => {
             return Err(EngineError::unsupported(
                 "computed column",

@@ -215,9 +215,7 @@ pub fn run_value_program_on_host(
     let rows = batch.num_rows();
     let mut images = Vec::with_capacity(program.slots.len());
     for column in &program.slots {
-        let mut out = vec![0i64; rows];
-        load_images(batch.column(*column).as_ref(), &mut out)?;
-        images.push(out);
+        images.push(load_images(batch.column(*column).as_ref())?);
     }
     let mut values = vec![0i64; rows];
     let mut valid = vec![false; rows];
