@@ -392,8 +392,9 @@ void value_programs_match_reference(Env& e) {
     }
     CHECK(same);
     // A valid row whose product needs more than 64 bits raises the overflow bit.
-    a[3] = INT64_MAX / 50;
-    const CUdeviceptr col_big = upload(d, a);
+    std::vector<int64_t> big = a;
+    big[3] = INT64_MAX / 50;
+    const CUdeviceptr col_big = upload(d, big);
     const CUdeviceptr big_ptrs = upload(d, std::vector<uint64_t>{col_big, col_b, col_x});
     const CUdeviceptr flag2 = zeros<uint32_t>(d, 1);
     CHECK_CU(d, e.launch("eval_values", blocks_for(rows), kBlock, 0,
