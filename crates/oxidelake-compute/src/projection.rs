@@ -189,7 +189,13 @@ impl ExecutionPlan for GpuProjectionExec {
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
+        // The rows keep their order, and the plan properties (the stock node's) say what
+        // ordering that gives in output columns. `true` here would let DataFusion's sort
+        // pushdown hand a sort requirement to the input with the *output's* column
+        // indices (it remaps them only for its own ProjectionExec), sorting by the wrong
+        // column: DataFusion's sqllogictest `window.slt:6864` and
+        // `push_down_filter_parquet.slt:186` failed that way.
+        vec![false]
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
