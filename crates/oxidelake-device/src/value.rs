@@ -2,9 +2,10 @@
 //!
 //! A [`ValueExpr`] is `+`, `-` and `*` over columns and literals, with the casts a SQL
 //! planner puts between them (decimal rescales, integer widening, integer to float).
-//! Every value is the column's 8-byte image ([`write_images`]): integers and decimals of
-//! at most 18 digits as their (unscaled) `i64`, floats as `f64` bits. Each arithmetic
-//! node says how it treats overflow, so one tree reproduces the SQL engine's rules:
+//! Every value is the column's 8-byte image ([`write_images`]): integers and decimals as
+//! their (unscaled) `i64` (a decimal whose value needs more than 64 bits fails the batch,
+//! [`load_images`]), floats as `f64` bits. Each arithmetic node says how it treats
+//! overflow, so one tree reproduces the SQL engine's rules:
 //!
 //! - [`ArithMode::Wrapping`]: integer arithmetic wraps, as DataFusion's does. Computing
 //!   in 64 bits and then keeping the low bits ([`ValueExpr::Wrap`]) gives exactly the
@@ -70,8 +71,8 @@ pub enum ArithMode {
 /// An arithmetic expression over the columns of a batch (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ValueExpr {
-    /// The image of an input column: an integer type other than UInt64, a decimal of at
-    /// most 18 digits, Float32 or Float64.
+    /// The image of an input column: an integer type other than UInt64, a decimal (its
+    /// values fitting 64 bits, checked per batch), Float32 or Float64.
     Column(usize),
     /// An integer image (an integer, or a decimal's unscaled value).
     Int(i64),
