@@ -20,6 +20,7 @@
 //! in a cluster, by tasks in other processes). The placement rule runs them as the right
 //! semi / anti join with the inputs swapped instead.
 
+mod build_memory;
 mod keys;
 mod radix;
 mod residual;
@@ -37,6 +38,7 @@ use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{JoinType, NullEquality};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
@@ -47,7 +49,7 @@ use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements,
-    PlanProperties, collect_partitioned,
+    PlanProperties,
 };
 use futures::future::BoxFuture;
 use futures::{FutureExt, TryStreamExt};
@@ -75,6 +77,8 @@ struct BuildSide {
     /// A CPU copy of the table, built on first need: when the device fails a probe, the
     /// table it holds is unusable and the rest of the join probes this one.
     cpu_table: std::sync::OnceLock<JoinTable>,
+    /// The host memory above, held in the query's pool while the side lives.
+    reservation: MemoryReservation,
 }
 
 impl BuildSide {
@@ -88,7 +92,11 @@ impl BuildSide {
             .cpu
             .build_join_table(&exec.cpu_stream, &self.key_column)
             .map_err(DataFusionError::from)?;
-        Ok(self.cpu_table.get_or_init(|| table))
+        Ok(self.cpu_table.get_or_init(|| {
+            // The copy lives in host memory, whatever the limit: the probe must finish.
+            self.reservation.grow(table.allocated_bytes());
+            table
+        }))
     }
 }
 
@@ -525,15 +533,19 @@ impl ExecutionPlan for GpuHashJoinExec {
         let build: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             // This partition's own build rows, for this partition's probe only.
             PartitionMode::Partitioned => {
-                let rows = self.left.execute(partition, context)?;
+                let left = Arc::clone(&self.left);
+                let reservation = build_memory::reservation(&context, Some(partition));
                 async move {
-                    let batches: Vec<RecordBatch> = rows.try_collect().await?;
+                    let batches =
+                        build_memory::collect_reserved(&left, [partition], &context, &reservation)
+                            .await?;
                     build_side(
                         &left_schema,
                         &batches,
                         &build_encoding,
                         &build_exec,
                         &build_metrics,
+                        reservation,
                     )
                 }
                 .boxed()
@@ -543,14 +555,22 @@ impl ExecutionPlan for GpuHashJoinExec {
                 let (once, left) = (Arc::clone(&self.build), Arc::clone(&self.left));
                 async move {
                     once.get_or_try_init(|| async move {
-                        let partitions = collect_partitioned(left, context).await?;
-                        let batches: Vec<RecordBatch> = partitions.into_iter().flatten().collect();
+                        let reservation = build_memory::reservation(&context, None);
+                        let partitions = 0..left.properties().partitioning.partition_count();
+                        let batches = build_memory::collect_reserved(
+                            &left,
+                            partitions,
+                            &context,
+                            &reservation,
+                        )
+                        .await?;
                         build_side(
                             &left_schema,
                             &batches,
                             &build_encoding,
                             &build_exec,
                             &build_metrics,
+                            reservation,
                         )
                     })
                     .await
@@ -638,6 +658,7 @@ fn build_side(
     encoding: &JoinKeys,
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
+    reservation: MemoryReservation,
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
     let batch = concat_batches(schema, batches)?;
@@ -645,6 +666,15 @@ fn build_side(
     let table = exec.run(metrics, |backend, stream| {
         backend.build_join_table(stream, &key_column)
     })?;
+    // Device memory is not the host pool's; a table on the host is.
+    let host_table = if table.device() == oxidelake_core::DeviceId::CPU {
+        table.allocated_bytes()
+    } else {
+        0
+    };
+    reservation.try_resize(
+        batch.get_array_memory_size() + key_column.get_array_memory_size() + host_table,
+    )?;
     metrics
         .telemetry
         .set_allocated_bytes(table.allocated_bytes() as u64);
@@ -659,6 +689,7 @@ fn build_side(
         key_column,
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
+        reservation,
     }))
 }
 

@@ -349,6 +349,18 @@ impl TelemetryHub {
         });
     }
 
+    /// Records spill files written by operators that account their memory in the
+    /// query's memory pool (DataFusion's sorts and aggregates): `files` demotions from
+    /// host to disk totalling `written_bytes`. The tier gauges are not touched: the pool
+    /// already released the host bytes, and the disk gauge follows the disk manager.
+    pub fn record_spill_files(&self, files: u64, written_bytes: u64) {
+        self.gate.write(|| {
+            self.demotions.fetch_add(files, Ordering::Relaxed);
+            self.spill_written_bytes
+                .fetch_add(written_bytes, Ordering::Relaxed);
+        });
+    }
+
     /// Replaces the one-line plan summary shown by the dashboard.
     pub fn set_plan_summary(&self, summary: impl Into<String>) {
         let mut slot = self
@@ -476,6 +488,16 @@ mod tests {
         assert_eq!((snap.spill.demotions, snap.spill.promotions), (2, 1));
         assert_eq!(snap.spill.written_bytes, 2200);
         assert!(snap.spill.write_bytes_per_sec() > 0.0);
+    }
+
+    #[test]
+    fn spill_files_count_as_demotions_without_moving_tier_gauges() {
+        let hub = TelemetryHub::new();
+        hub.add_tier_bytes(MemoryTier::Host, 4096);
+        hub.record_spill_files(3, 9000);
+        let snap = hub.snapshot();
+        assert_eq!((snap.spill.demotions, snap.spill.written_bytes), (3, 9000));
+        assert_eq!((snap.memory.host_bytes, snap.memory.disk_bytes), (4096, 0));
     }
 
     #[test]

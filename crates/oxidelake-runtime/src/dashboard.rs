@@ -15,6 +15,7 @@ use oxidelake_core::{EngineError, TelemetryHub};
 use oxidelake_tui::{AppState, Capacities, QueryStatus, Update};
 
 use crate::OxideSession;
+use crate::memory::SpillAccount;
 
 /// How often the reporter refreshes the dashboard while the query runs.
 const REFRESH: Duration = Duration::from_millis(100);
@@ -31,12 +32,17 @@ fn update(plan: &Arc<dyn ExecutionPlan>, status: QueryStatus) -> Update {
 async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Sender<Update>) {
     let started = Instant::now();
     let task_ctx = session.context().task_ctx();
+    let disk = Arc::clone(&task_ctx.runtime_env().disk_manager);
+    let hub = TelemetryHub::global();
+    let mut spills = SpillAccount::default();
     let query = tokio::spawn(collect(Arc::clone(&plan), task_ctx));
     tokio::pin!(query);
     let result = loop {
         tokio::select! {
             done = &mut query => break done,
             () = tokio::time::sleep(REFRESH) => {
+                spills.observe(&plan, &hub);
+                spills.observe_disk(disk.used_disk_space(), &hub);
                 let running = QueryStatus::Running { elapsed_ms: started.elapsed().as_millis() as u64 };
                 if updates.send(update(&plan, running)).is_err() {
                     return; // the dashboard is gone
@@ -44,6 +50,8 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
             }
         }
     };
+    spills.observe(&plan, &hub);
+    spills.observe_disk(disk.used_disk_space(), &hub);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let (status, columns) = match result {
         Ok(Ok(batches)) => (
@@ -62,15 +70,26 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
 }
 
 /// What the gauges are drawn against on this machine: the GPU's memory when the local
-/// backend is a GPU (the CPU backend has no device memory; the other gauges show bytes).
-fn local_capacities() -> Capacities {
+/// backend is a GPU (the CPU backend has no device memory), the session's host memory
+/// limit and its spill directory's limit (a gauge without one shows bytes only).
+fn local_capacities(session: &OxideSession) -> Capacities {
     let vram_bytes = oxidelake_device::HardwareDetector::shared()
         .ok()
         .filter(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
         .and_then(|b| b.memory_info().ok())
         .map_or(0, |m| m.total_bytes);
+    let host_bytes = session
+        .host_memory()
+        .and_then(|m| m.limit)
+        .map_or(0, |n| n as u64);
     Capacities {
         vram_bytes,
+        host_bytes,
+        disk_bytes: session
+            .context()
+            .runtime_env()
+            .disk_manager
+            .max_temp_directory_size(),
         ..Capacities::default()
     }
 }
@@ -85,7 +104,7 @@ pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError
     let plan = runtime.block_on(session.physical_plan(sql))?;
     let (tx, rx) = std::sync::mpsc::channel();
     let mut state = AppState::new(sql);
-    state.capacities = local_capacities();
+    state.capacities = local_capacities(&session);
     state.status = QueryStatus::Running { elapsed_ms: 0 };
     state.plan = plan_view::plan_nodes(&plan);
     runtime.spawn(report(session, plan, tx));

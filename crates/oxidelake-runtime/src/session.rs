@@ -7,16 +7,18 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use ballista::prelude::SessionContextExt;
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_core::{BackendKind, EngineError, TelemetryHub};
 use oxidelake_planner::{
     BackendProbe, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
     physical_optimizer_rules,
 };
 
 use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler_session_state};
+use crate::memory::{HostBudget, HostMemory, SpillAccount, TelemetryPool};
 use crate::probe::DetectorProbe;
 
 /// A connection failure to the scheduler as an I/O error that says so in one line;
@@ -42,6 +44,15 @@ pub enum SessionMode {
     Embedded,
     /// On the Ballista cluster behind this scheduler URL.
     Cluster(String),
+}
+
+/// What one query spilled to disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpillSummary {
+    /// Spill files written.
+    pub files: u64,
+    /// Bytes written to them.
+    pub bytes: u64,
 }
 
 /// A query session, embedded or connected to a cluster, with the placement rule, the
@@ -86,11 +97,66 @@ impl OxideSession {
             ctx.register_udf(udf.as_ref().clone());
         }
         crate::install_object_stores(&ctx.runtime_env());
-        Self {
+        let session = Self {
             ctx,
             mode: SessionMode::Embedded,
             probe,
+        };
+        if let Err(e) = session.install_pool(None) {
+            tracing::warn!(error = %e, "host memory telemetry unavailable for this session");
         }
+        session
+    }
+
+    /// Puts `budget` in force for the queries this session runs from now on: a memory
+    /// pool that sorts, aggregates and joins (DataFusion's and ours) reserve from and
+    /// spill or fail against, and a disk limit for their spill files. Embedded sessions
+    /// only: a cluster's executors have their own memory.
+    pub fn set_host_budget(&self, budget: &HostBudget) -> Result<(), EngineError> {
+        if let SessionMode::Cluster(url) = &self.mode {
+            return Err(EngineError::InvalidArgument {
+                what: "memory limit",
+                detail: format!(
+                    "a host memory budget applies to embedded sessions; the executors behind {url} manage their own"
+                ),
+            });
+        }
+        self.install_pool(Some(budget))
+    }
+
+    /// What the session's memory pool holds now, its peak and its limit (`None` in
+    /// cluster mode, where the memory is the executors').
+    pub fn host_memory(&self) -> Option<HostMemory> {
+        let env = self.ctx.runtime_env();
+        env.memory_pool
+            .downcast_ref::<TelemetryPool>()
+            .map(TelemetryPool::host_memory)
+    }
+
+    /// Installs `budget`'s pool (and disk limit), or with `None` wraps the pool in force
+    /// in a [`TelemetryPool`] unless it is one already: `SET datafusion.runtime.memory_limit`
+    /// installs a bare pool, which the next statement then wraps.
+    fn install_pool(&self, budget: Option<&HostBudget>) -> Result<(), EngineError> {
+        let state_ref = self.ctx.state_ref();
+        let mut state = state_ref.write();
+        let env = state.runtime_env();
+        let mut builder = RuntimeEnvBuilder::from_runtime_env(env);
+        let inner = match budget {
+            Some(budget) => {
+                if let Some(bytes) = budget.disk_limit {
+                    builder = builder.with_max_temp_directory_size(bytes);
+                }
+                budget.pool()
+            }
+            None if env.memory_pool.is::<TelemetryPool>() => return Ok(()),
+            None => Arc::clone(&env.memory_pool),
+        };
+        let pool = TelemetryPool::new(inner, TelemetryHub::global());
+        let env = builder.with_memory_pool(Arc::new(pool)).build()?;
+        *state = SessionStateBuilder::from(state.clone())
+            .with_runtime_env(Arc::new(env))
+            .build();
+        Ok(())
     }
 
     /// Connects to the Ballista scheduler at `url` (`df://host:port`). Plans are placed
@@ -163,13 +229,39 @@ impl OxideSession {
     /// physical plan with placement and the reason for every eligible-looking node left
     /// on the CPU (`EXPLAIN ANALYZE` / `EXPLAIN VERBOSE` are DataFusion's own).
     pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>, EngineError> {
+        Ok(self.sql_with_spills(sql).await?.0)
+    }
+
+    /// [`Self::sql`], also saying what the query spilled to disk under the session's
+    /// memory limit (embedded mode; a cluster's spills are the executors').
+    pub async fn sql_with_spills(
+        &self,
+        sql: &str,
+    ) -> Result<(Vec<RecordBatch>, SpillSummary), EngineError> {
         if let Some(query) = explain::plain_explain_target(sql) {
             let text = self.explain(query).await?;
-            return explain::as_batches(&text);
+            return Ok((explain::as_batches(&text)?, SpillSummary::default()));
         }
-        let result = async { self.ctx.sql(sql).await?.collect().await }.await;
+        let mut spills = SpillAccount::default();
+        let result = async {
+            let frame = self.ctx.sql(sql).await?;
+            if self.mode == SessionMode::Embedded {
+                // A `SET datafusion.runtime.memory_limit` just replaced the pool.
+                self.install_pool(None)?;
+            }
+            let task = Arc::new(frame.task_ctx());
+            let plan = frame.create_physical_plan().await?;
+            let batches = datafusion::physical_plan::collect(Arc::clone(&plan), task).await;
+            spills.observe(&plan, &TelemetryHub::global());
+            Ok::<_, datafusion::error::DataFusionError>(batches?)
+        }
+        .await;
+        let summary = SpillSummary {
+            files: spills.files(),
+            bytes: spills.bytes(),
+        };
         match (&self.mode, result) {
-            (_, Ok(batches)) => Ok(batches),
+            (_, Ok(batches)) => Ok((batches, summary)),
             (SessionMode::Cluster(url), Err(e)) => Err(unreachable_scheduler(url, e)),
             (SessionMode::Embedded, Err(e)) => Err(oxidelake_storage::into_engine_error(e)),
         }

@@ -129,6 +129,7 @@ pub fn demo_state() -> AppState {
     });
     state.capacities = Capacities {
         vram_bytes: 150_323_855_360,
+        host_bytes: 17_179_869_184,
         pinned_bytes: 4_294_967_296,
         disk_bytes: 107_374_182_400,
     };

@@ -71,6 +71,8 @@ pub struct ColumnStats {
 pub struct Capacities {
     /// Device memory.
     pub vram_bytes: u64,
+    /// The host memory limit of the query's operators (`--memory-limit`).
+    pub host_bytes: u64,
     /// Pinned host memory budget.
     pub pinned_bytes: u64,
     /// Spill directory budget.

@@ -224,6 +224,7 @@ fn render_telemetry(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool
     let caps = state.capacities;
     let gauges = [
         ("VRAM  ", t.memory.device_bytes, caps.vram_bytes),
+        ("Host  ", t.memory.host_bytes, caps.host_bytes),
         ("Pinned", t.memory.pinned_bytes, caps.pinned_bytes),
         ("Spill ", t.memory.disk_bytes, caps.disk_bytes),
     ];

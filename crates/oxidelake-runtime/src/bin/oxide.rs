@@ -3,6 +3,7 @@
 //! ```text
 //! oxide demo                                  generate a small dataset, run placed queries
 //! oxide sql [-q SQL] [--data DIR] [--format table|csv|json] [--cluster df://h:p]
+//!           [--memory-limit SIZE] [--mem-pool-type fair|greedy] [--disk-limit SIZE]
 //! oxide explain -q SQL [--data DIR] [--placement auto|cpu|cuda|metal]
 //! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
 //! oxide tui -q SQL --table NAME=PATH
@@ -16,7 +17,8 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use oxidelake_core::EngineError;
 use oxidelake_runtime::cli::output::Format;
-use oxidelake_runtime::cli::{demo, gen_data, repl, run, tables};
+use oxidelake_runtime::cli::{demo, error_line, gen_data, repl, run, tables};
+use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 
@@ -71,6 +73,47 @@ struct SessionArgs {
     /// this machine lacks runs the GPU operators' CPU paths.
     #[arg(long, default_value = "auto")]
     placement: String,
+    /// Host memory the query's operators may hold together (e.g. 2G, 512M); beyond it
+    /// sorts and aggregates spill to disk and joins fail with "Resources exhausted".
+    /// Embedded sessions only. Default: no limit.
+    #[arg(long, value_name = "SIZE")]
+    memory_limit: Option<String>,
+    /// How operators share --memory-limit: fair (each spilling operator an equal share)
+    /// or greedy (first come, first served).
+    #[arg(long, value_name = "fair|greedy", default_value = "fair")]
+    mem_pool_type: String,
+    /// Disk the spill files may take (e.g. 20G). Default: DataFusion's, 100G.
+    #[arg(long, value_name = "SIZE")]
+    disk_limit: Option<String>,
+}
+
+impl SessionArgs {
+    /// The host budget the flags ask for, if any flag asked.
+    fn host_budget(&self) -> Result<Option<HostBudget>, EngineError> {
+        if self.memory_limit.is_none() && self.disk_limit.is_none() {
+            return Ok(None);
+        }
+        let pool =
+            self.mem_pool_type
+                .parse()
+                .map_err(|detail: String| EngineError::InvalidArgument {
+                    what: "--mem-pool-type",
+                    detail,
+                })?;
+        Ok(Some(HostBudget {
+            memory_limit: self
+                .memory_limit
+                .as_deref()
+                .map(|s| parse_size("--memory-limit", s))
+                .transpose()?,
+            pool,
+            disk_limit: self
+                .disk_limit
+                .as_deref()
+                .map(|s| parse_size("--disk-limit", s).map(|n| n as u64))
+                .transpose()?,
+        }))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -118,8 +161,7 @@ fn main() -> ExitCode {
     match run_command(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let text = e.to_string();
-            eprintln!("error: {}", text.lines().next().unwrap_or("unknown error"));
+            eprintln!("error: {}", error_line::one_line(&e.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -152,6 +194,9 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
         }
         None => OxideSession::local_with(target, Arc::new(DetectorProbe)),
     };
+    if let Some(budget) = args.host_budget()? {
+        session.set_host_budget(&budget)?;
+    }
     if let Some(dir) = &args.data {
         tables::register_data_dir(&session, dir).await?;
     }

@@ -2,6 +2,7 @@
 //! output, the REPL, table registration and the demo.
 
 pub mod demo;
+pub mod error_line;
 pub mod gen_data;
 pub mod output;
 pub mod progress;

@@ -216,6 +216,28 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
             ],
             "table, csv, json",
         ),
+        (
+            vec![
+                "sql".into(),
+                "--memory-limit".into(),
+                "lots".into(),
+                "-q".into(),
+                "SELECT 1".into(),
+            ],
+            "--memory-limit",
+        ),
+        (
+            vec![
+                "sql".into(),
+                "--memory-limit".into(),
+                "1G".into(),
+                "--mem-pool-type".into(),
+                "lru".into(),
+                "-q".into(),
+                "SELECT 1".into(),
+            ],
+            "fair or greedy",
+        ),
     ];
     for (args, expected) in cases {
         let out = oxide().args(&args).assert().failure().code(1);
@@ -237,4 +259,45 @@ fn statements_piped_to_the_prompt_run_in_turn() {
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert_eq!(text, "a\n1\nb,c\nx;y,2\n");
+}
+
+#[test]
+fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result() {
+    let dir = tempfile::tempdir().unwrap();
+    gen_data(dir.path());
+    // No ORDER BY … LIMIT: a TopK cannot reserve while spilling aggregates hold the
+    // pool's every share (DataFusion's pools), so the whole result is compared, sorted.
+    let query = "SELECT id % 250000 AS g, SUM(v) AS s FROM t GROUP BY g";
+    let run = |extra: &[&str]| {
+        let out = oxide()
+            .args(["sql", "--format", "csv", "--data"])
+            .arg(dir.path())
+            .args(extra)
+            .args(["-q", query])
+            .assert()
+            .success();
+        let output = out.get_output();
+        (
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    let (unlimited, quiet) = run(&[]);
+    assert!(!quiet.contains("Spilled"), "{quiet}");
+    let (limited, note) = run(&["--memory-limit", "4M"]);
+    let sorted = |csv: &str| {
+        let mut lines: Vec<String> = csv.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(sorted(&limited), sorted(&unlimited));
+    assert_eq!(
+        unlimited.lines().count(),
+        250_001,
+        "header and one row per group"
+    );
+    assert!(
+        note.contains("Spilled") && note.contains("to disk"),
+        "{note}"
+    );
 }
