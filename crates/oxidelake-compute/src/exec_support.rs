@@ -59,6 +59,8 @@ pub(crate) struct ExecBackend {
     /// execution runs on the CPU, since a failed device (a sticky CUDA error, a lost
     /// context, memory exhausted) would fail every later batch the same way.
     degraded: AtomicBool,
+    /// Whether the backend is the detector's answer (not one fixed by the caller).
+    detected: bool,
 }
 
 /// Why a device did not run a batch, if the CPU may run it instead.
@@ -85,6 +87,7 @@ impl ExecBackend {
             cpu,
             cpu_stream,
             degraded: AtomicBool::new(false),
+            detected: matches!(choice, BackendChoice::Detect),
         })
     }
 
@@ -111,6 +114,11 @@ impl ExecBackend {
         op: impl FnOnce(&dyn GpuBackend, &DeviceStream) -> std::result::Result<T, EngineError>,
     ) -> Result<Option<T>> {
         if self.kind() == BackendKind::CpuSimd {
+            if metrics.no_device {
+                // Placed for a GPU, running where there is none: every batch is the
+                // CPU path's, and EXPLAIN ANALYZE and the dashboard say so.
+                metrics.cpu_fallback_batches.add(1);
+            }
             return op(self.backend.as_ref(), &self.stream)
                 .map(Some)
                 .map_err(DataFusionError::from);
@@ -178,16 +186,31 @@ pub(crate) struct OperatorMetrics {
     pub(crate) cpu_fallback_batches: Count,
     /// Batches the device failed (not merely refused) before the CPU ran them.
     pub(crate) device_errors: Count,
+    /// Placed for a GPU but executing where the detector found none (the `no_device`
+    /// metric is 1 per such partition).
+    no_device: bool,
     pub(crate) telemetry: Arc<OperatorTelemetry>,
 }
 
 impl OperatorMetrics {
+    /// The metrics of one partition of an operator placed on `placement`, executing on
+    /// `exec`'s backend.
     pub(crate) fn new(
         set: &ExecutionPlanMetricsSet,
         partition: usize,
         name: &str,
         placement: BackendKind,
+        exec: &ExecBackend,
     ) -> Self {
+        // A caller that fixed the CPU backend asked for it; only the detector finding no
+        // GPU for a GPU placement is a fallback.
+        let no_device = exec.detected
+            && placement != BackendKind::CpuSimd
+            && exec.kind() == BackendKind::CpuSimd;
+        let no_device_count = MetricBuilder::new(set).counter("no_device", partition);
+        if no_device {
+            no_device_count.add(1);
+        }
         Self {
             baseline: BaselineMetrics::new(set, partition),
             rows_in: MetricBuilder::new(set).counter("rows_in", partition),
@@ -195,7 +218,9 @@ impl OperatorMetrics {
             cpu_fallback_batches: MetricBuilder::new(set)
                 .counter("cpu_fallback_batches", partition),
             device_errors: MetricBuilder::new(set).counter("device_errors", partition),
-            telemetry: TelemetryHub::global().register_operator(name, placement),
+            no_device,
+            // The hub is told where the operator runs, not where it was placed.
+            telemetry: TelemetryHub::global().register_operator(name, exec.kind()),
         }
     }
 

@@ -226,7 +226,13 @@ impl ExecutionPlan for GpuFilterExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
-        let metrics = OperatorMetrics::new(&self.metrics, partition, "GpuFilterExec", exec.kind());
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuFilterExec",
+            self.placement,
+            &exec,
+        );
         let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
         let stream = input.map(move |batch| {
             let batch = batch?;

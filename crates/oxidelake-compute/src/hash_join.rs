@@ -518,7 +518,8 @@ impl ExecutionPlan for GpuHashJoinExec {
             &self.metrics,
             partition,
             "GpuHashJoinExec",
-            exec.kind(),
+            self.placement,
+            &exec,
         ));
         let (build_encoding, probe_encoding) = self.key_encodings();
         let join = Arc::new(ProbeSpec {

@@ -511,7 +511,8 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             &self.metrics,
             partition,
             "GpuPartialAggregateExec",
-            exec.kind(),
+            self.placement,
+            &exec,
         );
         let (keys, aggregates, encoding, schema) = (
             self.keys.clone(),

@@ -238,8 +238,13 @@ impl ExecutionPlan for GpuProjectionExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
-        let metrics =
-            OperatorMetrics::new(&self.metrics, partition, "GpuProjectionExec", exec.kind());
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuProjectionExec",
+            self.placement,
+            &exec,
+        );
         let (exprs, outputs, computed) = (
             self.exprs.clone(),
             self.outputs.clone(),

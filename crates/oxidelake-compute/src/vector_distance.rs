@@ -218,7 +218,8 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             &self.metrics,
             partition,
             "GpuVectorDistanceExec",
-            exec.kind(),
+            self.placement,
+            &exec,
         );
         let (column, query, metric, schema) = (
             self.column,

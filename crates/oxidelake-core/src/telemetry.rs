@@ -134,6 +134,9 @@ pub struct MemoryGauges {
     pub pinned_bytes: u64,
     /// Bytes in spill files.
     pub disk_bytes: u64,
+    /// The most host bytes held at once since the hub was created: a query that
+    /// finished has released its memory, and this is what it took.
+    pub host_peak_bytes: u64,
 }
 
 /// Cumulative bytes moved between host, device and disk.
@@ -200,6 +203,7 @@ pub struct TelemetryHub {
     next_operator_id: AtomicU64,
     device_bytes: AtomicI64,
     host_bytes: AtomicI64,
+    host_peak_bytes: AtomicI64,
     pinned_bytes: AtomicI64,
     disk_bytes: AtomicI64,
     h2d_bytes: AtomicU64,
@@ -271,8 +275,12 @@ impl TelemetryHub {
             MemoryTier::Host => &self.host_bytes,
             MemoryTier::Disk => &self.disk_bytes,
         };
-        self.gate
-            .write(|| _ = gauge.fetch_add(delta_bytes, Ordering::Relaxed));
+        self.gate.write(|| {
+            let now = gauge.fetch_add(delta_bytes, Ordering::Relaxed) + delta_bytes;
+            if tier == MemoryTier::Host {
+                self.host_peak_bytes.fetch_max(now, Ordering::Relaxed);
+            }
+        });
     }
 
     /// Adds `delta_bytes` (negative to release) to the pinned-host gauge.
@@ -338,7 +346,10 @@ impl TelemetryHub {
         let moved = i64::try_from(bytes).unwrap_or(i64::MAX);
         self.gate.write(|| {
             from_g.fetch_sub(moved, Ordering::Relaxed);
-            to_g.fetch_add(moved, Ordering::Relaxed);
+            let now = to_g.fetch_add(moved, Ordering::Relaxed) + moved;
+            if to == MemoryTier::Host {
+                self.host_peak_bytes.fetch_max(now, Ordering::Relaxed);
+            }
             self.promotions.fetch_add(1, Ordering::Relaxed);
             self.spill_read_bytes
                 .fetch_add(read_bytes, Ordering::Relaxed);
@@ -401,6 +412,7 @@ impl TelemetryHub {
                     host_bytes: gauge(&self.host_bytes),
                     pinned_bytes: gauge(&self.pinned_bytes),
                     disk_bytes: gauge(&self.disk_bytes),
+                    host_peak_bytes: gauge(&self.host_peak_bytes),
                 },
                 transfers: TransferSnapshot {
                     h2d_bytes: self.h2d_bytes.load(Ordering::Relaxed),
@@ -495,8 +507,15 @@ mod tests {
         let hub = TelemetryHub::new();
         hub.add_tier_bytes(MemoryTier::Host, 4096);
         hub.record_spill_files(3, 9000);
+        hub.add_tier_bytes(MemoryTier::Host, -4000);
         let snap = hub.snapshot();
         assert_eq!((snap.spill.demotions, snap.spill.written_bytes), (3, 9000));
+        assert_eq!(
+            (snap.memory.host_bytes, snap.memory.host_peak_bytes),
+            (96, 4096),
+            "the peak outlives the release"
+        );
+        hub.add_tier_bytes(MemoryTier::Host, 4000);
         assert_eq!((snap.memory.host_bytes, snap.memory.disk_bytes), (4096, 0));
     }
 

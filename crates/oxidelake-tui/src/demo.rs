@@ -38,6 +38,7 @@ fn stats(
         busy_ns: busy_ms * 1_000_000,
         allocated_bytes: mem,
         bytes_moved: moved,
+        ..NodeStats::default()
     }
 }
 
@@ -110,6 +111,7 @@ pub fn demo_state() -> AppState {
             host_bytes: 2_147_483_648,
             pinned_bytes: 536_870_912,
             disk_bytes: 268_435_456,
+            host_peak_bytes: 3_221_225_472,
         },
         transfers: TransferSnapshot {
             h2d_bytes: 240_048_600,

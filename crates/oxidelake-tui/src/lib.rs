@@ -21,7 +21,9 @@ mod state;
 mod terminal;
 
 pub use demo::demo_state;
-pub use model::{Capacities, ColumnStats, NodeStats, PlanNode, QueryStatus, Update, hardware_tag};
+pub use model::{
+    Capacities, ColumnStats, NodeStats, PlanNode, QueryStatus, Update, hardware_tag, placement_tag,
+};
 pub use render::{ROOMY, render};
 pub use state::{AppState, Event, Key, Panel, Transition, on_event};
 pub use terminal::run;

@@ -18,6 +18,13 @@ pub struct NodeStats {
     pub allocated_bytes: u64,
     /// Bytes copied between host and device.
     pub bytes_moved: u64,
+    /// Batches a GPU-placed operator ran on the CPU instead (refused, failed, or no
+    /// GPU on this machine).
+    pub cpu_fallback_batches: u64,
+    /// Batches the device failed before the CPU ran them.
+    pub device_errors: u64,
+    /// Placed for a GPU, running on a machine whose detector found none.
+    pub no_device: bool,
 }
 
 impl NodeStats {
@@ -114,11 +121,87 @@ pub struct Update {
     pub status: Option<QueryStatus>,
 }
 
-/// The tag shown next to an operator.
+/// The name of a backend in tags.
+fn backend_name(kind: BackendKind) -> &'static str {
+    match kind {
+        BackendKind::CpuSimd => "CPU",
+        BackendKind::Cuda => "CUDA",
+        BackendKind::Metal => "Metal",
+    }
+}
+
+/// The tag of a backend: where an operator was placed.
 pub fn hardware_tag(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::CpuSimd => "[CPU]",
         BackendKind::Cuda => "[CUDA]",
         BackendKind::Metal => "[Metal]",
+    }
+}
+
+/// The tag shown next to an operator: where it was placed and, when that differs,
+/// where its batches ran: `[CUDA→CPU: no GPU]` on a machine without one,
+/// `[CUDA→CPU: device error]` after the device failed, `[CUDA, 3 batches on CPU]` when
+/// the device refused some batches.
+pub fn placement_tag(node: &PlanNode) -> String {
+    let s = &node.stats;
+    let placed = backend_name(node.backend);
+    if node.backend == BackendKind::CpuSimd {
+        return hardware_tag(node.backend).to_string();
+    }
+    if s.no_device {
+        format!("[{placed}→CPU: no GPU]")
+    } else if s.device_errors > 0 {
+        format!("[{placed}→CPU: device error]")
+    } else if s.cpu_fallback_batches > 0 {
+        let n = s.cpu_fallback_batches;
+        format!(
+            "[{placed}, {n} batch{} on CPU]",
+            if n == 1 { "" } else { "es" }
+        )
+    } else {
+        hardware_tag(node.backend).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(backend: BackendKind, stats: NodeStats) -> PlanNode {
+        PlanNode {
+            depth: 0,
+            name: "GpuFilterExec".into(),
+            detail: String::new(),
+            backend,
+            stats,
+        }
+    }
+
+    #[test]
+    fn the_tag_says_where_batches_ran_when_it_is_not_where_they_were_placed() {
+        let ran = |stats| placement_tag(&node(BackendKind::Cuda, stats));
+        assert_eq!(ran(NodeStats::default()), "[CUDA]");
+        let no_gpu = NodeStats {
+            no_device: true,
+            cpu_fallback_batches: 10,
+            ..NodeStats::default()
+        };
+        assert_eq!(ran(no_gpu), "[CUDA→CPU: no GPU]");
+        let failed = NodeStats {
+            device_errors: 1,
+            cpu_fallback_batches: 4,
+            ..NodeStats::default()
+        };
+        assert_eq!(ran(failed), "[CUDA→CPU: device error]");
+        let refused = NodeStats {
+            cpu_fallback_batches: 3,
+            ..NodeStats::default()
+        };
+        assert_eq!(ran(refused), "[CUDA, 3 batches on CPU]");
+        assert_eq!(
+            placement_tag(&node(BackendKind::CpuSimd, NodeStats::default())),
+            "[CPU]"
+        );
     }
 }

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, LineGauge, Paragraph, Row, Table, Wrap};
 
 use crate::format::{bytes, count, fit, rate};
-use crate::model::{QueryStatus, hardware_tag};
+use crate::model::{QueryStatus, placement_tag};
 use crate::state::{AppState, Panel};
 
 /// Width and height from which the roomy layout is used.
@@ -63,7 +63,7 @@ pub fn render(state: &AppState, frame: &mut Frame) {
         (top, bottom)
     } else {
         let [top, bottom] =
-            Layout::vertical([Constraint::Min(8), Constraint::Length(7)]).areas(body);
+            Layout::vertical([Constraint::Min(8), Constraint::Length(8)]).areas(body);
         (top, bottom)
     };
     let [plan, inspector] =
@@ -113,7 +113,7 @@ fn render_plan(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool) {
         .map(|(i, node)| {
             let selected = i == state.selected;
             let marker = if selected { "▶ " } else { "  " };
-            let tag = hardware_tag(node.backend);
+            let tag = placement_tag(node);
             let rows = if roomy {
                 format!(
                     " {} rows  {:.3} ms/batch",
@@ -124,8 +124,9 @@ fn render_plan(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool) {
                 format!(" {} rows", count(node.stats.rows_out))
             };
             let indent = "  ".repeat(node.depth);
-            let name_room = width
-                .saturating_sub(marker.len() + indent.len() + tag.len() + 1 + rows.chars().count());
+            let name_room = width.saturating_sub(
+                marker.len() + indent.len() + tag.chars().count() + 1 + rows.chars().count(),
+            );
             let tag_style = match node.backend {
                 oxidelake_core::BackendKind::CpuSimd => Style::default().fg(Color::Yellow),
                 _ => Style::default()
@@ -161,7 +162,7 @@ fn render_inspector(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool
             let s = &node.stats;
             let mut lines = vec![
                 Line::from(Span::styled(
-                    format!("{} {}", node.name, hardware_tag(node.backend)),
+                    format!("{} {}", node.name, placement_tag(node)),
                     Style::default().add_modifier(Modifier::BOLD),
                 )),
                 Line::from(format!(
@@ -177,6 +178,12 @@ fn render_inspector(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool
                 Line::from(format!("memory    {}", bytes(s.allocated_bytes))),
                 Line::from(format!("moved     {}", bytes(s.bytes_moved))),
             ];
+            if s.cpu_fallback_batches > 0 {
+                lines.push(Line::from(format!(
+                    "on CPU    {} batches",
+                    count(s.cpu_fallback_batches)
+                )));
+            }
             if roomy && !node.detail.is_empty() {
                 lines.push(Line::from(""));
                 lines.push(Line::from(Span::styled(
@@ -222,11 +229,18 @@ fn render_telemetry(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool
         return;
     };
     let caps = state.capacities;
+    // The host gauge also shows its peak: a finished query has released its memory.
+    let host_peak = format!(" peak {}", bytes(t.memory.host_peak_bytes));
     let gauges = [
-        ("VRAM  ", t.memory.device_bytes, caps.vram_bytes),
-        ("Host  ", t.memory.host_bytes, caps.host_bytes),
-        ("Pinned", t.memory.pinned_bytes, caps.pinned_bytes),
-        ("Spill ", t.memory.disk_bytes, caps.disk_bytes),
+        ("VRAM  ", t.memory.device_bytes, caps.vram_bytes, ""),
+        (
+            "Host  ",
+            t.memory.host_bytes,
+            caps.host_bytes,
+            host_peak.as_str(),
+        ),
+        ("Pinned", t.memory.pinned_bytes, caps.pinned_bytes, ""),
+        ("Spill ", t.memory.disk_bytes, caps.disk_bytes, ""),
     ];
     let transfer_lines = [
         format!(
@@ -252,8 +266,8 @@ fn render_telemetry(state: &AppState, frame: &mut Frame, area: Rect, roomy: bool
         .collect();
     constraints.extend(transfer_lines.iter().map(|_| Constraint::Length(1)));
     let rows = Layout::vertical(constraints).split(inner);
-    for (i, (name, used, capacity)) in gauges.iter().enumerate() {
-        let label = format!("{name} {}", gauge_label(*used, *capacity));
+    for (i, (name, used, capacity, suffix)) in gauges.iter().enumerate() {
+        let label = format!("{name} {}{suffix}", gauge_label(*used, *capacity));
         if roomy {
             frame.render_widget(
                 Gauge::default()

@@ -46,6 +46,9 @@ fn stats(node: &Arc<dyn ExecutionPlan>) -> NodeStats {
         busy_ns: metrics.elapsed_compute().unwrap_or(0) as u64,
         allocated_bytes: count(&metrics, "peak_mem_used").unwrap_or(0),
         bytes_moved: count(&metrics, "bytes_moved").unwrap_or(0),
+        cpu_fallback_batches: count(&metrics, "cpu_fallback_batches").unwrap_or(0),
+        device_errors: count(&metrics, "device_errors").unwrap_or(0),
+        no_device: count(&metrics, "no_device").unwrap_or(0) > 0,
     }
 }
 
