@@ -1,6 +1,8 @@
 //! `OxideSession`: one query API over embedded DataFusion and a Ballista cluster.
 
+mod cache_statement;
 mod explain;
+mod hot_cache;
 
 use std::sync::Arc;
 
@@ -63,6 +65,8 @@ pub struct OxideSession {
     mode: SessionMode,
     /// What `auto` means when planning (the local detector, or the cluster backend).
     probe: Arc<dyn BackendProbe>,
+    /// The hot cache, made on first use (`CACHE TABLE`).
+    hot_cache: Arc<std::sync::Mutex<hot_cache::HotCacheSlot>>,
 }
 
 impl std::fmt::Debug for OxideSession {
@@ -101,6 +105,7 @@ impl OxideSession {
             ctx,
             mode: SessionMode::Embedded,
             probe,
+            hot_cache: Arc::default(),
         };
         if let Err(e) = session.install_pool(None) {
             tracing::warn!(error = %e, "host memory telemetry unavailable for this session");
@@ -197,6 +202,7 @@ impl OxideSession {
             ctx,
             mode: SessionMode::Cluster(parsed.to_string()),
             probe: Arc::new(FixedProbe(backend)),
+            hot_cache: Arc::default(),
         })
     }
 
@@ -241,6 +247,10 @@ impl OxideSession {
         if let Some(query) = explain::plain_explain_target(sql) {
             let text = self.explain(query).await?;
             return Ok((explain::as_batches(&text)?, SpillSummary::default()));
+        }
+        if let Some(statement) = cache_statement::parse(sql) {
+            let batches = self.run_cache_statement(statement?).await?;
+            return Ok((batches, SpillSummary::default()));
         }
         let mut spills = SpillAccount::default();
         let result = async {

@@ -11,6 +11,7 @@ mod runtime {
     pub mod demo;
     pub mod differential;
     pub mod fuzz;
+    pub mod hot_cache;
     pub mod memory_budget;
     pub mod parquet_reads;
     pub mod readme;

@@ -147,4 +147,22 @@ impl HotCache {
             bytes: built.bytes,
         })
     }
+
+    /// Serves table `name` of `ctx` from its Parquet source again. `Ok(false)` when the
+    /// table was not cached (nothing changes). The IPC copy stays in the store; caching
+    /// the table again rebuilds it.
+    pub async fn uncache_table(
+        &self,
+        ctx: &SessionContext,
+        name: &str,
+    ) -> Result<bool, EngineError> {
+        let provider = ctx.table_provider(name).await?;
+        let Some(cached) = provider.downcast_ref::<CachedTable>() else {
+            return Ok(false);
+        };
+        let source = Arc::clone(cached.source());
+        ctx.deregister_table(name)?;
+        ctx.register_table(name, source)?;
+        Ok(true)
+    }
 }

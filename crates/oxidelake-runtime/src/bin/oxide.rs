@@ -85,6 +85,13 @@ struct SessionArgs {
     /// Disk the spill files may take (e.g. 20G). Default: DataFusion's, 100G.
     #[arg(long, value_name = "SIZE")]
     disk_limit: Option<String>,
+    /// Keep an Arrow IPC copy of table NAME that queries read instead of its Parquet
+    /// (repeatable; rebuilt when the Parquet files change). Also `CACHE TABLE name`.
+    #[arg(long = "cache", value_name = "NAME")]
+    cache: Vec<String>,
+    /// Where the IPC copies live. Default: ~/.cache/oxidelake/hot-cache.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 impl SessionArgs {
@@ -208,6 +215,20 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
                 detail: format!("expected NAME=PATH, got {table:?}"),
             })?;
         session.register_parquet(name, path).await?;
+    }
+    if let Some(dir) = &args.cache_dir {
+        session.set_hot_cache_dir(dir);
+    }
+    for name in &args.cache {
+        let started = std::time::Instant::now();
+        let info = session.cache_table(name).await?;
+        eprintln!(
+            "cached {}: {} rows, {:.1} MiB of Arrow IPC in {:.2} s",
+            info.table,
+            info.rows,
+            info.bytes as f64 / (1024.0 * 1024.0),
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(session)
 }

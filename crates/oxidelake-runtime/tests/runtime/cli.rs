@@ -301,3 +301,47 @@ fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result
         "{note}"
     );
 }
+
+#[test]
+fn cache_flag_serves_the_query_from_an_ipc_copy_with_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    gen_data(dir.path());
+    let run = |extra: &[&str]| {
+        let out = oxide()
+            .args(["sql", "--format", "csv", "--data"])
+            .arg(dir.path())
+            .args(extra)
+            .args(["-q", QUERY])
+            .assert()
+            .success();
+        let output = out.get_output();
+        (
+            parse_csv(&output.stdout),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    let (parquet, _) = run(&[]);
+    let cache_dir = dir.path().join("hot");
+    let cache_dir = cache_dir.to_str().unwrap();
+    let (cached, note) = run(&["--cache", "t", "--cache-dir", cache_dir]);
+    assert_eq!(cached, parquet);
+    assert_eq!(cached, expected_sums());
+    assert!(note.contains(&format!("cached t: {ROWS} rows")), "{note}");
+    let out = oxide()
+        .args(["sql", "--data"])
+        .arg(dir.path())
+        .args([
+            "--cache",
+            "nosuch",
+            "--cache-dir",
+            cache_dir,
+            "-q",
+            "SELECT 1",
+        ])
+        .assert()
+        .failure()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nosuch"), "{stderr}");
+}

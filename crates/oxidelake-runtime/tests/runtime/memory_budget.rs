@@ -68,7 +68,12 @@ async fn a_gpu_join_build_side_beyond_the_memory_limit_fails_typed_and_names_the
         "{err}"
     );
     assert!(err.to_string().contains("GpuHashJoinExec"), "{err}");
-    // Released on failure: the pool holds nothing once the query is gone.
+    // Released on failure: once the query's other tasks are torn down (asynchronously,
+    // after the first error came back) the pool holds nothing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while session.host_memory().unwrap().reserved != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(session.host_memory().unwrap().reserved, 0);
 }
 

@@ -104,7 +104,10 @@ fn redact_host_gauge(line: String) -> String {
     };
     let chars: Vec<char> = line.chars().collect();
     let host = line[..host].chars().count();
-    let start = chars[..host].iter().rposition(|&c| c == '│').map_or(0, |i| i + 1);
+    let start = chars[..host]
+        .iter()
+        .rposition(|&c| c == '│')
+        .map_or(0, |i| i + 1);
     let end = (host..chars.len())
         .find(|&i| chars[i] == '│')
         .unwrap_or(chars.len());
