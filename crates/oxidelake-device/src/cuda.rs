@@ -10,6 +10,7 @@ mod evaluate;
 mod filter;
 mod launch;
 mod pipeline;
+mod transfers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -238,7 +239,9 @@ impl GpuBackend for CudaBackend {
             Some(pinned) => s.memcpy_htod(pinned, &mut view),
             None => s.memcpy_htod(src.as_slice()?, &mut view),
         };
-        result.map_err(|e| self.driver_err("cuMemcpyHtoDAsync", e))
+        result.map_err(|e| self.driver_err("cuMemcpyHtoDAsync", e))?;
+        transfers::host_to_device(len);
+        Ok(())
     }
 
     fn copy_d2h(
@@ -261,7 +264,9 @@ impl GpuBackend for CudaBackend {
             Some(pinned) => s.memcpy_dtoh(&view, pinned),
             None => s.memcpy_dtoh(&view, dst.as_mut_slice()?),
         };
-        result.map_err(|e| self.driver_err("cuMemcpyDtoHAsync", e))
+        result.map_err(|e| self.driver_err("cuMemcpyDtoHAsync", e))?;
+        transfers::device_to_host(len);
+        Ok(())
     }
 
     fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
@@ -321,6 +326,7 @@ impl GpuBackend for CudaBackend {
         let result = s
             .clone_dtoh(&out)
             .map_err(|e| self.driver_err("cuMemcpyDtoH", e))?;
+        transfers::device_to_host(std::mem::size_of::<u64>());
         result
             .first()
             .copied()
@@ -454,6 +460,31 @@ mod tests {
         assert_eq!(back.as_slice().unwrap(), &data[..]);
         let info = cuda.memory_info().unwrap();
         assert!(info.total_bytes > 0 && info.free_bytes <= info.total_bytes);
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; run with --features cuda -- --ignored"]
+    fn copies_add_their_bytes_to_the_telemetry_hubs_transfer_totals() {
+        let cuda = backend();
+        let hub = oxidelake_core::TelemetryHub::global();
+        let before = hub.snapshot().transfers;
+        let stream = cuda.create_stream().unwrap();
+        let mut host = cuda.alloc_pinned_host(4096).unwrap();
+        host.as_mut_slice().unwrap().fill(7);
+        let mut dev = cuda.alloc_device(4096).unwrap();
+        cuda.copy_h2d(&stream, &host, &mut dev).unwrap();
+        cuda.copy_d2h(&stream, &dev, &mut host).unwrap();
+        cuda.synchronize(&stream).unwrap();
+        let after = hub.snapshot().transfers;
+        // Other tests of this binary copy too; the totals only grow.
+        assert!(
+            after.h2d_bytes >= before.h2d_bytes + 4096,
+            "{before:?} → {after:?}"
+        );
+        assert!(
+            after.d2h_bytes >= before.d2h_bytes + 4096,
+            "{before:?} → {after:?}"
+        );
     }
 
     #[test]

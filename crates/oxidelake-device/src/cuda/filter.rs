@@ -90,7 +90,9 @@ fn device_ptr_table(
     ptrs: impl Iterator<Item = u64>,
 ) -> Result<CudaSlice<u64>, EngineError> {
     let ptrs: Vec<u64> = ptrs.collect();
-    stream.clone_htod(&ptrs).map_err(dev.err("cuMemcpyHtoD"))
+    let table = stream.clone_htod(&ptrs).map_err(dev.err("cuMemcpyHtoD"))?;
+    super::transfers::host_to_device(std::mem::size_of_val(ptrs.as_slice()));
+    Ok(table)
 }
 
 /// Filter on the device, projection gathered on the host with the kept row indices.

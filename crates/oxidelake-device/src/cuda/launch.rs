@@ -60,9 +60,12 @@ impl Dev<'_> {
             // Zero-byte allocations are rejected by the driver; kernels never read it.
             return self.zeros::<T>(1);
         }
-        self.stream
+        let slice = self
+            .stream
             .clone_htod(values)
-            .map_err(self.err("cuMemcpyHtoD"))
+            .map_err(self.err("cuMemcpyHtoD"))?;
+        super::transfers::host_to_device(std::mem::size_of_val(values));
+        Ok(slice)
     }
 
     pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
@@ -78,9 +81,12 @@ impl Dev<'_> {
         &self,
         slice: &CudaSlice<T>,
     ) -> Result<Vec<T>, EngineError> {
-        self.stream
+        let values = self
+            .stream
             .clone_dtoh(slice)
-            .map_err(self.err("cuMemcpyDtoH"))
+            .map_err(self.err("cuMemcpyDtoH"))?;
+        super::transfers::device_to_host(std::mem::size_of_val(values.as_slice()));
+        Ok(values)
     }
 
     /// A packed validity bitmap starting at bit 0 (all ones when there are no NULLs).

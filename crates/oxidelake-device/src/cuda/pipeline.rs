@@ -70,7 +70,9 @@ impl<T: DeviceRepr + ValidAsZeroBits> Staging<T> {
     ) -> Result<(), EngineError> {
         stream
             .memcpy_htod(&self.host, &mut self.device)
-            .map_err(dev.err("cuMemcpyHtoDAsync"))
+            .map_err(dev.err("cuMemcpyHtoDAsync"))?;
+        super::transfers::host_to_device(self.device.len() * std::mem::size_of::<T>());
+        Ok(())
     }
 
     /// Enqueues the copy of the first `len` device elements to the host on `stream`.
@@ -84,7 +86,9 @@ impl<T: DeviceRepr + ValidAsZeroBits> Staging<T> {
         let view = self.device.slice(0..len);
         stream
             .memcpy_dtoh(&view, &mut self.host)
-            .map_err(dev.err("cuMemcpyDtoHAsync"))
+            .map_err(dev.err("cuMemcpyDtoHAsync"))?;
+        super::transfers::device_to_host(len * std::mem::size_of::<T>());
+        Ok(())
     }
 
     /// The device buffer (a kernel argument).

@@ -33,6 +33,9 @@ fn parse_cache(sql: &str) -> Result<CacheStatement, EngineError> {
         what: "CACHE statement",
         detail,
     };
+    // sqlparser reads anything after the table name, a `;` included, as the start of
+    // `CACHE TABLE t [AS] query`.
+    let sql = sql.trim().trim_end_matches(';');
     let mut statements = Parser::parse_sql(&GenericDialect {}, sql).map_err(|e| {
         invalid(format!(
             "{e}; expected CACHE TABLE name or UNCACHE TABLE name"
