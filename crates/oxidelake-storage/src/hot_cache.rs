@@ -5,8 +5,11 @@
 //! [`CachedTable`](table::CachedTable). Every scan of it first lists the source files
 //! (path, size, modification time, e-tag); when that fingerprint differs from the one
 //! the IPC copy was made from, the copy is rebuilt from the Parquet source, otherwise the
-//! scan serves the IPC file, whose column buffers come back without decode (see
-//! [`crate::ipc`]). So a cached table never returns stale rows after its Parquet changes.
+//! scan serves the copy. The copy is held in memory as the IPC file's bytes decoded in
+//! place (64-byte-aligned column buffers, nothing copied; see [`crate::ipc`]), and also
+//! written to the cache's store. A repeat query therefore reads no file and decodes no
+//! Parquet, and a cached table never returns stale rows after its Parquet changes. The
+//! memory is the table's size in Arrow; `CachedTableInfo::bytes` says how much.
 //!
 //! The IPC file is named after the table *and* its source (`{name}-{hash}.arrow`, the
 //! hash over the canonical source URLs, extension and schema; see `key.rs`): two tables

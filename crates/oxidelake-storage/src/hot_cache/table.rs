@@ -28,6 +28,17 @@ pub(crate) struct Built {
     pub(crate) bytes: u64,
 }
 
+/// The copy as of one fingerprint.
+#[derive(Debug)]
+struct Copy {
+    /// The fingerprint of the source files the copy was built from.
+    built_from: Vec<FileStamp>,
+    /// The IPC copy in memory: its bytes (the same bytes as the file) decoded in place,
+    /// so every buffer is 64-byte aligned and nothing was copied. Scans serve these
+    /// without touching the disk; cloning them clones `Arc`s, not data.
+    batches: Vec<RecordBatch>,
+}
+
 /// A Parquet table served from an Arrow IPC copy that is rebuilt when the source changes.
 #[derive(Debug)]
 pub(crate) struct CachedTable {
@@ -37,8 +48,8 @@ pub(crate) struct CachedTable {
     store: Arc<dyn ObjectStore>,
     ipc_path: Path,
     counters: Arc<Counters>,
-    /// The fingerprint the IPC copy was built from (`None` before the first build).
-    built_from: Mutex<Option<Vec<FileStamp>>>,
+    /// `None` before the first build.
+    copy: Mutex<Option<Copy>>,
 }
 
 impl CachedTable {
@@ -57,7 +68,7 @@ impl CachedTable {
             store,
             ipc_path,
             counters,
-            built_from: Mutex::new(None),
+            copy: Mutex::new(None),
         }
     }
 
@@ -68,61 +79,62 @@ impl CachedTable {
 
     /// Rebuilds the IPC copy from the source now.
     pub(crate) async fn refresh(&self, session: &dyn Session) -> Result<Built> {
-        let mut built_from = self.built_from.lock().await;
+        let mut copy = self.copy.lock().await;
         let stamps = fingerprint(session, &self.urls, &self.extension).await?;
-        let built = self.build(session, stamps.len()).await?;
-        *built_from = Some(stamps);
+        let (built, batches) = self.build(session, stamps.len()).await?;
+        *copy = Some(Copy {
+            built_from: stamps,
+            batches,
+        });
         Ok(built)
     }
 
-    async fn build(&self, session: &dyn Session, source_files: usize) -> Result<Built> {
+    /// Scans the source, writes the IPC file, and returns the copy decoded in place.
+    async fn build(
+        &self,
+        session: &dyn Session,
+        source_files: usize,
+    ) -> Result<(Built, Vec<RecordBatch>)> {
         let plan = self.source.scan(session, None, &[], None).await?;
         let batches = collect(plan, session.task_ctx()).await?;
         let schema = self.source.schema();
-        let bytes = oxidelake_memory::ipc::encode_file(&schema, &batches)?;
+        let bytes = bytes::Bytes::from(oxidelake_memory::ipc::encode_file(&schema, &batches)?);
         let len = bytes.len() as u64;
         self.store
-            .put(&self.ipc_path, PutPayload::from(bytes))
+            .put(&self.ipc_path, PutPayload::from(bytes.clone()))
             .await
             .map_err(|e| DataFusionError::ObjectStore(Box::new(e)))?;
+        let (_, copy) = oxidelake_memory::ipc::decode_file(bytes)?;
         self.counters.builds.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_written
             .fetch_add(len, Ordering::Relaxed);
         tracing::info!(path = %self.ipc_path, bytes = len, "hot cache: built IPC copy");
-        Ok(Built {
+        let built = Built {
             source_files,
             rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
             bytes: len,
-        })
+        };
+        Ok((built, copy))
     }
 
-    /// The IPC copy's batches, rebuilding it first if the source files changed.
+    /// The copy's batches, rebuilding it first if the source files changed.
     async fn current_batches(&self, session: &dyn Session) -> Result<Vec<RecordBatch>> {
-        {
-            let mut built_from = self.built_from.lock().await;
-            let stamps = fingerprint(session, &self.urls, &self.extension).await?;
-            if built_from.as_ref() != Some(&stamps) {
+        let mut copy = self.copy.lock().await;
+        let stamps = fingerprint(session, &self.urls, &self.extension).await?;
+        let current = match copy.take() {
+            Some(current) if current.built_from == stamps => current,
+            _ => {
                 tracing::info!(path = %self.ipc_path, "hot cache: source changed, rebuilding");
-                self.build(session, stamps.len()).await?;
-                *built_from = Some(stamps);
+                let (_, batches) = self.build(session, stamps.len()).await?;
+                Copy {
+                    built_from: stamps,
+                    batches,
+                }
             }
-        }
-        let raw = self
-            .store
-            .get(&self.ipc_path)
-            .await
-            .map_err(|e| DataFusionError::ObjectStore(Box::new(e)))?
-            .bytes()
-            .await
-            .map_err(|e| DataFusionError::ObjectStore(Box::new(e)))?;
-        let (schema, batches) = oxidelake_memory::ipc::decode_file(raw)?;
-        if schema.fields() != self.source.schema().fields() {
-            return Err(DataFusionError::Execution(format!(
-                "hot cache file {} does not hold this table's schema",
-                self.ipc_path
-            )));
-        }
+        };
+        let batches = current.batches.clone();
+        *copy = Some(current);
         self.counters.ipc_scans.fetch_add(1, Ordering::Relaxed);
         Ok(batches)
     }
