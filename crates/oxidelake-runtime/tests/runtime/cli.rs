@@ -39,6 +39,23 @@ fn parse_csv(stdout: &[u8]) -> BTreeMap<i64, i64> {
         .collect()
 }
 
+/// `oxide sql --format csv --data DIR EXTRA… -q QUERY`, which must succeed: its stdout
+/// and stderr.
+fn sql_csv(dir: &Path, extra: &[&str], query: &str) -> (String, String) {
+    let out = oxide()
+        .args(["sql", "--format", "csv", "--data"])
+        .arg(dir)
+        .args(extra)
+        .args(["-q", query])
+        .assert()
+        .success();
+    let output = out.get_output();
+    (
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
 fn gen_data(dir: &Path) {
     oxide()
         .args(["gen-data", "--rows", &ROWS.to_string(), "--out"])
@@ -176,6 +193,21 @@ fn explain_shows_placement_tags_and_cpu_reasons() {
         text.contains("GpuFilterExec[cuda]") && text.contains("rows_in="),
         "{text}"
     );
+    // It also says where the batches ran: on a machine without a GPU, the GPU operators'
+    // CPU paths, every batch counted as a CPU fallback.
+    let gpu = oxidelake_device::HardwareDetector::new(None)
+        .backend()
+        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd);
+    if !gpu {
+        assert!(
+            text.contains("no_device=") && !text.contains("no_device=0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cpu_fallback_batches=") && !text.contains("cpu_fallback_batches=0"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -268,20 +300,7 @@ fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result
     // No ORDER BY … LIMIT: a TopK cannot reserve while spilling aggregates hold the
     // pool's every share (DataFusion's pools), so the whole result is compared, sorted.
     let query = "SELECT id % 250000 AS g, SUM(v) AS s FROM t GROUP BY g";
-    let run = |extra: &[&str]| {
-        let out = oxide()
-            .args(["sql", "--format", "csv", "--data"])
-            .arg(dir.path())
-            .args(extra)
-            .args(["-q", query])
-            .assert()
-            .success();
-        let output = out.get_output();
-        (
-            String::from_utf8_lossy(&output.stdout).to_string(),
-            String::from_utf8_lossy(&output.stderr).to_string(),
-        )
-    };
+    let run = |extra: &[&str]| sql_csv(dir.path(), extra, query);
     let (unlimited, quiet) = run(&[]);
     assert!(!quiet.contains("Spilled"), "{quiet}");
     let (limited, note) = run(&["--memory-limit", "4M"]);
@@ -307,18 +326,8 @@ fn cache_flag_serves_the_query_from_an_ipc_copy_with_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
     gen_data(dir.path());
     let run = |extra: &[&str]| {
-        let out = oxide()
-            .args(["sql", "--format", "csv", "--data"])
-            .arg(dir.path())
-            .args(extra)
-            .args(["-q", QUERY])
-            .assert()
-            .success();
-        let output = out.get_output();
-        (
-            parse_csv(&output.stdout),
-            String::from_utf8_lossy(&output.stderr).to_string(),
-        )
+        let (stdout, stderr) = sql_csv(dir.path(), extra, QUERY);
+        (parse_csv(stdout.as_bytes()), stderr)
     };
     let (parquet, _) = run(&[]);
     let cache_dir = dir.path().join("hot");

@@ -40,6 +40,18 @@ fn write_table(path: &Path) {
     write_parquet_file(path, schema, &batches, &LakeWriterOptions::default()).unwrap();
 }
 
+/// `oxide ARGS…` (a `tui` command) in a 120×40 pseudo-terminal in `dir`, with an empty
+/// environment.
+fn oxide_tui(dir: &Path, args: &[&str]) -> termlens::Result<Terminal> {
+    Terminal::builder()
+        .size(120, 40)
+        .env_clear()
+        .current_dir(dir)
+        .timeout(WAIT)
+        .args(args)
+        .spawn(env!("CARGO_BIN_EXE_oxide"))
+}
+
 /// The device tag the plan shows, if any.
 fn device_tag(screen: &Screen) -> Option<&'static str> {
     ["[CPU]", "[CUDA]"]
@@ -156,13 +168,7 @@ fn oxide_tui_runs_a_parquet_query_to_finished_and_quits_on_q() -> termlens::Resu
     // A cleared environment leaves OXIDE_BACKEND unset (the default backend choice) and
     // keeps the host's RUST_LOG and colours out of the picture. The table is named
     // relative to the working directory, so the temp path never reaches the screen.
-    let mut t = Terminal::builder()
-        .size(120, 40)
-        .env_clear()
-        .current_dir(dir.path())
-        .timeout(WAIT)
-        .args(["tui", "--table", "t=t.parquet", "-q", QUERY])
-        .spawn(env!("CARGO_BIN_EXE_oxide"))?;
+    let mut t = oxide_tui(dir.path(), &["tui", "--table", "t=t.parquet", "-q", QUERY])?;
 
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
@@ -199,12 +205,9 @@ fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termle
     write_table(&dir.path().join("t.parquet"));
     // Placing for CUDA gives the same plan on every machine; without a GPU the GPU
     // operators run their CPU paths, which is what this machine shows.
-    let mut t = Terminal::builder()
-        .size(120, 40)
-        .env_clear()
-        .current_dir(dir.path())
-        .timeout(WAIT)
-        .args([
+    let mut t = oxide_tui(
+        dir.path(),
+        &[
             "tui",
             "--placement",
             "cuda",
@@ -212,8 +215,8 @@ fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termle
             "t=t.parquet",
             "-q",
             QUERY,
-        ])
-        .spawn(env!("CARGO_BIN_EXE_oxide"))?;
+        ],
+    )?;
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
     // Where the batches ran, not only where they were placed: on a machine without a
@@ -286,12 +289,9 @@ fn number_after(screen: &Screen, label: &str) -> Option<u64> {
 fn oxide_tui_under_a_memory_limit_shows_the_host_peak_and_the_spills() -> termlens::Result<()> {
     let dir = tempfile::tempdir().unwrap();
     write_distinct_keys(&dir.path().join("t.parquet"), 400_000);
-    let mut t = Terminal::builder()
-        .size(120, 40)
-        .env_clear()
-        .current_dir(dir.path())
-        .timeout(WAIT)
-        .args([
+    let mut t = oxide_tui(
+        dir.path(),
+        &[
             "tui",
             "--memory-limit",
             "4M",
@@ -299,8 +299,8 @@ fn oxide_tui_under_a_memory_limit_shows_the_host_peak_and_the_spills() -> termle
             "t=t.parquet",
             "-q",
             "SELECT k, SUM(a) FROM t GROUP BY k",
-        ])
-        .spawn(env!("CARGO_BIN_EXE_oxide"))?;
+        ],
+    )?;
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
     assert!(
