@@ -38,16 +38,17 @@ struct Args {
     /// default cpu (no GPU operators). Sessions can still `SET oxidelake.placement.target`.
     #[arg(long)]
     placement: Option<String>,
-    /// Log filter (RUST_LOG syntax).
-    #[arg(long, default_value = "info")]
-    log: String,
+    /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
+    #[arg(long)]
+    log: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .init();
+    oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
+        args.log.as_deref(),
+        "info",
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(32 * 1024 * 1024)

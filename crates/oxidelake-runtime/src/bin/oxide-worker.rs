@@ -43,17 +43,18 @@ struct Args {
     /// Must match the scheduler's policy.
     #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
     task_scheduling_policy: SchedulingPolicy,
-    /// Log filter (RUST_LOG syntax).
-    #[arg(long, default_value = "info")]
-    log: String,
+    /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
+    #[arg(long)]
+    log: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .init();
+    oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
+        args.log.as_deref(),
+        "info",
+    ));
     let vcores = if args.vcores == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {

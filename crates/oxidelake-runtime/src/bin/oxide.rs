@@ -8,7 +8,8 @@
 //! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
 //! oxide tui -q SQL --table NAME=PATH
 //! ```
-//! Errors print one line on stderr and exit with status 1.
+//! Errors print one line on stderr and exit with status 1. Warnings go to stderr too
+//! (`RUST_LOG` sets the level, default `warn`), except under `oxide tui`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use oxidelake_core::EngineError;
 use oxidelake_runtime::cli::output::Format;
-use oxidelake_runtime::cli::{demo, error_line, gen_data, repl, run, tables};
+use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, run, tables};
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
@@ -165,6 +166,10 @@ struct TuiArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The dashboard owns the terminal: log lines would tear its screen.
+    if !matches!(cli.command, Command::Tui(_)) {
+        logging::init(logging::filter(None, "warn"));
+    }
     match run_command(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

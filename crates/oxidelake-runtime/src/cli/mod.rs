@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod error_line;
 pub mod gen_data;
+pub mod logging;
 pub mod output;
 pub mod progress;
 pub mod repl;
