@@ -261,9 +261,11 @@ impl OxideSession {
             }
             let task = Arc::new(frame.task_ctx());
             let plan = frame.create_physical_plan().await?;
-            let batches = datafusion::physical_plan::collect(Arc::clone(&plan), task).await;
+            let batches: datafusion::error::Result<Vec<RecordBatch>> =
+                datafusion::physical_plan::collect(Arc::clone(&plan), task).await;
+            // Counted whether or not the query succeeded: its spill files were written.
             spills.observe(&plan, &TelemetryHub::global());
-            Ok::<_, datafusion::error::DataFusionError>(batches?)
+            batches
         }
         .await;
         let summary = SpillSummary {
