@@ -142,6 +142,10 @@ impl OxideSession {
     /// in a [`TelemetryPool`] unless it is one already: `SET datafusion.runtime.memory_limit`
     /// installs a bare pool, which the next statement then wraps.
     fn install_pool(&self, budget: Option<&HostBudget>) -> Result<(), EngineError> {
+        // Every statement asks; only a replaced pool needs the state's write lock.
+        if budget.is_none() && self.ctx.runtime_env().memory_pool.is::<TelemetryPool>() {
+            return Ok(());
+        }
         let state_ref = self.ctx.state_ref();
         let mut state = state_ref.write();
         let env = state.runtime_env();

@@ -30,7 +30,7 @@ pub(crate) struct Built {
 
 /// The copy as of one fingerprint.
 #[derive(Debug)]
-struct Copy {
+struct ResidentCopy {
     /// The fingerprint of the source files the copy was built from.
     built_from: Vec<FileStamp>,
     /// The IPC copy in memory: its bytes (the same bytes as the file) decoded in place,
@@ -49,7 +49,7 @@ pub(crate) struct CachedTable {
     ipc_path: Path,
     counters: Arc<Counters>,
     /// `None` before the first build.
-    copy: Mutex<Option<Copy>>,
+    copy: Mutex<Option<ResidentCopy>>,
 }
 
 impl CachedTable {
@@ -82,7 +82,7 @@ impl CachedTable {
         let mut copy = self.copy.lock().await;
         let stamps = fingerprint(session, &self.urls, &self.extension).await?;
         let (built, batches) = self.build(session, stamps.len()).await?;
-        *copy = Some(Copy {
+        *copy = Some(ResidentCopy {
             built_from: stamps,
             batches,
         });
@@ -127,7 +127,7 @@ impl CachedTable {
             _ => {
                 tracing::info!(path = %self.ipc_path, "hot cache: source changed, rebuilding");
                 let (_, batches) = self.build(session, stamps.len()).await?;
-                Copy {
+                ResidentCopy {
                     built_from: stamps,
                     batches,
                 }
