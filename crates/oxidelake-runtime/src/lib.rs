@@ -34,4 +34,4 @@ pub use oxidelake_compute::ops::DistanceMetric;
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::PlacementTarget;
 pub use probe::DetectorProbe;
-pub use session::{OxideSession, SessionMode, SpillSummary};
+pub use session::{OxideSession, QueryStream, SessionMode, SpillSummary};

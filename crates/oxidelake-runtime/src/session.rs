@@ -3,6 +3,9 @@
 mod cache_statement;
 mod explain;
 mod hot_cache;
+mod query_stream;
+
+pub use query_stream::QueryStream;
 
 use std::sync::Arc;
 
@@ -20,7 +23,7 @@ use oxidelake_planner::{
 };
 
 use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler_session_state};
-use crate::memory::{HostBudget, HostMemory, SpillAccount, TelemetryPool};
+use crate::memory::{HostBudget, HostMemory, TelemetryPool};
 use crate::probe::DetectorProbe;
 
 /// A connection failure to the scheduler as an I/O error that says so in one line;
@@ -86,9 +89,13 @@ impl OxideSession {
 
     /// An embedded session with an explicit placement target and detector.
     pub fn local_with(target: PlacementTarget, probe: Arc<dyn BackendProbe>) -> Self {
-        let config = oxidelake_storage::lake_session_config().with_option_extension(OxideOptions {
-            placement_target: target,
-        });
+        // The information schema answers `SHOW TABLES`, `SHOW COLUMNS`, `SHOW <option>`
+        // (ours included) and the CLI's `\d`.
+        let config = oxidelake_storage::lake_session_config()
+            .with_information_schema(true)
+            .with_option_extension(OxideOptions {
+                placement_target: target,
+            });
         let state = SessionStateBuilder::new()
             .with_default_features()
             .with_config(config)
@@ -96,7 +103,8 @@ impl OxideSession {
                 Arc::clone(&probe),
             )))
             .build();
-        let ctx = SessionContext::new_with_state(state);
+        // `SELECT * FROM 'data/t.parquet'` reads the file, as datafusion-cli and DuckDB do.
+        let ctx = SessionContext::new_with_state(state).enable_url_table();
         for udf in crate::oxide_scalar_udfs() {
             ctx.register_udf(udf.as_ref().clone());
         }
@@ -248,39 +256,46 @@ impl OxideSession {
         &self,
         sql: &str,
     ) -> Result<(Vec<RecordBatch>, SpillSummary), EngineError> {
-        if let Some(query) = explain::plain_explain_target(sql) {
-            let text = self.explain(query).await?;
-            return Ok((explain::as_batches(&text)?, SpillSummary::default()));
+        let mut stream = self.sql_stream(sql).await?;
+        let mut batches = Vec::new();
+        while let Some(batch) = stream.next().await {
+            batches.push(batch?);
+        }
+        Ok((batches, stream.spills()))
+    }
+
+    /// Starts one SQL statement and returns its result as a stream of batches (the
+    /// statements [`Self::sql`] takes, with the same EXPLAIN and CACHE handling).
+    /// Dropping the stream cancels the query.
+    pub async fn sql_stream(&self, sql: &str) -> Result<QueryStream, EngineError> {
+        let ready = |batches: Vec<RecordBatch>| -> Result<QueryStream, EngineError> {
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .ok_or_else(|| EngineError::Internal("a computed answer without batches".into()))?;
+            Ok(QueryStream::ready(schema, batches, self.mode.clone()))
+        };
+        if let Some(plan) = self.plain_explain_target(sql).await? {
+            let text = self.explain_plan(plan).await?;
+            return ready(explain::as_batches(&text)?);
         }
         if let Some(statement) = cache_statement::parse(sql) {
-            let batches = self.run_cache_statement(statement?).await?;
-            return Ok((batches, SpillSummary::default()));
+            return ready(self.run_cache_statement(statement?).await?);
         }
-        let mut spills = SpillAccount::default();
-        let result = async {
-            let frame = self.ctx.sql(sql).await?;
-            if self.mode == SessionMode::Embedded {
-                // A `SET datafusion.runtime.memory_limit` just replaced the pool.
-                self.install_pool(None)?;
-            }
-            let task = Arc::new(frame.task_ctx());
-            let plan = frame.create_physical_plan().await?;
-            let batches: datafusion::error::Result<Vec<RecordBatch>> =
-                datafusion::physical_plan::collect(Arc::clone(&plan), task).await;
-            // Counted whether or not the query succeeded: its spill files were written.
-            spills.observe(&plan, &TelemetryHub::global());
-            batches
-        }
-        .await;
-        let summary = SpillSummary {
-            files: spills.files(),
-            bytes: spills.bytes(),
+        let error = |e| match &self.mode {
+            SessionMode::Cluster(url) => unreachable_scheduler(url, e),
+            SessionMode::Embedded => oxidelake_storage::into_engine_error(e),
         };
-        match (&self.mode, result) {
-            (_, Ok(batches)) => Ok((batches, summary)),
-            (SessionMode::Cluster(url), Err(e)) => Err(unreachable_scheduler(url, e)),
-            (SessionMode::Embedded, Err(e)) => Err(oxidelake_storage::into_engine_error(e)),
+        let frame = self.ctx.sql(sql).await.map_err(error)?;
+        if self.mode == SessionMode::Embedded {
+            // A `SET datafusion.runtime.memory_limit` just replaced the pool.
+            self.install_pool(None)?;
         }
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await.map_err(error)?;
+        let stream =
+            datafusion::physical_plan::execute_stream(Arc::clone(&plan), task).map_err(error)?;
+        Ok(QueryStream::running(plan, stream, self.mode.clone()))
     }
 
     /// The physical plan of `query` as this session places it. In cluster mode the plan

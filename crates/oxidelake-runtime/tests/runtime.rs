@@ -5,6 +5,7 @@
 mod runtime {
     pub mod binaries;
     pub mod cli;
+    pub mod cli_matrix;
     pub mod cluster_gate;
     pub mod coverage;
     pub mod data;
@@ -15,6 +16,7 @@ mod runtime {
     pub mod memory_budget;
     pub mod parquet_reads;
     pub mod readme;
+    pub mod sql_pty;
     pub mod tpch;
     pub mod tpch_oracle;
     pub mod tui_pty;

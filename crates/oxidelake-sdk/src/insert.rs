@@ -4,9 +4,18 @@
 //! INSERT INTO <namespace>.<table> (<column>, ...) VALUES (?, ...) [;]
 //! ```
 //!
-//! One row, placeholders only (values travel as typed parameters, never as SQL text),
-//! identifiers `[A-Za-z_][A-Za-z0-9_]*`, keywords in any case. Anything else is refused
-//! before any parameter is looked at, so an unsupported statement never starts an upload.
+//! One row, placeholders only (values travel as typed parameters, never as SQL text).
+//! The statement is read by sqlparser, as DataFusion reads SQL, and names resolve as
+//! DataFusion resolves them: unquoted names fold to lower case, `"Quoted"` ones are kept.
+//! Anything beyond the narrow form (RETURNING, ON CONFLICT, a SELECT, literals, several
+//! rows or statements) is refused before any parameter is looked at, so an unsupported
+//! statement never starts an upload.
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, Ident, ObjectName, ObjectNamePart, SetExpr, Statement, TableObject, Value,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::SdkError;
 
@@ -19,161 +28,115 @@ pub struct InsertStatement {
     pub columns: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
-    Word(String),
-    Dot,
-    Comma,
-    Open,
-    Close,
-    Placeholder,
-    Semicolon,
-}
-
 fn unsupported(detail: impl Into<String>) -> SdkError {
     SdkError::UnsupportedSyntax(detail.into())
 }
 
-fn tokens(sql: &str) -> Result<Vec<Token>, SdkError> {
-    let mut out = Vec::new();
-    let mut chars = sql.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        match c {
-            c if c.is_whitespace() => {
-                chars.next();
-            }
-            '.' | ',' | '(' | ')' | '?' | ';' => {
-                chars.next();
-                out.push(match c {
-                    '.' => Token::Dot,
-                    ',' => Token::Comma,
-                    '(' => Token::Open,
-                    ')' => Token::Close,
-                    '?' => Token::Placeholder,
-                    _ => Token::Semicolon,
-                });
-            }
-            c if c.is_ascii_alphabetic() || c == '_' => {
-                let mut word = String::new();
-                while let Some(&c) = chars.peek() {
-                    if c.is_ascii_alphanumeric() || c == '_' {
-                        word.push(c);
-                        chars.next();
-                    } else {
-                        break;
-                    }
-                }
-                out.push(Token::Word(word));
-            }
-            other => {
-                return Err(unsupported(format!(
-                    "unexpected {other:?}: only `INSERT INTO ns.table (columns) VALUES (?, ...)` \
-                     with ? placeholders is accepted"
-                )));
-            }
-        }
+const FORM: &str =
+    "only `INSERT INTO ns.table (columns) VALUES (?, ...)` with ? placeholders is accepted";
+
+/// An identifier as DataFusion resolves it.
+fn resolve(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
     }
-    Ok(out)
 }
 
-struct Cursor {
-    tokens: Vec<Token>,
-    at: usize,
-}
-
-impl Cursor {
-    fn next(&mut self) -> Option<Token> {
-        let t = self.tokens.get(self.at).cloned();
-        self.at += 1;
-        t
-    }
-
-    fn keyword(&mut self, word: &str) -> Result<(), SdkError> {
-        match self.next() {
-            Some(Token::Word(w)) if w.eq_ignore_ascii_case(word) => Ok(()),
-            other => Err(unsupported(format!("expected {word}, found {other:?}"))),
-        }
-    }
-
-    fn expect(&mut self, token: Token, what: &str) -> Result<(), SdkError> {
-        match self.next() {
-            Some(t) if t == token => Ok(()),
-            other => Err(unsupported(format!("expected {what}, found {other:?}"))),
-        }
-    }
-
-    fn identifier(&mut self, what: &str) -> Result<String, SdkError> {
-        match self.next() {
-            Some(Token::Word(w)) => Ok(w),
-            other => Err(unsupported(format!("expected {what}, found {other:?}"))),
-        }
-    }
+fn name_parts(name: &ObjectName) -> Result<Vec<&Ident>, SdkError> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Ok(ident),
+            other => Err(unsupported(format!("{other} is not a name; {FORM}"))),
+        })
+        .collect()
 }
 
 /// Parses `sql` as the narrow INSERT.
 pub fn parse_insert(sql: &str) -> Result<InsertStatement, SdkError> {
-    let mut c = Cursor {
-        tokens: tokens(sql)?,
-        at: 0,
+    let statements = Parser::parse_sql(&GenericDialect {}, sql)
+        .map_err(|e| unsupported(format!("{e}; {FORM}")))?;
+    let statement = match statements.as_slice() {
+        [one] => one,
+        [] => return Err(unsupported(format!("no statement; {FORM}"))),
+        _ => return Err(unsupported("one statement only")),
     };
-    c.keyword("INSERT")?;
-    c.keyword("INTO")?;
-    let namespace = c.identifier("a namespace")?;
-    c.expect(Token::Dot, "`.` between namespace and table (ns.table)")?;
-    let table = c.identifier("a table name")?;
-    c.expect(Token::Open, "`(` and the column list")?;
-    let mut columns = vec![c.identifier("a column name")?];
-    loop {
-        match c.next() {
-            Some(Token::Comma) => columns.push(c.identifier("a column name")?),
-            Some(Token::Close) => break,
-            other => return Err(unsupported(format!("expected `,` or `)`, found {other:?}"))),
-        }
+    let Statement::Insert(insert) = statement else {
+        return Err(unsupported(format!("not an INSERT; {FORM}")));
+    };
+    let TableObject::TableName(table) = &insert.table else {
+        return Err(unsupported(format!("a table name is expected; {FORM}")));
+    };
+    let [namespace, table_ident] = name_parts(table)?[..] else {
+        return Err(unsupported(format!(
+            "`{table}`: the table is named ns.table; {FORM}"
+        )));
+    };
+    if insert.columns.is_empty() {
+        return Err(unsupported(format!("the column list is missing; {FORM}")));
     }
-    c.keyword("VALUES")?;
-    c.expect(Token::Open, "`(` and the placeholders")?;
-    let mut placeholders = 0usize;
-    loop {
-        match c.next() {
-            Some(Token::Placeholder) => placeholders += 1,
-            other => {
+    let mut column_idents = Vec::new();
+    for column in &insert.columns {
+        match name_parts(column)?[..] {
+            [ident] => column_idents.push(ident),
+            _ => {
                 return Err(unsupported(format!(
-                    "values must be ? placeholders, found {other:?}"
+                    "`{column}` is not a column name; {FORM}"
                 )));
             }
         }
-        match c.next() {
-            Some(Token::Comma) => continue,
-            Some(Token::Close) => break,
-            other => return Err(unsupported(format!("expected `,` or `)`, found {other:?}"))),
-        }
     }
-    match c.next() {
-        None | Some(Token::Semicolon) => {}
-        Some(other) => {
+    let Some(SetExpr::Values(values)) = insert.source.as_ref().map(|q| q.body.as_ref()) else {
+        return Err(unsupported(format!(
+            "values must be ? placeholders; {FORM}"
+        )));
+    };
+    let [row] = values.rows.as_slice() else {
+        return Err(unsupported("one row only"));
+    };
+    for value in &row.content {
+        let Expr::Value(v) = value else {
             return Err(unsupported(format!(
-                "one row only; unexpected {other:?} after VALUES (...)"
+                "values must be ? placeholders, found {value}"
+            )));
+        };
+        if v.value != Value::Placeholder("?".into()) {
+            return Err(unsupported(format!(
+                "values must be ? placeholders, found {value}"
             )));
         }
     }
-    if c.next().is_some() {
-        return Err(unsupported("one statement only"));
+    // Whatever else sqlparser accepted (RETURNING, ON CONFLICT, ORDER BY, an alias...)
+    // shows in the statement's text: only the narrow form prints back as itself.
+    let canonical = format!(
+        "INSERT INTO {table} ({}) VALUES ({})",
+        insert
+            .columns
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        vec!["?"; row.content.len()].join(", ")
+    );
+    if statement.to_string() != canonical {
+        return Err(unsupported(format!(
+            "`{statement}` goes beyond the narrow form; {FORM}"
+        )));
     }
-    if placeholders != columns.len() {
+    let columns: Vec<String> = column_idents.into_iter().map(resolve).collect();
+    if row.content.len() != columns.len() {
         return Err(SdkError::PlaceholderCount {
             columns: columns.len(),
-            placeholders,
+            placeholders: row.content.len(),
         });
     }
     let mut seen = std::collections::HashSet::new();
-    if let Some(dup) = columns
-        .iter()
-        .find(|c| !seen.insert(c.to_ascii_lowercase()))
-    {
+    if let Some(dup) = columns.iter().find(|c| !seen.insert(c.as_str())) {
         return Err(unsupported(format!("column {dup} named twice")));
     }
     Ok(InsertStatement {
-        table: format!("{namespace}.{table}"),
+        table: format!("{}.{}", resolve(namespace), resolve(table_ident)),
         columns,
     })
 }
@@ -210,5 +173,25 @@ mod tests {
             parse_insert("INSERT INTO a.b (x, y) VALUES (?)"),
             Err(SdkError::PlaceholderCount { .. })
         ));
+        for sql in [
+            "INSERT INTO robots.episodes (id) VALUES (?) RETURNING id",
+            "INSERT INTO robots.episodes (id) VALUES (?) ON CONFLICT DO NOTHING",
+            "INSERT INTO robots.episodes (id, ID) VALUES (?, ?)",
+            "/* x */ INSERT INTO robots.episodes (id) VALUES ($1)",
+        ] {
+            assert!(
+                matches!(parse_insert(sql), Err(SdkError::UnsupportedSyntax(_))),
+                "{sql}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_resolve_as_datafusion_resolves_them() {
+        let s = parse_insert("INSERT INTO Robots.Episodes (ID, \"Camera\") VALUES (?, ?)").unwrap();
+        assert_eq!(s.table, "robots.episodes");
+        assert_eq!(s.columns, vec!["id", "Camera"]);
+        let s = parse_insert("INSERT INTO robots.episodes (id) /* one row */ VALUES (?)").unwrap();
+        assert_eq!(s.columns, vec!["id"]);
     }
 }

@@ -2,23 +2,27 @@
 //!
 //! ```text
 //! oxide demo                                  generate a small dataset, run placed queries
-//! oxide sql [-q SQL] [--data DIR] [--format table|csv|json] [--cluster df://h:p]
+//! oxide sql [-c SQL]... [-f FILE]... [-q] [--maxrows N|inf] [--continue-on-error]
+//!           [--format table|csv|tsv|json|ndjson|markdown|automatic] [--rc FILE]
+//!           [--data DIR] [--cluster df://h:p]
 //!           [--memory-limit SIZE] [--mem-pool-type fair|greedy] [--disk-limit SIZE]
-//! oxide explain -q SQL [--data DIR] [--placement auto|cpu|cuda|metal]
+//! oxide explain -c SQL [--data DIR] [--placement auto|cpu|cuda|metal]
 //! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
-//! oxide tui -q SQL --table NAME=PATH
+//! oxide tui -c SQL --table NAME=PATH
 //! ```
-//! Errors print one line on stderr and exit with status 1. Warnings go to stderr too
-//! (`RUST_LOG` sets the level, default `warn`), except under `oxide tui`.
+//! Errors, usage errors included, print one line on stderr and exit with status 1; a
+//! statement cancelled with Ctrl-C outside the prompt exits with 130. Warnings go to
+//! stderr too (`RUST_LOG` sets the level, default `warn`), except under `oxide tui`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use oxidelake_core::EngineError;
-use oxidelake_runtime::cli::output::Format;
-use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, run, tables};
+use oxidelake_runtime::cli::driver::{Driver, Flow};
+use oxidelake_runtime::cli::run::RunOptions;
+use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
@@ -45,14 +49,14 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
     },
-    /// Run SQL: one statement with -q, else an interactive prompt (or stdin's statements).
+    /// Run SQL: the statements of -c and -f, else an interactive prompt (or stdin's).
     Sql(SqlArgs),
     /// Show the physical plan with placement tags and why nodes stayed on the CPU.
-    Explain(SqlArgs),
+    Explain(QueryArgs),
     /// Write the synthetic dataset or TPC-H as lake Parquet.
     GenData(GenDataArgs),
     /// Run a query under the terminal dashboard (↑/↓ select, Tab panel, q quit).
-    Tui(TuiArgs),
+    Tui(QueryArgs),
     /// `oxide <name> …` runs `oxide-<name> …` installed next to `oxide` (`insert`,
     /// `table` and `objects` come with the SDK).
     #[command(external_subcommand)]
@@ -126,12 +130,52 @@ impl SessionArgs {
 
 #[derive(Debug, Args)]
 struct SqlArgs {
-    /// The statement (without it, `oxide sql` reads statements interactively).
+    /// Run these statements and exit (repeatable; each may hold several, ended by `;`,
+    /// and the prompt's commands such as `\d`).
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+    /// Run the statements in FILE and exit (repeatable; after the -c ones).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Print results only: no banner, no row count or time.
     #[arg(short = 'q', long)]
-    query: Option<String>,
-    /// Output format.
-    #[arg(long, default_value = "table")]
+    quiet: bool,
+    /// Rows the table format shows; the rest are counted, not printed (inf: all).
+    #[arg(long, value_name = "N|inf", default_value = "40")]
+    maxrows: String,
+    /// Output format: table, csv, tsv, json, ndjson, markdown, or automatic (a table on a
+    /// terminal, CSV into a pipe or file).
+    #[arg(long, value_name = "FORMAT", default_value = "table")]
     format: String,
+    /// Go on after a failing statement of -c, -f or piped input (the exit status is
+    /// still 1 if any failed). Without it the first error stops the run.
+    #[arg(long)]
+    continue_on_error: bool,
+    /// Statements run before the prompt opens. Default: ~/.oxiderc, when it exists.
+    /// Not read with -c or -f.
+    #[arg(long, value_name = "FILE")]
+    rc: Option<PathBuf>,
+    #[command(flatten)]
+    session: SessionArgs,
+}
+
+impl SqlArgs {
+    fn run_options(&self) -> Result<RunOptions, EngineError> {
+        let invalid = |what| move |detail: String| EngineError::InvalidArgument { what, detail };
+        Ok(RunOptions {
+            format: self.format.parse().map_err(invalid("--format"))?,
+            max_rows: self.maxrows.parse().map_err(invalid("--maxrows"))?,
+            quiet: self.quiet,
+            timing: true,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+struct QueryArgs {
+    /// The statement.
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    query: String,
     #[command(flatten)]
     session: SessionArgs,
 }
@@ -155,23 +199,36 @@ struct GenDataArgs {
     compression: String,
 }
 
-#[derive(Debug, Args)]
-struct TuiArgs {
-    /// The SQL query to run.
-    #[arg(short = 'q', long)]
-    query: String,
-    #[command(flatten)]
-    session: SessionArgs,
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            // `-q` took the statement before it meant --quiet, as in datafusion-cli.
+            let hint = if std::env::args().any(|a| a == "-q")
+                && e.kind() == clap::error::ErrorKind::UnknownArgument
+            {
+                "; -q is --quiet, the statement goes in -c"
+            } else {
+                ""
+            };
+            eprintln!("error: {message}{hint} (see oxide --help)");
+            return ExitCode::FAILURE;
+        }
+    };
     // The dashboard owns the terminal: log lines would tear its screen.
     if !matches!(cli.command, Command::Tui(_)) {
         logging::init(logging::filter(None, "warn"));
     }
     match run_command(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", error_line::one_line(&e.to_string()));
             ExitCode::FAILURE
@@ -204,7 +261,14 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
             }
             session
         }
-        None => OxideSession::local_with(target, Arc::new(DetectorProbe)),
+        None => {
+            // A backend forced by OXIDE_BACKEND that cannot start is the user's mistake
+            // to hear about now, not a fallback to the CPU found in a log.
+            if std::env::var_os("OXIDE_BACKEND").is_some_and(|v| !v.is_empty()) {
+                oxidelake_device::HardwareDetector::shared()?;
+            }
+            OxideSession::local_with(target, Arc::new(DetectorProbe))
+        }
     };
     if let Some(budget) = args.host_budget()? {
         session.set_host_budget(&budget)?;
@@ -238,41 +302,84 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
     Ok(session)
 }
 
-fn run_command(command: Command) -> Result<(), EngineError> {
+fn exit_code(flow: Flow, failures: usize) -> ExitCode {
+    match flow {
+        Flow::Interrupted => ExitCode::from(130),
+        _ if failures > 0 => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// The statements of `--rc`, or of `~/.oxiderc` when it exists, run before the prompt;
+/// a failing one is reported and the prompt opens all the same.
+async fn run_rc(
+    session: &OxideSession,
+    rc: Option<&Path>,
+    options: RunOptions,
+) -> Result<(), EngineError> {
+    let default = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".oxiderc"));
+    let path = match (rc, default) {
+        (Some(path), _) => path.to_path_buf(),
+        (None, Some(path)) if path.is_file() => path,
+        _ => return Ok(()),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| EngineError::io(path.display().to_string(), e))?;
+    let quiet = RunOptions {
+        quiet: true,
+        ..options
+    };
+    Driver::new(session, quiet, true, false)
+        .run_text(&text)
+        .await?;
+    Ok(())
+}
+
+async fn run_sql(args: &SqlArgs) -> Result<ExitCode, EngineError> {
+    let options = args.run_options()?;
+    let session = open_session(&args.session).await?;
+    if args.commands.is_empty() && args.files.is_empty() {
+        run_rc(&session, args.rc.as_deref(), options).await?;
+        let (flow, failures) = repl::repl(&session, options, args.continue_on_error).await?;
+        return Ok(exit_code(flow, failures));
+    }
+    let mut driver = Driver::new(&session, options, args.continue_on_error, false);
+    let mut flow = Flow::Continue;
+    for text in &args.commands {
+        flow = driver.run_text(text).await?;
+        if flow != Flow::Continue {
+            return Ok(exit_code(flow, driver.failures()));
+        }
+    }
+    for path in &args.files {
+        let file = std::fs::File::open(path)
+            .map_err(|e| EngineError::io(path.display().to_string(), e))?;
+        flow = driver.run_reader(std::io::BufReader::new(file)).await?;
+        if flow != Flow::Continue {
+            break;
+        }
+    }
+    Ok(exit_code(flow, driver.failures()))
+}
+
+fn run_command(command: Command) -> Result<ExitCode, EngineError> {
     match command {
         Command::Demo { dir, rows } => {
-            runtime()?.block_on(demo::demo(&dir, rows, &mut std::io::stdout().lock()))
+            runtime()?.block_on(demo::demo(&dir, rows, &mut std::io::stdout().lock()))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Sql(args) => {
-            let format: Format =
-                args.format
-                    .parse()
-                    .map_err(|detail: String| EngineError::InvalidArgument {
-                        what: "--format",
-                        detail,
-                    })?;
-            runtime()?.block_on(async {
-                let session = open_session(&args.session).await?;
-                match &args.query {
-                    Some(sql) => {
-                        run::run_statement(&session, sql, format, &mut std::io::stdout().lock())
-                            .await
-                    }
-                    None => repl::repl(&session, format).await,
-                }
-            })
+            let runtime = runtime()?;
+            let code = runtime.block_on(run_sql(&args));
+            // A cancelled query's tasks stop at their next yield; the process need not
+            // wait for that to exit.
+            runtime.shutdown_background();
+            code
         }
         Command::Explain(args) => runtime()?.block_on(async {
-            let sql = args
-                .query
-                .as_deref()
-                .ok_or_else(|| EngineError::InvalidArgument {
-                    what: "-q",
-                    detail: "oxide explain needs a query".into(),
-                })?;
             let session = open_session(&args.session).await?;
-            println!("{}", session.explain(sql).await?.trim_end());
-            Ok(())
+            println!("{}", session.explain(&args.query).await?.trim_end());
+            Ok(ExitCode::SUCCESS)
         }),
         Command::GenData(args) => {
             let compression: ParquetCompression = args.compression.parse()?;
@@ -287,11 +394,12 @@ fn run_command(command: Command) -> Result<(), EngineError> {
                 let file = gen_data::generate_synthetic(&args.out, args.rows, &options)?;
                 eprintln!("t: {} rows, {} bytes", file.rows, file.bytes);
             }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Tui(args) => {
             let session = runtime()?.block_on(open_session(&args.session))?;
-            run_dashboard(session, &args.query)
+            run_dashboard(session, &args.query)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::External(args) => external(&args),
     }
@@ -299,7 +407,7 @@ fn run_command(command: Command) -> Result<(), EngineError> {
 
 /// Runs `oxide-<name>` from the directory of this executable, passing the rest of the
 /// arguments, and exits with its status.
-fn external(args: &[String]) -> Result<(), EngineError> {
+fn external(args: &[String]) -> Result<ExitCode, EngineError> {
     let Some((name, rest)) = args.split_first() else {
         return Err(EngineError::InvalidArgument {
             what: "command",

@@ -18,7 +18,7 @@ use std::time::Instant;
 use oxidelake_core::EngineError;
 
 use super::gen_data::SYNTHETIC_DIM;
-use super::output::{Format, write_batches};
+use super::output::{Format, MaxRows, write_batches};
 use crate::{DetectorProbe, OxideSession, PlacementTarget};
 
 fn queries() -> Vec<(&'static str, String)> {
@@ -89,8 +89,14 @@ pub async fn demo(dir: &Path, rows: u64, out: &mut impl Write) -> Result<(), Eng
             let started = Instant::now();
             let batches = session.sql(&sql).await?;
             let elapsed = started.elapsed();
-            if target == PlacementTarget::Auto {
-                write_batches(&batches, Format::Table, out)?;
+            if let (PlacementTarget::Auto, Some(first)) = (target, batches.first()) {
+                write_batches(
+                    first.schema(),
+                    &batches,
+                    Format::Table,
+                    MaxRows::Unlimited,
+                    out,
+                )?;
             }
             say(
                 out,

@@ -1,10 +1,13 @@
 //! The pieces of the `oxide` command line: data generation, statement running and
-//! output, the REPL, table registration and the demo.
+//! output, the prompt's commands and the REPL, table registration and the demo.
 
 pub mod demo;
+pub mod driver;
 pub mod error_line;
 pub mod gen_data;
+pub mod interrupt;
 pub mod logging;
+pub mod meta;
 pub mod output;
 pub mod progress;
 pub mod repl;

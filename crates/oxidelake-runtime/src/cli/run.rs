@@ -1,33 +1,122 @@
-//! Running statements the way the `oxide sql` user sees them: results in the chosen
-//! format on stdout, row count and time on stderr.
+//! Running one statement the way the `oxide sql` user sees it: results streamed in the
+//! chosen format on stdout; row count, time and spills on stderr; Ctrl-C cancels the
+//! query rather than the process.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use oxidelake_core::EngineError;
 
-use super::output::{Format, write_batches};
+use super::interrupt::next_interrupt;
+use super::output::{Format, MaxRows, Printed, ResultPrinter};
 use crate::{OxideSession, SpillSummary};
 
-/// Runs one statement and prints its result.
+/// How statements print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Output format (`--format`, `.mode`).
+    pub format: Format,
+    /// Rows the table format shows (`--maxrows`).
+    pub max_rows: MaxRows,
+    /// No row-count line, no banner (`--quiet`).
+    pub quiet: bool,
+    /// The elapsed time on the row-count line (`\timing`, `.timer`).
+    pub timing: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            format: Format::Table,
+            max_rows: MaxRows::default(),
+            quiet: false,
+            timing: true,
+        }
+    }
+}
+
+/// How a statement ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// It ran to the end and its result was printed.
+    Done,
+    /// Ctrl-C cancelled it.
+    Cancelled,
+}
+
+/// Runs one statement and prints its result; Ctrl-C (SIGINT) while it runs drops the
+/// query (DataFusion stops its streams) and returns [`Ran::Cancelled`].
 pub async fn run_statement(
     session: &OxideSession,
     sql: &str,
-    format: Format,
+    options: &RunOptions,
     out: &mut impl Write,
-) -> Result<(), EngineError> {
+) -> Result<Ran, EngineError> {
     let started = Instant::now();
-    let (batches, spills) = session.sql_with_spills(sql).await?;
-    write_batches(&batches, format, out)?;
+    // Watching starts before the statement does, so an early Ctrl-C counts too.
+    let interrupt = next_interrupt();
+    let run = print_statement(session, sql, options, out);
+    let (printed, spills) = tokio::select! {
+        result = run => result?,
+        () = interrupt => {
+            eprintln!("Query cancelled.");
+            return Ok(Ran::Cancelled);
+        }
+    };
+    if !options.quiet {
+        eprintln!(
+            "{}",
+            summary_line(printed, options, started.elapsed().as_secs_f64(), spills)
+        );
+    }
+    Ok(Ran::Done)
+}
+
+async fn print_statement(
+    session: &OxideSession,
+    sql: &str,
+    options: &RunOptions,
+    out: &mut impl Write,
+) -> Result<(Printed, SpillSummary), EngineError> {
+    let mut stream = session.sql_stream(sql).await?;
+    let schema = stream.schema();
+    if schema.fields().is_empty() {
+        // SET, CREATE and the like: nothing to print but the count.
+        while let Some(batch) = stream.next().await {
+            batch?;
+        }
+        return Ok((Printed::default(), stream.spills()));
+    }
+    let format = options.format.resolve(std::io::stdout().is_terminal());
+    let mut printer = ResultPrinter::new(format, options.max_rows, schema, out)?;
+    while let Some(batch) = stream.next().await {
+        printer.write(&batch?)?;
+    }
+    let printed = printer.finish()?;
     out.flush().map_err(|e| EngineError::io("stdout", e))?;
-    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    eprintln!(
-        "{rows} row{} fetched. Elapsed {:.3} seconds.{}",
-        if rows == 1 { "" } else { "s" },
-        started.elapsed().as_secs_f64(),
-        spill_note(spills)
-    );
-    Ok(())
+    Ok((printed, stream.spills()))
+}
+
+/// "3 rows fetched. Elapsed 0.012 seconds." with what `--maxrows` hid and what spilled.
+fn summary_line(
+    printed: Printed,
+    options: &RunOptions,
+    seconds: f64,
+    spills: SpillSummary,
+) -> String {
+    let rows = printed.rows;
+    let mut line = format!("{rows} row{} fetched.", if rows == 1 { "" } else { "s" });
+    if printed.shown < rows {
+        line.push_str(&format!(
+            " (First {} displayed. Use --maxrows to adjust.)",
+            printed.shown
+        ));
+    }
+    if options.timing {
+        line.push_str(&format!(" Elapsed {seconds:.3} seconds."));
+    }
+    line.push_str(&spill_note(spills));
+    line
 }
 
 /// " Spilled 3 files (12.5 MiB) to disk." when the query spilled, else nothing: a user
@@ -56,5 +145,44 @@ mod tests {
             bytes: 3 << 20,
         });
         assert_eq!(note, " Spilled 2 files (3.0 MiB) to disk.");
+    }
+
+    #[test]
+    fn the_summary_says_how_many_rows_max_rows_hid_and_drops_the_time_when_timing_is_off() {
+        let options = RunOptions {
+            timing: false,
+            ..RunOptions::default()
+        };
+        let printed = Printed {
+            rows: 100,
+            shown: 40,
+        };
+        assert_eq!(
+            summary_line(printed, &options, 1.0, SpillSummary::default()),
+            "100 rows fetched. (First 40 displayed. Use --maxrows to adjust.)"
+        );
+        let line = summary_line(
+            Printed { rows: 1, shown: 1 },
+            &RunOptions::default(),
+            0.25,
+            SpillSummary::default(),
+        );
+        assert_eq!(line, "1 row fetched. Elapsed 0.250 seconds.");
+    }
+
+    #[tokio::test]
+    async fn an_empty_result_prints_its_header() {
+        let session = OxideSession::local();
+        let mut out = Vec::new();
+        let options = RunOptions {
+            quiet: true,
+            ..RunOptions::default()
+        };
+        let ran = run_statement(&session, "SELECT 1 AS one WHERE false", &options, &mut out)
+            .await
+            .unwrap();
+        assert_eq!(ran, Ran::Done);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("| one |"), "{text}");
     }
 }

@@ -1,63 +1,122 @@
-//! Splitting input into SQL statements at `;` (outside quotes and comments).
+//! Splitting input into SQL statements at the `;` tokens sqlparser's tokenizer finds, so
+//! a `;` inside a string, a quoted name, a `--` or `/* */` comment or a dollar-quoted
+//! body never ends a statement, in whichever dialect the session parses.
+
+use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect, dialect_from_str};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
 
 /// Feeds text in, gets complete statements out; what follows the last `;` waits for
 /// more input (multi-line statements in the REPL).
-#[derive(Debug, Default)]
 pub struct StatementSplitter {
     pending: String,
+    dialect: Box<dyn Dialect>,
+}
+
+impl std::fmt::Debug for StatementSplitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatementSplitter")
+            .field("pending", &self.pending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for StatementSplitter {
+    /// DataFusion's default dialect, `generic`.
+    fn default() -> Self {
+        Self {
+            pending: String::new(),
+            dialect: Box::new(GenericDialect {}),
+        }
+    }
+}
+
+/// Char offsets of each line's start in `text` (the tokenizer's locations are 1-based
+/// line and char column).
+fn line_starts(text: &str) -> Vec<usize> {
+    let mut starts = vec![0];
+    for (i, c) in text.chars().enumerate() {
+        if c == '\n' {
+            starts.push(i + 1);
+        }
+    }
+    starts
+}
+
+fn char_offset(starts: &[usize], at: Location) -> usize {
+    let line = usize::try_from(at.line).unwrap_or(1).max(1);
+    let column = usize::try_from(at.column).unwrap_or(1).max(1);
+    starts.get(line - 1).copied().unwrap_or(0) + column - 1
+}
+
+/// Whitespace, comments (the tokenizer's whitespace too) and the end.
+fn is_blank(token: &Token) -> bool {
+    matches!(token, Token::Whitespace(_) | Token::EOF)
 }
 
 impl StatementSplitter {
-    /// Adds `text` (one or more lines) and returns the statements it completed.
+    /// A splitter for DataFusion's dialect `name` (`datafusion.sql_parser.dialect`);
+    /// an unknown name falls back to `generic`.
+    pub fn for_dialect(name: &str) -> Self {
+        Self {
+            pending: String::new(),
+            dialect: dialect_from_str(name).unwrap_or_else(|| Box::new(GenericDialect {})),
+        }
+    }
+
+    /// Adds `text` (one or more lines) and returns the statements it completed. Text
+    /// the tokenizer cannot finish (an open quote or comment) waits for more.
     pub fn push(&mut self, text: &str) -> Vec<String> {
         self.pending.push_str(text);
         self.pending.push('\n');
+        let Ok(tokens) = Tokenizer::new(self.dialect.as_ref(), &self.pending)
+            .with_unescape(false)
+            .tokenize_with_location()
+        else {
+            return Vec::new();
+        };
+        let chars: Vec<char> = self.pending.chars().collect();
+        let starts = line_starts(&self.pending);
         let mut done = Vec::new();
-        let (mut in_single, mut in_double, mut in_comment) = (false, false, false);
-        let mut start = 0;
-        let bytes: Vec<char> = self.pending.chars().collect();
-        let mut i = 0;
-        let mut consumed_chars = 0;
-        while i < bytes.len() {
-            let c = bytes[i];
-            if in_comment {
-                if c == '\n' {
-                    in_comment = false;
+        let (mut start, mut has_content) = (0, false);
+        for token in &tokens {
+            match &token.token {
+                Token::SemiColon => {
+                    let end = char_offset(&starts, token.span.start);
+                    if has_content {
+                        let statement: String = chars[start..end].iter().collect();
+                        done.push(statement.trim().to_string());
+                    }
+                    (start, has_content) = (end + 1, false);
                 }
-            } else if in_single {
-                in_single = c != '\'';
-            } else if in_double {
-                in_double = c != '"';
-            } else if c == '-' && bytes.get(i + 1) == Some(&'-') {
-                in_comment = true;
-            } else if c == '\'' {
-                in_single = true;
-            } else if c == '"' {
-                in_double = true;
-            } else if c == ';' {
-                let statement: String = bytes[start..i].iter().collect();
-                if !statement.trim().is_empty() {
-                    done.push(statement.trim().to_string());
-                }
-                start = i + 1;
-                consumed_chars = start;
+                other => has_content |= !is_blank(other),
             }
-            i += 1;
         }
-        self.pending = bytes[consumed_chars..].iter().collect();
+        self.pending = chars[start.min(chars.len())..].iter().collect();
         done
     }
 
-    /// Whether a statement is partly typed.
+    /// Whether a statement is partly typed (anything but blanks and comments, or an
+    /// open quote or comment).
     pub fn is_pending(&self) -> bool {
-        !self.pending.trim().is_empty()
+        match Tokenizer::new(self.dialect.as_ref(), &self.pending).tokenize() {
+            Ok(tokens) => tokens.iter().any(|t| !is_blank(t)),
+            Err(_) => true,
+        }
+    }
+
+    /// Drops what is partly typed.
+    pub fn clear(&mut self) {
+        self.pending.clear();
     }
 
     /// What is left without a terminating `;` (run at end of input).
     pub fn take_rest(&mut self) -> Option<String> {
         let rest = std::mem::take(&mut self.pending);
-        let rest = rest.trim();
-        (!rest.is_empty()).then(|| rest.trim_end_matches(';').to_string())
+        let has_content = match Tokenizer::new(self.dialect.as_ref(), &rest).tokenize() {
+            Ok(tokens) => tokens.iter().any(|t| !is_blank(t)),
+            Err(_) => !rest.trim().is_empty(),
+        };
+        has_content.then(|| rest.trim().to_string())
     }
 }
 
@@ -80,5 +139,55 @@ mod tests {
         assert!(!s.is_pending());
         s.push("SELECT 3");
         assert_eq!(s.take_rest(), Some("SELECT 3".to_string()));
+    }
+
+    #[test]
+    fn a_semicolon_inside_a_block_comment_does_not_split() {
+        let mut s = StatementSplitter::default();
+        assert_eq!(
+            s.push("SELECT /* a; b */ 1; SELECT 2;"),
+            vec!["SELECT /* a; b */ 1".to_string(), "SELECT 2".to_string()]
+        );
+    }
+
+    #[test]
+    fn an_open_block_comment_or_quote_waits_for_the_next_line() {
+        let mut s = StatementSplitter::default();
+        assert!(s.push("SELECT 1 /* a;").is_empty());
+        assert!(s.is_pending());
+        assert_eq!(s.push("b */;"), vec!["SELECT 1 /* a;\nb */".to_string()]);
+        assert!(s.push("SELECT 'it''s;").is_empty());
+        assert_eq!(s.push("ok';"), vec!["SELECT 'it''s;\nok'".to_string()]);
+    }
+
+    #[test]
+    fn quoted_names_and_multibyte_text_keep_their_bytes() {
+        let mut s = StatementSplitter::default();
+        assert_eq!(
+            s.push("SELECT 'héllo; wörld' AS \"a;b\"; SELECT 'ß';"),
+            vec![
+                "SELECT 'héllo; wörld' AS \"a;b\"".to_string(),
+                "SELECT 'ß'".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_and_empty_statements_are_not_statements() {
+        let mut s = StatementSplitter::default();
+        assert!(s.push("-- just a note").is_empty());
+        assert!(!s.is_pending());
+        assert_eq!(s.push(";; SELECT 1;"), vec!["SELECT 1".to_string()]);
+        s.push("/* trailing */");
+        assert_eq!(s.take_rest(), None);
+    }
+
+    #[test]
+    fn a_dialect_with_dollar_quoting_keeps_the_body_whole() {
+        let mut s = StatementSplitter::for_dialect("postgresql");
+        assert_eq!(
+            s.push("SELECT $$a;b$$; SELECT 2;"),
+            vec!["SELECT $$a;b$$".to_string(), "SELECT 2".to_string()]
+        );
     }
 }

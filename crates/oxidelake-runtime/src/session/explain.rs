@@ -5,21 +5,32 @@ use std::sync::Arc;
 use arrow::array::StringArray;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
+use datafusion::common::format::ExplainStatementOptions;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::Statement as DFStatement;
 use oxidelake_core::EngineError;
 
-/// The query of a plain `EXPLAIN <query>` (not ANALYZE, VERBOSE or FORMAT), if `sql` is one.
-pub(super) fn plain_explain_target(sql: &str) -> Option<&str> {
-    let trimmed = sql.trim_start();
-    let (head, rest) = trimmed.split_at(trimmed.find(char::is_whitespace)?);
-    if !head.eq_ignore_ascii_case("explain") {
-        return None;
+use super::OxideSession;
+
+impl OxideSession {
+    /// The plan of the statement a plain `EXPLAIN <statement>` explains (no ANALYZE,
+    /// VERBOSE or FORMAT, in keyword or `EXPLAIN (…)` form), read by DataFusion's own
+    /// parser in the session's dialect; `None` for every other statement, and for text
+    /// that does not parse (DataFusion then reports the error as it would anyway).
+    pub(super) async fn plain_explain_target(
+        &self,
+        sql: &str,
+    ) -> Result<Option<LogicalPlan>, EngineError> {
+        let state = self.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let Ok(DFStatement::Explain(explain)) = state.sql_to_statement(sql, &dialect) else {
+            return Ok(None);
+        };
+        if explain.options != ExplainStatementOptions::default() {
+            return Ok(None);
+        }
+        Ok(Some(state.statement_to_plan(*explain.statement).await?))
     }
-    let rest = rest.trim_start();
-    let next = rest.split_whitespace().next()?.to_ascii_uppercase();
-    if matches!(next.as_str(), "ANALYZE" | "VERBOSE" | "FORMAT") {
-        return None;
-    }
-    Some(rest)
 }
 
 /// The plan text as DataFusion's EXPLAIN layout: `plan_type`, `plan`.
@@ -42,12 +53,22 @@ pub(super) fn as_batches(text: &str) -> Result<Vec<RecordBatch>, EngineError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_plain_explain_is_intercepted() {
-        assert_eq!(plain_explain_target("  explain SELECT 1"), Some("SELECT 1"));
-        assert_eq!(plain_explain_target("EXPLAIN ANALYZE SELECT 1"), None);
-        assert_eq!(plain_explain_target("explain verbose SELECT 1"), None);
-        assert_eq!(plain_explain_target("SELECT 1"), None);
-        assert_eq!(plain_explain_target("EXPLAIN"), None);
+    #[tokio::test]
+    async fn only_plain_explain_is_intercepted_in_either_syntax() {
+        let session = OxideSession::local();
+        let plain = |sql: &'static str| {
+            let session = session.clone();
+            async move { session.plain_explain_target(sql).await.unwrap().is_some() }
+        };
+        assert!(plain("  explain SELECT 1").await);
+        assert!(plain("EXPLAIN\n  SELECT 1 -- why").await);
+        assert!(plain("/* a; b */ EXPLAIN SELECT 1").await);
+        assert!(!plain("EXPLAIN ANALYZE SELECT 1").await);
+        assert!(!plain("EXPLAIN (ANALYZE) SELECT 1").await);
+        assert!(!plain("EXPLAIN (ANALYZE true, VERBOSE) SELECT 1").await);
+        assert!(!plain("explain verbose SELECT 1").await);
+        assert!(!plain("EXPLAIN FORMAT tree SELECT 1").await);
+        assert!(!plain("SELECT 1").await);
+        assert!(!plain("EXPLAIN").await);
     }
 }

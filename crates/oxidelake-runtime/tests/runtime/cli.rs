@@ -46,7 +46,7 @@ fn sql_csv(dir: &Path, extra: &[&str], query: &str) -> (String, String) {
         .args(["sql", "--format", "csv", "--data"])
         .arg(dir)
         .args(extra)
-        .args(["-q", query])
+        .args(["-c", query])
         .assert()
         .success();
     let output = out.get_output();
@@ -56,12 +56,9 @@ fn sql_csv(dir: &Path, extra: &[&str], query: &str) -> (String, String) {
     )
 }
 
-fn gen_data(dir: &Path) {
-    oxide()
-        .args(["gen-data", "--rows", &ROWS.to_string(), "--out"])
-        .arg(dir)
-        .assert()
-        .success();
+/// The 1 M-row table `t`, generated once for the tests of this binary (read-only).
+fn lake() -> super::data::GeneratedData {
+    super::data::synthetic_data(ROWS as u64)
 }
 
 fn free_port() -> u16 {
@@ -94,14 +91,13 @@ fn wait_for_port(port: u16) {
 
 #[test]
 fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    gen_data(dir.path());
+    let dir = lake();
     let expected = expected_sums();
 
     let embedded = oxide()
         .args(["sql", "--format", "csv", "--data"])
         .arg(dir.path())
-        .args(["-q", QUERY])
+        .args(["-c", QUERY])
         .assert()
         .success();
     let output = embedded.get_output();
@@ -145,7 +141,7 @@ fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker()
     let clustered = oxide()
         .args(["sql", "--format", "csv", "--cluster", &url, "--data"])
         .arg(dir.path())
-        .args(["-q", QUERY])
+        .args(["-c", QUERY])
         .timeout(Duration::from_secs(120))
         .assert()
         .success();
@@ -164,7 +160,7 @@ fn explain_shows_placement_tags_and_cpu_reasons() {
     let out = oxide()
         .args(["explain", "--placement", "cuda", "--data"])
         .arg(dir.path())
-        .args(["-q", "SELECT k, SUM(v) FROM t WHERE v < 10 GROUP BY k"])
+        .args(["-c", "SELECT k, SUM(v) FROM t WHERE v < 10 GROUP BY k"])
         .assert()
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
@@ -173,7 +169,7 @@ fn explain_shows_placement_tags_and_cpu_reasons() {
     let out = oxide()
         .args(["explain", "--placement", "cuda", "--data"])
         .arg(dir.path())
-        .args(["-q", "SELECT k, MEDIAN(v) FROM t GROUP BY k"])
+        .args(["-c", "SELECT k, MEDIAN(v) FROM t GROUP BY k"])
         .assert()
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
@@ -183,7 +179,7 @@ fn explain_shows_placement_tags_and_cpu_reasons() {
         .args(["sql", "--placement", "cuda", "--data"])
         .arg(dir.path())
         .args([
-            "-q",
+            "-c",
             "EXPLAIN ANALYZE SELECT k, SUM(v) FROM t WHERE v < 10 GROUP BY k",
         ])
         .assert()
@@ -215,7 +211,7 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
     let dir = tempfile::tempdir().unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
-            vec!["sql".into(), "-q".into(), "SELEC 1".into()],
+            vec!["sql".into(), "-c".into(), "SELEC 1".into()],
             "SQL error",
         ),
         (
@@ -223,7 +219,7 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
                 "sql".into(),
                 "--data".into(),
                 dir.path().join("missing").display().to_string(),
-                "-q".into(),
+                "-c".into(),
                 "SELECT 1".into(),
             ],
             "No such file",
@@ -233,7 +229,7 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
                 "sql".into(),
                 "--cluster".into(),
                 format!("df://127.0.0.1:{}", free_port()),
-                "-q".into(),
+                "-c".into(),
                 "SELECT 1".into(),
             ],
             "cannot reach the scheduler",
@@ -243,17 +239,17 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
                 "sql".into(),
                 "--format".into(),
                 "xml".into(),
-                "-q".into(),
+                "-c".into(),
                 "SELECT 1".into(),
             ],
-            "table, csv, json",
+            "table, csv, tsv",
         ),
         (
             vec![
                 "sql".into(),
                 "--memory-limit".into(),
                 "lots".into(),
-                "-q".into(),
+                "-c".into(),
                 "SELECT 1".into(),
             ],
             "--memory-limit",
@@ -265,7 +261,7 @@ fn mistakes_give_one_line_on_stderr_and_a_failing_status() {
                 "1G".into(),
                 "--mem-pool-type".into(),
                 "lru".into(),
-                "-q".into(),
+                "-c".into(),
                 "SELECT 1".into(),
             ],
             "fair or greedy",
@@ -295,8 +291,7 @@ fn statements_piped_to_the_prompt_run_in_turn() {
 
 #[test]
 fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result() {
-    let dir = tempfile::tempdir().unwrap();
-    gen_data(dir.path());
+    let dir = lake();
     // No ORDER BY … LIMIT: a TopK cannot reserve while spilling aggregates hold the
     // pool's every share (DataFusion's pools), so the whole result is compared, sorted.
     let query = "SELECT id % 250000 AS g, SUM(v) AS s FROM t GROUP BY g";
@@ -323,14 +318,14 @@ fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result
 
 #[test]
 fn cache_flag_serves_the_query_from_an_ipc_copy_with_the_same_rows() {
-    let dir = tempfile::tempdir().unwrap();
-    gen_data(dir.path());
+    let dir = lake();
     let run = |extra: &[&str]| {
         let (stdout, stderr) = sql_csv(dir.path(), extra, QUERY);
         (parse_csv(stdout.as_bytes()), stderr)
     };
     let (parquet, _) = run(&[]);
-    let cache_dir = dir.path().join("hot");
+    let scratch = tempfile::tempdir().unwrap();
+    let cache_dir = scratch.path().join("hot");
     let cache_dir = cache_dir.to_str().unwrap();
     let (cached, note) = run(&["--cache", "t", "--cache-dir", cache_dir]);
     assert_eq!(cached, parquet);
@@ -344,7 +339,7 @@ fn cache_flag_serves_the_query_from_an_ipc_copy_with_the_same_rows() {
             "nosuch",
             "--cache-dir",
             cache_dir,
-            "-q",
+            "-c",
             "SELECT 1",
         ])
         .assert()

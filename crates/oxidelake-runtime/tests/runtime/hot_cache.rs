@@ -11,7 +11,9 @@ const QUERY: &str = "SELECT l_returnflag, COUNT(*), SUM(l_quantity) FROM lineite
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_table_serves_repeat_queries_from_arrow_ipc_until_uncache_table() {
-    let (dir, session) = tpch_lake(0.01).await;
+    let (_data, session) = tpch_lake(0.01).await;
+    // The TPC-H folder is shared and read-only: the copies go to a folder of this test.
+    let dir = tempfile::tempdir().unwrap();
     session.set_hot_cache_dir(dir.path().join("hot"));
     let from_parquet = session.sql(QUERY).await.unwrap();
     let lineitem_rows = session.sql("SELECT COUNT(*) FROM lineitem").await.unwrap()[0]

@@ -94,7 +94,7 @@ fn every_readme_command_runs_as_written() {
 #[test]
 fn quoted_arguments_stay_one_word() {
     assert_eq!(
-        words(r#"sql -q "SELECT 1, 2" --format csv"#),
-        vec!["sql", "-q", "SELECT 1, 2", "--format", "csv"]
+        words(r#"sql -c "SELECT 1, 2" --format csv"#),
+        vec!["sql", "-c", "SELECT 1, 2", "--format", "csv"]
     );
 }

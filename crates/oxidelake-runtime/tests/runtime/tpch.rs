@@ -2,7 +2,6 @@
 //! SF 1 the answers of seven of them, placed for this machine and for CUDA, equal the
 //! reference answers tpchgen ships (from the TPC-H tools' dbgen/qgen).
 
-use std::path::Path;
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -10,21 +9,6 @@ use oxidelake_runtime::cli::tpch::tpch_query;
 
 fn oxide() -> Command {
     Command::new(env!("CARGO_BIN_EXE_oxide"))
-}
-
-fn gen_tpch(dir: &Path, scale_factor: &str) {
-    oxide()
-        .args([
-            "gen-data",
-            "--tpch",
-            "--scale-factor",
-            scale_factor,
-            "--out",
-        ])
-        .arg(dir)
-        .timeout(Duration::from_secs(600))
-        .assert()
-        .success();
 }
 
 fn script(queries: &[i32], scale_factor: f64) -> String {
@@ -40,8 +24,7 @@ fn script(queries: &[i32], scale_factor: f64) -> String {
 
 #[test]
 fn all_22_tpch_queries_complete_at_scale_factor_0_1() {
-    let dir = tempfile::tempdir().unwrap();
-    gen_tpch(dir.path(), "0.1");
+    let dir = super::data::tpch_data(0.1);
     let queries: Vec<i32> = (1..=22).collect();
     let out = oxide()
         .args(["sql", "--format", "csv", "--data"])
@@ -94,8 +77,7 @@ fn csv_cells(line: &str) -> Vec<String> {
 
 #[test]
 fn tpch_answers_at_scale_factor_1_equal_the_reference_answers() {
-    let dir = tempfile::tempdir().unwrap();
-    gen_tpch(dir.path(), "1");
+    let dir = super::data::tpch_data(1.0);
     // Placed for this machine, and placed for CUDA (the GPU operators' CPU paths here).
     for (query, placement) in [1, 3, 5, 6, 10, 12, 14]
         .into_iter()
@@ -130,7 +112,7 @@ fn tpch_answers_at_scale_factor_1_equal_the_reference_answers() {
         let out = oxide()
             .args(["explain", "--placement", "cuda", "--data"])
             .arg(dir.path())
-            .args(["-q", &statement])
+            .args(["-c", &statement])
             .assert()
             .success();
         let plan = String::from_utf8_lossy(&out.get_output().stdout).to_string();

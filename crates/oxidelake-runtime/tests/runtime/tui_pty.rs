@@ -168,7 +168,7 @@ fn oxide_tui_runs_a_parquet_query_to_finished_and_quits_on_q() -> termlens::Resu
     // A cleared environment leaves OXIDE_BACKEND unset (the default backend choice) and
     // keeps the host's RUST_LOG and colours out of the picture. The table is named
     // relative to the working directory, so the temp path never reaches the screen.
-    let mut t = oxide_tui(dir.path(), &["tui", "--table", "t=t.parquet", "-q", QUERY])?;
+    let mut t = oxide_tui(dir.path(), &["tui", "--table", "t=t.parquet", "-c", QUERY])?;
 
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     let screen = t.snapshot_after(|s| s.contains("finished"))?;
@@ -213,7 +213,7 @@ fn oxide_tui_placed_for_cuda_shows_the_gpu_operators_with_their_tags() -> termle
             "cuda",
             "--table",
             "t=t.parquet",
-            "-q",
+            "-c",
             QUERY,
         ],
     )?;
@@ -297,7 +297,7 @@ fn oxide_tui_under_a_memory_limit_shows_the_host_peak_and_the_spills() -> termle
             "4M",
             "--table",
             "t=t.parquet",
-            "-q",
+            "-c",
             "SELECT k, SUM(a) FROM t GROUP BY k",
         ],
     )?;

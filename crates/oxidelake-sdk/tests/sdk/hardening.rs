@@ -234,3 +234,41 @@ fn a_mistyped_data_dir_is_an_error_for_every_reading_command() {
         .failure();
     assert!(!missing.exists(), "a reading command created the data dir");
 }
+
+#[tokio::test]
+async fn an_insert_with_upper_case_names_resolves_them_as_datafusion_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = client_with_table(dir.path()).await;
+    let file = dir.path().join("ep.bin");
+    std::fs::write(&file, bytes(1_000, 3)).unwrap();
+    // Unquoted names fold to lower case: ID is column id, Robots.Episodes the table.
+    client
+        .execute(
+            "INSERT INTO Robots.Episodes (ID, EPISODE) VALUES (?, ?)",
+            vec![
+                InsertValue::Int64(7),
+                InsertValue::File(FileUpload::from_path(&file)),
+            ],
+        )
+        .await
+        .unwrap();
+    let batches = client.sql("SELECT id FROM robots.episodes").await.unwrap();
+    let ids: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(ids.iter().any(|l| l.contains("| 7  |")), "{ids:?}");
+    // A quoted name keeps its case, and there is no column "ID".
+    let refused = client
+        .execute(
+            "INSERT INTO robots.episodes (\"ID\", episode) VALUES (?, ?)",
+            vec![
+                InsertValue::Int64(8),
+                InsertValue::File(FileUpload::from_path(&file)),
+            ],
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
