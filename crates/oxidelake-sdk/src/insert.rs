@@ -35,11 +35,11 @@ fn unsupported(detail: impl Into<String>) -> SdkError {
 const FORM: &str =
     "only `INSERT INTO ns.table (columns) VALUES (?, ...)` with ? placeholders is accepted";
 
-/// An identifier as DataFusion resolves it.
+/// An identifier as DataFusion resolves it (its ident normalizer folds ASCII only).
 fn resolve(ident: &Ident) -> String {
     match ident.quote_style {
         Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
+        None => ident.value.to_ascii_lowercase(),
     }
 }
 

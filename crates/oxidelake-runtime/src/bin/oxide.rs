@@ -21,6 +21,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use oxidelake_core::EngineError;
 use oxidelake_runtime::cli::driver::{Driver, Flow};
+use oxidelake_runtime::cli::output::Format;
 use oxidelake_runtime::cli::run::RunOptions;
 use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
 use oxidelake_runtime::memory::{HostBudget, parse_size};
@@ -143,10 +144,11 @@ struct SqlArgs {
     /// Rows the table format shows; the rest are counted, not printed (inf: all).
     #[arg(long, value_name = "N|inf", default_value = "40")]
     maxrows: String,
-    /// Output format: table, csv, tsv, json, ndjson, markdown, or automatic (a table on a
-    /// terminal, CSV into a pipe or file).
-    #[arg(long, value_name = "FORMAT", default_value = "table")]
-    format: String,
+    /// Output format: table (the default), csv, tsv, json, ndjson, markdown, or
+    /// automatic (a table on a terminal, CSV into a pipe or file). Wins over a `.mode`
+    /// in ~/.oxiderc.
+    #[arg(long, value_name = "FORMAT")]
+    format: Option<String>,
     /// Go on after a failing statement of -c, -f or piped input (the exit status is
     /// still 1 if any failed). Without it the first error stops the run.
     #[arg(long)]
@@ -163,7 +165,10 @@ impl SqlArgs {
     fn run_options(&self) -> Result<RunOptions, EngineError> {
         let invalid = |what| move |detail: String| EngineError::InvalidArgument { what, detail };
         Ok(RunOptions {
-            format: self.format.parse().map_err(invalid("--format"))?,
+            format: match &self.format {
+                Some(format) => format.parse().map_err(invalid("--format"))?,
+                None => Format::Table,
+            },
             max_rows: self.maxrows.parse().map_err(invalid("--maxrows"))?,
             quiet: self.quiet,
             timing: true,
@@ -207,19 +212,13 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `oxide` alone: the help is the answer, on stderr, as a failure.
+            let _ = e.print();
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or_default();
-            let message = first.strip_prefix("error: ").unwrap_or(first);
-            // `-q` took the statement before it meant --quiet, as in datafusion-cli.
-            let hint = if std::env::args().any(|a| a == "-q")
-                && e.kind() == clap::error::ErrorKind::UnknownArgument
-            {
-                "; -q is --quiet, the statement goes in -c"
-            } else {
-                ""
-            };
-            eprintln!("error: {message}{hint} (see oxide --help)");
+            eprintln!("error: {} (see oxide --help)", usage_error_line(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -233,6 +232,28 @@ fn main() -> ExitCode {
             eprintln!("error: {}", error_line::one_line(&e.to_string()));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// clap's message on one line: its first paragraph (a missing argument's name is on the
+/// lines after the first), and a pointer to -c for the old `oxide sql -q SQL`.
+fn usage_error_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let message = paragraph.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let args: Vec<String> = std::env::args().collect();
+    // `-q` took the statement before it meant --quiet, as in datafusion-cli.
+    let old_query_flag =
+        args.get(1).is_some_and(|a| a == "sql") && args.iter().any(|a| a == "-q" || a == "--query");
+    if old_query_flag && e.kind() == clap::error::ErrorKind::UnknownArgument {
+        format!("{message}; -q is --quiet, the statement goes in -c")
+    } else {
+        message.to_string()
     }
 }
 
@@ -311,17 +332,18 @@ fn exit_code(flow: Flow, failures: usize) -> ExitCode {
 }
 
 /// The statements of `--rc`, or of `~/.oxiderc` when it exists, run before the prompt;
-/// a failing one is reported and the prompt opens all the same.
+/// a failing one is reported and the prompt opens all the same. Returns the printing
+/// options the file's commands (`.mode`, `\timing`) leave for the prompt.
 async fn run_rc(
     session: &OxideSession,
     rc: Option<&Path>,
     options: RunOptions,
-) -> Result<(), EngineError> {
+) -> Result<RunOptions, EngineError> {
     let default = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".oxiderc"));
     let path = match (rc, default) {
         (Some(path), _) => path.to_path_buf(),
         (None, Some(path)) if path.is_file() => path,
-        _ => return Ok(()),
+        _ => return Ok(options),
     };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| EngineError::io(path.display().to_string(), e))?;
@@ -329,17 +351,22 @@ async fn run_rc(
         quiet: true,
         ..options
     };
-    Driver::new(session, quiet, true, false)
-        .run_text(&text)
-        .await?;
-    Ok(())
+    let mut driver = Driver::new(session, quiet, true, false);
+    driver.run_text(&text).await?;
+    Ok(RunOptions {
+        quiet: options.quiet,
+        ..driver.options
+    })
 }
 
 async fn run_sql(args: &SqlArgs) -> Result<ExitCode, EngineError> {
     let options = args.run_options()?;
     let session = open_session(&args.session).await?;
     if args.commands.is_empty() && args.files.is_empty() {
-        run_rc(&session, args.rc.as_deref(), options).await?;
+        let mut options = run_rc(&session, args.rc.as_deref(), options).await?;
+        if args.format.is_some() {
+            options.format = args.run_options()?.format;
+        }
         let (flow, failures) = repl::repl(&session, options, args.continue_on_error).await?;
         return Ok(exit_code(flow, failures));
     }

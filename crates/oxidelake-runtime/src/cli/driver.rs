@@ -105,16 +105,21 @@ impl<'s> Driver<'s> {
         Ok(Flow::Continue)
     }
 
-    /// Runs what is left without a closing `;` at the end of the input: a statement,
-    /// or a command that followed one on its line (`-c "SELECT 1; \timing"`).
+    /// Runs what is still buffered at the end of the input: statements, and a command
+    /// that followed one on its line (`-c "SELECT 1; \timing"`).
     pub async fn end_of_input(&mut self) -> Result<Flow, EngineError> {
-        let Some(rest) = self.splitter.take_rest() else {
-            return Ok(Flow::Continue);
-        };
-        match meta::parse(&rest) {
-            Some(command) => self.command(command).await,
-            None => self.statement(&rest).await,
+        let statements = self.splitter.finish();
+        let last = statements.len().saturating_sub(1);
+        for (i, text) in statements.iter().enumerate() {
+            let flow = match meta::parse(text).filter(|_| i == last) {
+                Some(command) => self.command(command).await?,
+                None => self.statement(text).await?,
+            };
+            if flow != Flow::Continue {
+                return Ok(flow);
+            }
         }
+        Ok(Flow::Continue)
     }
 
     /// Feeds `text` line by line and then ends it (`-c`, a file, piped stdin).
@@ -180,14 +185,16 @@ impl<'s> Driver<'s> {
             MetaCommand::Help => println!("{HELP}"),
             MetaCommand::Timing(on) => {
                 self.options.timing = on.unwrap_or(!self.options.timing);
-                eprintln!(
-                    "Timing is {}.",
-                    if self.options.timing { "on" } else { "off" }
-                );
+                if !self.options.quiet {
+                    let state = if self.options.timing { "on" } else { "off" };
+                    eprintln!("Timing is {state}.");
+                }
             }
             MetaCommand::Mode(format) => {
                 self.options.format = format;
-                eprintln!("Output format is {format:?}.");
+                if !self.options.quiet {
+                    eprintln!("Output format is {format:?}.");
+                }
             }
             MetaCommand::ListTables | MetaCommand::Describe(_) | MetaCommand::AllColumns => {}
         }

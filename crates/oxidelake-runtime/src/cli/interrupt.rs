@@ -23,6 +23,11 @@ fn sigints() -> Option<watch::Receiver<u64>> {
                 .name("oxide-sigint".into())
                 .spawn(move || {
                     for _ in signals.forever() {
+                        // Only the static's own receiver: no statement is running, so
+                        // Ctrl-C does what it did before it was watched.
+                        if count.receiver_count() <= 1 {
+                            std::process::exit(130);
+                        }
                         count.send_modify(|n| *n += 1);
                     }
                 })
@@ -32,9 +37,9 @@ fn sigints() -> Option<watch::Receiver<u64>> {
         .clone()
 }
 
-/// Starts watching SIGINT (from then on Ctrl-C no longer ends the process by default)
-/// and returns a future that resolves at the next one; it never resolves if SIGINT
-/// cannot be watched.
+/// Starts watching SIGINT and returns a future that resolves at the next one (it never
+/// resolves if SIGINT cannot be watched). A SIGINT while no such future exists ends the
+/// process with status 130, as an unwatched one would.
 pub fn next_interrupt() -> impl std::future::Future<Output = ()> {
     let receiver = sigints();
     async move {

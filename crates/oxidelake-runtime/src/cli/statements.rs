@@ -10,6 +10,8 @@ use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
 pub struct StatementSplitter {
     pending: String,
     dialect: Box<dyn Dialect>,
+    /// Whether `pending` holds more than blanks and comments.
+    has_content: bool,
 }
 
 impl std::fmt::Debug for StatementSplitter {
@@ -26,6 +28,7 @@ impl Default for StatementSplitter {
         Self {
             pending: String::new(),
             dialect: Box::new(GenericDialect {}),
+            has_content: false,
         }
     }
 }
@@ -60,6 +63,7 @@ impl StatementSplitter {
         Self {
             pending: String::new(),
             dialect: dialect_from_str(name).unwrap_or_else(|| Box::new(GenericDialect {})),
+            has_content: false,
         }
     }
 
@@ -68,10 +72,33 @@ impl StatementSplitter {
     pub fn push(&mut self, text: &str) -> Vec<String> {
         self.pending.push_str(text);
         self.pending.push('\n');
+        // Only a `;` token ends a statement, and a line without a `;` cannot bring one:
+        // the buffer is tokenized again only when one arrives, so a long statement fed a
+        // line at a time (a script's INSERT of many rows) costs linear time, not
+        // quadratic.
+        if !text.contains(';') {
+            self.has_content |= self.holds_content(text);
+            return Vec::new();
+        }
+        self.split()
+    }
+
+    /// Whether `text` alone holds more than blanks and comments (text that does not
+    /// tokenize, such as an open quote, does).
+    fn holds_content(&self, text: &str) -> bool {
+        match Tokenizer::new(self.dialect.as_ref(), text).tokenize() {
+            Ok(tokens) => tokens.iter().any(|t| !is_blank(t)),
+            Err(_) => !text.trim().is_empty(),
+        }
+    }
+
+    /// Takes the complete statements out of the buffer.
+    fn split(&mut self) -> Vec<String> {
         let Ok(tokens) = Tokenizer::new(self.dialect.as_ref(), &self.pending)
             .with_unescape(false)
             .tokenize_with_location()
         else {
+            self.has_content = !self.pending.trim().is_empty();
             return Vec::new();
         };
         let chars: Vec<char> = self.pending.chars().collect();
@@ -92,31 +119,32 @@ impl StatementSplitter {
             }
         }
         self.pending = chars[start.min(chars.len())..].iter().collect();
+        self.has_content = has_content;
         done
     }
 
     /// Whether a statement is partly typed (anything but blanks and comments, or an
     /// open quote or comment).
     pub fn is_pending(&self) -> bool {
-        match Tokenizer::new(self.dialect.as_ref(), &self.pending).tokenize() {
-            Ok(tokens) => tokens.iter().any(|t| !is_blank(t)),
-            Err(_) => true,
-        }
+        self.has_content
     }
 
     /// Drops what is partly typed.
     pub fn clear(&mut self) {
         self.pending.clear();
+        self.has_content = false;
     }
 
-    /// What is left without a terminating `;` (run at end of input).
-    pub fn take_rest(&mut self) -> Option<String> {
+    /// Everything still buffered at the end of the input: the complete statements, then
+    /// what follows the last `;`.
+    pub fn finish(&mut self) -> Vec<String> {
+        let mut done = self.split();
         let rest = std::mem::take(&mut self.pending);
-        let has_content = match Tokenizer::new(self.dialect.as_ref(), &rest).tokenize() {
-            Ok(tokens) => tokens.iter().any(|t| !is_blank(t)),
-            Err(_) => !rest.trim().is_empty(),
-        };
-        has_content.then(|| rest.trim().to_string())
+        if self.holds_content(&rest) {
+            done.push(rest.trim().to_string());
+        }
+        self.has_content = false;
+        done
     }
 }
 
@@ -138,7 +166,7 @@ mod tests {
         );
         assert!(!s.is_pending());
         s.push("SELECT 3");
-        assert_eq!(s.take_rest(), Some("SELECT 3".to_string()));
+        assert_eq!(s.finish(), vec!["SELECT 3".to_string()]);
     }
 
     #[test]
@@ -173,17 +201,29 @@ mod tests {
     }
 
     #[test]
+    fn a_statement_left_before_an_open_quote_runs_at_the_end_of_input() {
+        let mut s = StatementSplitter::default();
+        assert!(s.push("SELECT 1; SELECT 'a").is_empty());
+        assert!(s.push("b'").is_empty());
+        assert!(s.is_pending());
+        assert_eq!(
+            s.finish(),
+            vec!["SELECT 1".to_string(), "SELECT 'a\nb'".to_string()]
+        );
+    }
+
+    #[test]
     fn comments_and_empty_statements_are_not_statements() {
         let mut s = StatementSplitter::default();
         assert!(s.push("-- just a note").is_empty());
         assert!(!s.is_pending());
         assert_eq!(s.push(";; SELECT 1;"), vec!["SELECT 1".to_string()]);
         s.push("/* trailing */");
-        assert_eq!(s.take_rest(), None);
+        assert!(s.finish().is_empty());
     }
 
     #[test]
-    fn a_dialect_with_dollar_quoting_keeps_the_body_whole() {
+    fn a_dollar_quoted_body_keeps_its_semicolons() {
         let mut s = StatementSplitter::for_dialect("postgresql");
         assert_eq!(
             s.push("SELECT $$a;b$$; SELECT 2;"),

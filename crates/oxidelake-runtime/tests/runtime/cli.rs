@@ -39,7 +39,7 @@ fn parse_csv(stdout: &[u8]) -> BTreeMap<i64, i64> {
         .collect()
 }
 
-/// `oxide sql --format csv --data DIR EXTRA… -q QUERY`, which must succeed: its stdout
+/// `oxide sql --format csv --data DIR EXTRA… -c QUERY`, which must succeed: its stdout
 /// and stderr.
 fn sql_csv(dir: &Path, extra: &[&str], query: &str) -> (String, String) {
     let out = oxide()

@@ -89,8 +89,8 @@ proptest! {
         }
         let statement = parse_insert(&sql).unwrap();
         // Unquoted names fold to lower case, as DataFusion folds them.
-        prop_assert_eq!(statement.table, format!("{ns}.{table}").to_lowercase());
-        let lowered: Vec<String> = columns.iter().map(|c| c.to_lowercase()).collect();
+        prop_assert_eq!(statement.table, format!("{ns}.{table}").to_ascii_lowercase());
+        let lowered: Vec<String> = columns.iter().map(|c| c.to_ascii_lowercase()).collect();
         prop_assert_eq!(statement.columns, lowered);
     }
 
