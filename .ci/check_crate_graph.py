@@ -27,6 +27,11 @@ ALLOWED = {
     "oxidelake-objects": {"oxidelake-core"},
     "oxidelake-catalog": {"oxidelake-core"},
     "oxidelake-sdk": {"oxidelake-core", "oxidelake-objects", "oxidelake-catalog", "oxidelake-runtime"},
+    # The binaries (ADR-0011): `oxide insert` links the SDK, which depends on the runtime.
+    "oxidelake-cli": {
+        "oxidelake-core", "oxidelake-device", "oxidelake-storage", "oxidelake-runtime",
+        "oxidelake-sdk", "oxidelake-objects",
+    },
     "oxidelake-workspace-hack": set(),
 }
 HACK = "oxidelake-workspace-hack"

@@ -3,6 +3,7 @@
 //! the plan's live figures and the telemetry every 100 ms, then the final figures and
 //! the result's column statistics.
 
+mod cluster_stages;
 mod column_stats;
 mod plan_view;
 
@@ -14,15 +15,29 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use oxidelake_core::{EngineError, TelemetryHub};
 use oxidelake_tui::{AppState, Capacities, QueryStatus, Update};
 
-use crate::OxideSession;
 use crate::memory::SpillAccount;
+use crate::{OxideSession, SessionMode};
+use cluster_stages::ClusterJob;
 
 /// How often the reporter refreshes the dashboard while the query runs.
 const REFRESH: Duration = Duration::from_millis(100);
 
-fn update(plan: &Arc<dyn ExecutionPlan>, status: QueryStatus) -> Update {
+/// The operator list now: the plan's own operators, or for a cluster query the job and
+/// the stages the scheduler reports (`last`: ask even if asked a moment ago).
+async fn nodes(
+    plan: &Arc<dyn ExecutionPlan>,
+    cluster: &mut Option<ClusterJob>,
+    last: bool,
+) -> Vec<oxidelake_tui::PlanNode> {
+    match cluster {
+        Some(job) => job.nodes(plan, last).await,
+        None => plan_view::plan_nodes(plan),
+    }
+}
+
+fn update(nodes: Vec<oxidelake_tui::PlanNode>, status: QueryStatus) -> Update {
     Update {
-        plan: Some(plan_view::plan_nodes(plan)),
+        plan: Some(nodes),
         telemetry: Some(TelemetryHub::global().snapshot()),
         columns: None,
         status: Some(status),
@@ -30,6 +45,10 @@ fn update(plan: &Arc<dyn ExecutionPlan>, status: QueryStatus) -> Update {
 }
 
 async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Sender<Update>) {
+    let mut cluster = match session.mode() {
+        SessionMode::Cluster(url) => Some(ClusterJob::new(url)),
+        SessionMode::Embedded => None,
+    };
     let started = Instant::now();
     let task_ctx = session.context().task_ctx();
     let disk = Arc::clone(&task_ctx.runtime_env().disk_manager);
@@ -44,7 +63,8 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
                 spills.observe(&plan, &hub);
                 spills.observe_disk(disk.used_disk_space(), &hub);
                 let running = QueryStatus::Running { elapsed_ms: started.elapsed().as_millis() as u64 };
-                if updates.send(update(&plan, running)).is_err() {
+                let nodes = nodes(&plan, &mut cluster, false).await;
+                if updates.send(update(nodes, running)).is_err() {
                     return; // the dashboard is gone
                 }
             }
@@ -64,7 +84,7 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
         Ok(Err(e)) => (QueryStatus::Failed(e.to_string()), None),
         Err(e) => (QueryStatus::Failed(format!("query task: {e}")), None),
     };
-    let mut last = update(&plan, status);
+    let mut last = update(nodes(&plan, &mut cluster, true).await, status);
     last.columns = columns;
     let _ = updates.send(last);
 }
@@ -95,13 +115,14 @@ fn local_capacities(session: &OxideSession) -> Capacities {
 }
 
 /// Runs `sql` on `session` under the dashboard until the user quits (q). Quitting
-/// before the query finishes cancels it.
+/// before the query finishes cancels it. A cluster session submits the query to its
+/// scheduler and lists the stages the cluster completed.
 pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))?;
-    let plan = runtime.block_on(session.physical_plan(sql))?;
+    let plan = runtime.block_on(session.executable_plan(sql))?;
     let (tx, rx) = std::sync::mpsc::channel();
     let mut state = AppState::new(sql);
     state.capacities = local_capacities(&session);

@@ -2,8 +2,9 @@
 //!
 //! Runs plans: `OxideSession::local()` (in-process DataFusion with the placement rule,
 //! UDFs and object store) and `OxideSession::connect("df://host:port")` (a Ballista
-//! cluster with `OxidePhysicalCodec` installed), plus the `oxide` CLI and the
-//! `oxide-scheduler` / `oxide-worker` wrappers over Ballista.
+//! cluster with `OxidePhysicalCodec` installed), the scheduler and executor processes
+//! over Ballista ([`cluster`]) and the command line's logic ([`cli`]). The binaries
+//! themselves are in `oxidelake-cli`, which also links the SDK's commands.
 //!
 //! **Allowed internal dependencies:** every other engine crate (core, memory, device,
 //! compute, storage, planner, tui) plus the Ballista crates (spec §3).

@@ -331,6 +331,29 @@ impl OxideSession {
         oxidelake_planner::explain_with_placement(plan, backend)
     }
 
+    /// The plan `query` runs as: embedded, the placed physical plan
+    /// ([`Self::physical_plan`]); on a cluster, the `DistributedQueryExec` that submits
+    /// the job to the scheduler when executed (the scheduler plans and places the stages).
+    pub async fn executable_plan(
+        &self,
+        query: &str,
+    ) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        match &self.mode {
+            SessionMode::Embedded => self.physical_plan(query).await,
+            SessionMode::Cluster(url) => {
+                let frame = self
+                    .ctx
+                    .sql(query)
+                    .await
+                    .map_err(|e| unreachable_scheduler(url, e))?;
+                frame
+                    .create_physical_plan()
+                    .await
+                    .map_err(|e| unreachable_scheduler(url, e))
+            }
+        }
+    }
+
     /// The physical plan of `query` (embedded: what runs; cluster: what the scheduler
     /// builds, planned here with the same rules).
     pub async fn physical_plan(&self, query: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {

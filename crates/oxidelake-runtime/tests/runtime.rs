@@ -2,10 +2,10 @@
 //! DataFusion and Ballista, which costs minutes on two cores).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "common/generated.rs"]
+mod generated;
+
 mod runtime {
-    pub mod binaries;
-    pub mod cli;
-    pub mod cli_matrix;
     pub mod cluster_gate;
     pub mod coverage;
     pub mod data;
@@ -15,9 +15,5 @@ mod runtime {
     pub mod hot_cache;
     pub mod memory_budget;
     pub mod parquet_reads;
-    pub mod readme;
-    pub mod sql_pty;
-    pub mod tpch;
     pub mod tpch_oracle;
-    pub mod tui_pty;
 }

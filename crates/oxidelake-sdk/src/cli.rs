@@ -8,27 +8,6 @@ use oxidelake_objects::{data_location_field, is_data_location};
 
 use crate::{FileUpload, InsertValue, SdkError, parse_insert};
 
-/// Runs a command's body on a tokio runtime; prints one `error:` line and returns a
-/// failing status when it fails (the shape every `oxide` command shares). Warnings go
-/// to stderr as `oxide`'s do (`RUST_LOG`, default `warn`).
-pub fn exit_status(
-    body: impl std::future::Future<Output = anyhow::Result<()>>,
-) -> std::process::ExitCode {
-    use oxidelake_runtime::cli::logging;
-    logging::init(logging::filter(None, "warn"));
-    let outcome = tokio::runtime::Runtime::new()
-        .map_err(anyhow::Error::from)
-        .and_then(|runtime| runtime.block_on(body));
-    match outcome {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            let text = e.to_string();
-            eprintln!("error: {}", text.lines().next().unwrap_or("failed"));
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 fn invalid(detail: String) -> SdkError {
     SdkError::Engine(oxidelake_core::EngineError::InvalidArgument {
         what: "command line",

@@ -14,6 +14,7 @@
 
 pub mod cli;
 mod client;
+pub mod commands;
 mod error;
 mod insert;
 mod row;

@@ -4,42 +4,18 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::{Array, Int64Array, StructArray};
-use arrow::datatypes::{DataType, Field, Schema};
-use oxidelake_objects::{GcPolicy, data_location_field, from_array};
+use oxidelake_objects::{GcPolicy, from_array};
 use oxidelake_sdk::{FileUpload, InsertValue, LakeClient, SdkError};
 
-#[path = "sdk/crash.rs"]
-mod crash;
-#[path = "sdk/hardening.rs"]
-mod hardening;
+#[path = "common/lake.rs"]
+mod lake;
 #[path = "sdk/properties.rs"]
 mod properties;
 
-const INSERT: &str = "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)";
-
-pub(crate) async fn client_with_table(dir: &Path) -> LakeClient {
-    let client = LakeClient::open(dir).unwrap();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("note", DataType::Utf8, true),
-        data_location_field("episode"),
-    ]));
-    client
-        .create_table("robots.episodes", schema)
-        .await
-        .unwrap();
-    client
-}
-
-pub(crate) fn bytes(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
+use lake::{INSERT, bytes, client_with_table};
 
 fn object_files(client: &LakeClient) -> usize {
     fn count(dir: &Path) -> usize {
@@ -306,81 +282,6 @@ async fn eight_concurrent_writers_insert_200_rows_with_verified_objects() {
         .flat_map(|w| (0..25).map(move |i| w * 100 + i))
         .collect();
     assert_eq!(ids, expected);
-}
-
-#[test]
-fn the_command_line_creates_inserts_reads_back_verifies_and_collects() {
-    use assert_cmd::Command;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("lake");
-    let data_arg = data.display().to_string();
-    let payload = bytes(1_500_000, 5);
-    let file = dir.path().join("ep42.mcap");
-    std::fs::write(&file, &payload).unwrap();
-
-    Command::new(env!("CARGO_BIN_EXE_oxide-table"))
-        .args([
-            "--data-dir",
-            &data_arg,
-            "create",
-            "robots.episodes",
-            "id:int64!, episode:file",
-        ])
-        .assert()
-        .success();
-    let out = Command::new(env!("CARGO_BIN_EXE_oxide-insert"))
-        .args(["--data-dir", &data_arg, INSERT, "42"])
-        .arg(format!("@{}", file.display()))
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(
-        text.contains("(version 1)") && text.contains("application/x-mcap"),
-        "{text}"
-    );
-    let digest = text.split("sha256 ").nth(1).unwrap().trim().to_string();
-
-    let cat = Command::new(env!("CARGO_BIN_EXE_oxide-objects"))
-        .args(["--data-dir", &data_arg, "cat", &digest])
-        .assert()
-        .success();
-    assert_eq!(cat.get_output().stdout, payload);
-    Command::new(env!("CARGO_BIN_EXE_oxide-objects"))
-        .args(["--data-dir", &data_arg, "verify"])
-        .assert()
-        .success()
-        .stdout("1 referenced objects verified\n");
-    // A refused statement: one error line, nothing uploaded.
-    let refused = Command::new(env!("CARGO_BIN_EXE_oxide-insert"))
-        .args([
-            "--data-dir",
-            &data_arg,
-            "INSERT INTO robots.episodes (id, episode) VALUES (?, 7)",
-            "1",
-        ])
-        .assert()
-        .failure();
-    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
-    assert!(
-        stderr.starts_with("error: unsupported statement"),
-        "{stderr}"
-    );
-    let gc = Command::new(env!("CARGO_BIN_EXE_oxide-objects"))
-        .args([
-            "--data-dir",
-            &data_arg,
-            "gc",
-            "--retention-hours",
-            "0",
-            "--force",
-        ])
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&gc.get_output().stdout).to_string();
-    assert!(
-        text.contains("kept 1 referenced") && text.contains("deleted 0 objects"),
-        "{text}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

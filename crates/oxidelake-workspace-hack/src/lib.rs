@@ -1,6 +1,6 @@
 //! No code. This crate names every third-party dependency with the features the whole
 //! workspace (tests included) builds it with, and every workspace crate depends on it.
-//! So building one crate alone (`cargo run -p oxidelake-runtime --bin oxide`) resolves
+//! So building one crate alone (`cargo run -p oxidelake-cli --bin oxide`) resolves
 //! the same features as `cargo test --workspace`, and the two share their compiled
 //! dependencies instead of building arrow, DataFusion and the rest twice.
 //!

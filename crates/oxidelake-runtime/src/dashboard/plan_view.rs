@@ -9,7 +9,7 @@ use oxidelake_core::BackendKind;
 use oxidelake_tui::{NodeStats, PlanNode};
 
 /// The placement tag of a node: GPU operators print theirs as `Name[cuda]`.
-fn backend_of(line: &str) -> BackendKind {
+pub(crate) fn backend_of(line: &str) -> BackendKind {
     let head = line.split(':').next().unwrap_or(line);
     if head.ends_with("[cuda]") {
         BackendKind::Cuda
@@ -28,9 +28,12 @@ fn count(metrics: &datafusion::physical_plan::metrics::MetricsSet, name: &str) -
 }
 
 fn stats(node: &Arc<dyn ExecutionPlan>) -> NodeStats {
-    let Some(metrics) = node.metrics() else {
-        return NodeStats::default();
-    };
+    node.metrics()
+        .map_or_else(NodeStats::default, |m| stats_of(&m))
+}
+
+/// The figures of an operator's metrics (all partitions together).
+pub(crate) fn stats_of(metrics: &datafusion::physical_plan::metrics::MetricsSet) -> NodeStats {
     let metrics = metrics.aggregate_by_name();
     NodeStats {
         rows_in: count(&metrics, "rows_in"),

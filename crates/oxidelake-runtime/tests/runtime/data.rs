@@ -159,67 +159,7 @@ pub fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
     rows
 }
 
-/// A folder `oxide gen-data` wrote, shared by the tests of this binary. Read-only: a
-/// test that writes files makes a folder of its own.
-#[derive(Debug, Clone)]
-pub struct GeneratedData(std::path::PathBuf);
-
-impl GeneratedData {
-    /// The folder (one subfolder per table).
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-/// Serialises generation among this binary's tests, which run in parallel.
-static GENERATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// `oxide gen-data ARGS` output, generated once per build of `oxide` into the test
-/// target's scratch folder (`CARGO_TARGET_TMPDIR`) as `name`, so the tests that need the
-/// same data share one copy and a warm rerun generates nothing. The copy is complete or
-/// absent: it is generated beside its place and renamed in, with a stamp of the binary
-/// that wrote it.
-fn generated(name: &str, args: &[&str]) -> GeneratedData {
-    let _one_at_a_time = GENERATING.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = Path::new(env!("CARGO_BIN_EXE_oxide"));
-    let meta = std::fs::metadata(exe).unwrap();
-    let stamp = format!("{} {:?} {args:?}", meta.len(), meta.modified().unwrap());
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let stamp_file = root.join("GENERATED_BY");
-    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp) {
-        return GeneratedData(root);
-    }
-    let partial = root.with_file_name(format!("{name}.partial"));
-    for stale in [&root, &partial] {
-        if stale.exists() {
-            std::fs::remove_dir_all(stale).unwrap();
-        }
-    }
-    assert_cmd::Command::new(exe)
-        .arg("gen-data")
-        .args(args)
-        .arg("--out")
-        .arg(&partial)
-        .timeout(std::time::Duration::from_secs(1800))
-        .assert()
-        .success();
-    std::fs::write(partial.join("GENERATED_BY"), &stamp).unwrap();
-    std::fs::rename(&partial, &root).unwrap();
-    GeneratedData(root)
-}
-
-/// TPC-H at `scale_factor` ([`generated`]).
-pub fn tpch_data(scale_factor: f64) -> GeneratedData {
-    generated(
-        &format!("tpch-sf{scale_factor}"),
-        &["--tpch", "--scale-factor", &scale_factor.to_string()],
-    )
-}
-
-/// The synthetic table `t` with `rows` rows ([`generated`]).
-pub fn synthetic_data(rows: u64) -> GeneratedData {
-    generated(&format!("synthetic-{rows}"), &["--rows", &rows.to_string()])
-}
+pub use crate::generated::{GeneratedData, tpch_data};
 
 /// The shared TPC-H data at `scale_factor` ([`tpch_data`]) and a session placed for CUDA
 /// (the GPU operators' CPU paths unless `OXIDE_BACKEND` says otherwise) with every table

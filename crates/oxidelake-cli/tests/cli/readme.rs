@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 
-const OXIDE: &str = "cargo run -p oxidelake-runtime --bin oxide -- ";
+const OXIDE: &str = "cargo run -p oxidelake-cli --bin oxide -- ";
 
 /// Lines of the README's ```sh blocks.
 fn sh_commands(readme: &str) -> Vec<String> {

@@ -1,4 +1,4 @@
-//! `oxide objects` (run as `oxide objects …` or `oxide-objects …`): managed objects.
+//! `oxide objects`: managed objects.
 //!
 //! ```text
 //! oxide objects --data-dir D cat <sha256> > out.mcap   verified, then written to stdout
@@ -9,16 +9,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use crate::LakeClient;
+use clap::{Args, Subcommand};
 use oxidelake_objects::{GcPolicy, MIN_RETENTION, Sha256Digest, parse_retention_hours};
-use oxidelake_sdk::LakeClient;
 
 /// Read, verify and collect managed objects.
-#[derive(Debug, Parser)]
-#[command(name = "oxide objects", version, about, long_about = None)]
-struct Args {
+#[derive(Debug, Args)]
+pub struct ObjectsArgs {
     /// The data directory (objects and tables); it must exist.
     #[arg(long)]
     data_dir: PathBuf,
@@ -58,11 +56,8 @@ fn retention_hours(text: &str) -> Result<std::time::Duration, String> {
     parse_retention_hours(text).map_err(|e| e.to_string())
 }
 
-fn main() -> ExitCode {
-    oxidelake_sdk::cli::exit_status(run(Args::parse()))
-}
-
-async fn run(args: Args) -> anyhow::Result<()> {
+/// Runs `oxide objects`.
+pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
     let client = LakeClient::open_existing(&args.data_dir)?;
     match args.command {
         Command::Cat { sha256, stream } => {

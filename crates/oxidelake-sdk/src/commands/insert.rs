@@ -1,4 +1,4 @@
-//! `oxide insert` (run as `oxide insert …` or `oxide-insert …`): one managed-object row.
+//! `oxide insert`: one managed-object row.
 //!
 //! ```text
 //! oxide insert --data-dir D "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)" 42 @./ep42.mcap
@@ -8,16 +8,15 @@
 //! the type sniffed for that column's file; `NULL` is NULL.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::Parser;
-use oxidelake_sdk::LakeClient;
-use oxidelake_sdk::cli::{apply_mime_overrides, typed_params};
+use clap::Args;
+
+use crate::LakeClient;
+use crate::cli::{apply_mime_overrides, typed_params};
 
 /// Insert one row, uploading file parameters as managed objects.
-#[derive(Debug, Parser)]
-#[command(name = "oxide insert", version, about, long_about = None)]
-struct Args {
+#[derive(Debug, Args)]
+pub struct InsertArgs {
     /// The data directory (objects and tables); it must exist.
     #[arg(long)]
     data_dir: PathBuf,
@@ -31,13 +30,10 @@ struct Args {
     values: Vec<String>,
 }
 
-fn main() -> ExitCode {
-    oxidelake_sdk::cli::exit_status(run(Args::parse()))
-}
-
-async fn run(args: Args) -> anyhow::Result<()> {
+/// Runs `oxide insert`: types the values by their columns, uploads the files, appends the row and prints its version and objects.
+pub async fn run(args: InsertArgs) -> anyhow::Result<()> {
     let client = LakeClient::open_existing(&args.data_dir)?;
-    let statement = oxidelake_sdk::parse_insert(&args.statement)?;
+    let statement = crate::parse_insert(&args.statement)?;
     let schema = client.catalog().schema(&statement.table.parse()?).await?;
     let mut params = typed_params(&args.statement, &schema, &args.values)?;
     apply_mime_overrides(&args.statement, &mut params, &args.mime)?;

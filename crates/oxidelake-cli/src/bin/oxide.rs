@@ -9,6 +9,9 @@
 //! oxide explain -c SQL [--data DIR] [--placement auto|cpu|cuda|metal]
 //! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
 //! oxide tui -c SQL --table NAME=PATH
+//! oxide table --data-dir D create|list …      versioned tables
+//! oxide insert --data-dir D "INSERT …" VALUES…  one row, files uploaded as managed objects
+//! oxide objects --data-dir D cat|verify|gc …  managed objects
 //! ```
 //! Errors, usage errors included, print one line on stderr and exit with status 1; a
 //! statement cancelled with Ctrl-C outside the prompt exits with 130. Warnings go to
@@ -26,6 +29,7 @@ use oxidelake_runtime::cli::run::RunOptions;
 use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
+use oxidelake_sdk::commands::{InsertArgs, ObjectsArgs, TableArgs, insert, objects, table};
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 
 /// OxideLake: GPU-accelerated analytical SQL over Parquet lakes.
@@ -58,10 +62,13 @@ enum Command {
     GenData(GenDataArgs),
     /// Run a query under the terminal dashboard (↑/↓ select, Tab panel, q quit).
     Tui(QueryArgs),
-    /// `oxide <name> …` runs `oxide-<name> …` installed next to `oxide` (`insert`,
-    /// `table` and `objects` come with the SDK).
-    #[command(external_subcommand)]
-    External(Vec<String>),
+    /// Create and list versioned tables (`create ns.table "id:int64!, episode:file"`).
+    Table(TableArgs),
+    /// Insert one row into a versioned table, uploading its file parameters as managed
+    /// objects; the row and its objects appear when the table's commit lands.
+    Insert(InsertArgs),
+    /// Read (verified), verify and garbage-collect managed objects.
+    Objects(ObjectsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -428,31 +435,21 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
             run_dashboard(session, &args.query)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::External(args) => external(&args),
+        Command::Table(args) => managed_objects(table::run(args)),
+        Command::Insert(args) => managed_objects(insert::run(args)),
+        Command::Objects(args) => managed_objects(objects::run(args)),
     }
 }
 
-/// Runs `oxide-<name>` from the directory of this executable, passing the rest of the
-/// arguments, and exits with its status.
-fn external(args: &[String]) -> Result<ExitCode, EngineError> {
-    let Some((name, rest)) = args.split_first() else {
-        return Err(EngineError::InvalidArgument {
-            what: "command",
-            detail: "missing".into(),
-        });
-    };
-    let unknown = || EngineError::InvalidArgument {
-        what: "command",
-        detail: format!("unknown command {name:?} (see oxide --help)"),
-    };
-    let exe = std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
-    let candidate = exe.with_file_name(format!("oxide-{name}"));
-    if !candidate.is_file() {
-        return Err(unknown());
+/// Runs one of the SDK's commands; its error is one `error:` line, as every other.
+fn managed_objects(
+    body: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> Result<ExitCode, EngineError> {
+    match runtime()?.block_on(body) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("error: {}", error_line::one_line(&e.to_string()));
+            Ok(ExitCode::FAILURE)
+        }
     }
-    let status = std::process::Command::new(&candidate)
-        .args(rest)
-        .status()
-        .map_err(|e| EngineError::io(candidate.display().to_string(), e))?;
-    std::process::exit(status.code().unwrap_or(1));
 }

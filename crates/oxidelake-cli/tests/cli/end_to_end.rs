@@ -3,12 +3,12 @@
 //! processes, EXPLAIN with placement, and errors that read like a tool's.
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command as StdCommand, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use assert_cmd::Command;
+
+use super::local_cluster::{LocalCluster, free_port};
 
 const ROWS: i64 = 1_000_000;
 const QUERY: &str = "SELECT k, SUM(v) FROM t GROUP BY k ORDER BY k";
@@ -57,36 +57,8 @@ fn sql_csv(dir: &Path, extra: &[&str], query: &str) -> (String, String) {
 }
 
 /// The 1 M-row table `t`, generated once for the tests of this binary (read-only).
-fn lake() -> super::data::GeneratedData {
-    super::data::synthetic_data(ROWS as u64)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Child processes killed when the test ends, however it ends.
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
+fn lake() -> crate::generated::GeneratedData {
+    crate::generated::synthetic_data(ROWS as u64)
 }
 
 #[test]
@@ -106,38 +78,8 @@ fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker()
     assert!(stderr.contains("64 rows fetched. Elapsed"), "{stderr}");
 
     // The same query on a cluster of real processes.
-    let (scheduler_port, flight_port, grpc_port) = (free_port(), free_port(), free_port());
-    let work = tempfile::tempdir().unwrap();
-    let mut processes = Processes(Vec::new());
-    processes.0.push(
-        StdCommand::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
-            .args([
-                "--bind-port",
-                &scheduler_port.to_string(),
-                "--placement",
-                "cuda",
-            ])
-            .args(["--log", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(scheduler_port);
-    processes.0.push(
-        StdCommand::new(env!("CARGO_BIN_EXE_oxide-worker"))
-            .args(["--scheduler-port", &scheduler_port.to_string()])
-            .args(["--bind-port", &flight_port.to_string()])
-            .args(["--bind-grpc-port", &grpc_port.to_string()])
-            .args(["--vcores", "2", "--log", "warn", "--work-dir"])
-            .arg(work.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(flight_port);
-    let url = format!("df://127.0.0.1:{scheduler_port}");
+    let cluster = LocalCluster::start("cuda");
+    let url = cluster.url();
     let clustered = oxide()
         .args(["sql", "--format", "csv", "--cluster", &url, "--data"])
         .arg(dir.path())
@@ -146,7 +88,7 @@ fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker()
         .assert()
         .success();
     assert_eq!(parse_csv(&clustered.get_output().stdout), expected);
-    drop(processes);
+    drop(cluster);
 }
 
 #[test]

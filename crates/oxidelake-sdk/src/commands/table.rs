@@ -1,4 +1,4 @@
-//! `oxide table` (run as `oxide table …` or `oxide-table …`): versioned tables.
+//! `oxide table`: versioned tables.
 //!
 //! ```text
 //! oxide table --data-dir D create robots.episodes "id:int64!, note:utf8, episode:file"
@@ -6,16 +6,15 @@
 //! ```
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use oxidelake_sdk::LakeClient;
-use oxidelake_sdk::cli::parse_columns;
+use clap::{Args, Subcommand};
+
+use crate::LakeClient;
+use crate::cli::parse_columns;
 
 /// Create and list versioned tables.
-#[derive(Debug, Parser)]
-#[command(name = "oxide table", version, about, long_about = None)]
-struct Args {
+#[derive(Debug, Args)]
+pub struct TableArgs {
     /// The data directory (objects and tables).
     #[arg(long)]
     data_dir: PathBuf,
@@ -37,11 +36,8 @@ enum Command {
     List,
 }
 
-fn main() -> ExitCode {
-    oxidelake_sdk::cli::exit_status(run(Args::parse()))
-}
-
-async fn run(args: Args) -> anyhow::Result<()> {
+/// Runs `oxide table`.
+pub async fn run(args: TableArgs) -> anyhow::Result<()> {
     match args.command {
         Command::Create { name, columns } => {
             let client = LakeClient::open(&args.data_dir)?;

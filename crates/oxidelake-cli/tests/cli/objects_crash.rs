@@ -27,7 +27,7 @@ use std::time::Duration;
 use oxidelake_objects::Sha256Digest;
 use oxidelake_sdk::LakeClient;
 
-use super::INSERT;
+use crate::lake::INSERT;
 
 /// xorshift64*: seeded, so a failing campaign can be replayed.
 struct Rng(u64);
@@ -81,7 +81,8 @@ enum Job {
 }
 
 fn spawn_insert(lake: &Path, id: i64, file: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_oxide-insert"))
+    Command::new(env!("CARGO_BIN_EXE_oxide"))
+        .arg("insert")
         .arg("--data-dir")
         .arg(lake)
         .arg(INSERT)
@@ -94,7 +95,8 @@ fn spawn_insert(lake: &Path, id: i64, file: &Path) -> Child {
 }
 
 fn spawn_gc(lake: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_oxide-objects"))
+    Command::new(env!("CARGO_BIN_EXE_oxide"))
+        .arg("objects")
         .arg("--data-dir")
         .arg(lake)
         .args(["gc", "--retention-hours", "0", "--force"])
@@ -190,7 +192,7 @@ async fn killed_inserts_and_collections_never_lose_or_expose_data() {
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir().unwrap();
     let lake = dir.path().join("lake");
-    super::client_with_table(&lake).await;
+    crate::lake::client_with_table(&lake).await;
     let pool = payloads(dir.path());
 
     let mut acknowledged: HashMap<i64, Sha256Digest> = HashMap::new();

@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use oxidelake_objects::GcPolicy;
 use oxidelake_sdk::{FileUpload, InsertValue, LakeClient};
 
-use super::{INSERT, bytes, client_with_table};
+use crate::lake::{INSERT, bytes, client_with_table};
 
 /// A client with one committed row whose episode is a 20 kB file; returns the client,
 /// the row's object digest and the object's bytes.
@@ -53,7 +53,8 @@ fn forced_zero() -> GcPolicy {
 }
 
 fn objects_cmd(data: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oxide-objects"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oxide"));
+    cmd.arg("objects");
     cmd.arg("--data-dir").arg(data);
     cmd
 }
@@ -226,7 +227,8 @@ fn a_mistyped_data_dir_is_an_error_for_every_reading_command() {
             "{args:?}: {stderr}"
         );
     }
-    Command::new(env!("CARGO_BIN_EXE_oxide-table"))
+    Command::new(env!("CARGO_BIN_EXE_oxide"))
+        .arg("table")
         .arg("--data-dir")
         .arg(&missing)
         .arg("list")

@@ -24,7 +24,7 @@ fn script(queries: &[i32], scale_factor: f64) -> String {
 
 #[test]
 fn all_22_tpch_queries_complete_at_scale_factor_0_1() {
-    let dir = super::data::tpch_data(0.1);
+    let dir = crate::generated::tpch_data(0.1);
     let queries: Vec<i32> = (1..=22).collect();
     let out = oxide()
         .args(["sql", "--format", "csv", "--data"])
@@ -77,7 +77,7 @@ fn csv_cells(line: &str) -> Vec<String> {
 
 #[test]
 fn tpch_answers_at_scale_factor_1_equal_the_reference_answers() {
-    let dir = super::data::tpch_data(1.0);
+    let dir = crate::generated::tpch_data(1.0);
     // Placed for this machine, and placed for CUDA (the GPU operators' CPU paths here).
     for (query, placement) in [1, 3, 5, 6, 10, 12, 14]
         .into_iter()

@@ -11,6 +11,8 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_storage::{LakeWriterOptions, write_parquet_file};
 use termlens::{Key, Screen, Terminal};
 
+use super::local_cluster::LocalCluster;
+
 /// The deadline of every wait except the query's.
 const WAIT: Duration = Duration::from_secs(10);
 /// The deadline for the query to finish: a debug build on a two-core machine, while the
@@ -320,5 +322,60 @@ fn oxide_tui_under_a_memory_limit_shows_the_host_peak_and_the_spills() -> termle
     t.send(Key::Char('q'))?;
     let status = t.wait_exit()?;
     assert_eq!(status.code(), Some(0), "status: {status}");
+    Ok(())
+}
+
+#[test]
+fn oxide_tui_on_a_cluster_runs_the_query_there_and_lists_the_stages_it_ran() -> termlens::Result<()>
+{
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.parquet");
+    write_table(&table);
+    let cluster = LocalCluster::start("cuda");
+    let table = format!("t={}", table.display());
+    let mut t = oxide_tui(
+        dir.path(),
+        &[
+            "tui",
+            "--cluster",
+            &cluster.url(),
+            "--table",
+            &table,
+            "-c",
+            QUERY,
+        ],
+    )?;
+
+    t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
+    // The last update asks the scheduler once more after the result arrived.
+    let screen = t.snapshot_after(|s| s.contains("Stage 2"))?;
+    assert!(
+        screen
+            .row_text(0)
+            .contains(" ms, 10 rows │ SELECT k, SUM(a)"),
+        "the cluster's ten rows reached the dashboard:\n{screen}"
+    );
+    // Only the scheduler knows the stages: the client's plan is the one node that
+    // submits the job.
+    assert!(screen.contains("DistributedQueryExec"), "{screen}");
+    assert!(
+        screen.contains("2 stages completed on the"),
+        "the inspector of the selected job row counts the stages:\n{screen}"
+    );
+    assert!(
+        screen.contains("Stage 1") && screen.contains("Stage 2"),
+        "a grouped aggregate runs as a partial and a final stage:\n{screen}"
+    );
+    assert!(screen.contains("ShuffleWriterExec"), "{screen}");
+    assert!(
+        screen.contains("[CUDA"),
+        "the stages the scheduler placed for cuda carry the tag:\n{screen}"
+    );
+    assert!(!screen.contains("unavailable"), "{screen}");
+
+    t.send(Key::Char('q'))?;
+    let status = t.wait_exit()?;
+    assert_eq!(status.code(), Some(0), "status: {status}");
+    drop(cluster);
     Ok(())
 }
