@@ -3,11 +3,20 @@
 //! binaries run the same pieces as separate processes.
 
 mod config;
+mod exposure;
+mod failure_detection;
 mod in_process;
+mod work_dir;
 
 pub use config::{
     CLUSTER_BACKEND_ENV, SchedulingPolicy, cluster_backend_from_env, cluster_codec,
     cluster_codec_arc, cluster_session_config, executor_function_registry,
     executor_runtime_producer, scheduler_session_state,
 };
+pub use exposure::insecure_bind_warning;
+pub use failure_detection::{
+    BUSY_PULL_HEARTBEAT_SECS, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_HEARTBEAT_INTERVAL_SECS,
+    DEFAULT_MAX_FAILURES, FailureDetection,
+};
 pub use in_process::InProcessCluster;
+pub use work_dir::WorkDir;

@@ -3,6 +3,8 @@
 //!
 //! Plans are placed for `OXIDE_CLUSTER_BACKEND` (cpu | cuda | metal, default cpu);
 //! executors run the placed GPU operators on their own hardware, or their CPU paths.
+//! A lost executor's tasks are reset after `--executor-timeout` (see
+//! `oxidelake_runtime::cluster::FailureDetection` for how the defaults were chosen).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +15,8 @@ use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
 use clap::Parser;
 use oxidelake_runtime::cluster::{
-    SchedulingPolicy, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
+    DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, SchedulingPolicy,
+    cluster_backend_from_env, cluster_codec_arc, cluster_session_config, insecure_bind_warning,
     scheduler_session_state,
 };
 
@@ -21,8 +24,9 @@ use oxidelake_runtime::cluster::{
 #[derive(Debug, Parser)]
 #[command(name = "oxide-scheduler", version, about, long_about = None)]
 struct Args {
-    /// Address to listen on. The default accepts local connections only; use 0.0.0.0 to
-    /// serve other machines.
+    /// Address to listen on. The default accepts local connections only. Members talk
+    /// without TLS or authentication: bind another address only on a network that only
+    /// the cluster's machines reach (a warning says so).
     #[arg(long, default_value = "127.0.0.1")]
     bind_host: String,
     /// gRPC port clients (`df://host:port`) and executors connect to.
@@ -38,9 +42,37 @@ struct Args {
     /// default cpu (no GPU operators). Sessions can still `SET oxidelake.placement.target`.
     #[arg(long)]
     placement: Option<String>,
+    /// Seconds without a heartbeat after which an executor is dead and its tasks run
+    /// on the others (more than 5: a busy executor heartbeats every 5 s).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_EXECUTOR_TIMEOUT_SECS)]
+    executor_timeout: u64,
+    /// Seconds to wait for an executor to (re)join after the last one was lost before
+    /// running queries fail. Default: --executor-timeout.
+    #[arg(long, value_name = "SECS")]
+    no_executors_grace: Option<u64>,
+    /// Attempts of one task before its query fails.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FAILURES)]
+    task_max_failures: usize,
+    /// Attempts of one stage (re-run when shuffle output it needs was lost with an
+    /// executor) before its query fails.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FAILURES)]
+    stage_max_failures: usize,
     /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
     #[arg(long)]
     log: Option<String>,
+}
+
+impl Args {
+    fn failure_detection(&self) -> anyhow::Result<FailureDetection> {
+        let detection = FailureDetection {
+            executor_timeout_secs: self.executor_timeout,
+            no_executors_grace_secs: self.no_executors_grace.unwrap_or(self.executor_timeout),
+            task_max_failures: self.task_max_failures,
+            stage_max_failures: self.stage_max_failures,
+        };
+        detection.validate().map_err(anyhow::Error::msg)?;
+        Ok(detection)
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,7 +107,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Some(p) => parse_backend(p)?,
         None => cluster_backend_from_env().map_err(anyhow::Error::msg)?,
     };
+    let detection = args.failure_detection()?;
     let address: SocketAddr = format!("{}:{}", args.bind_host, args.bind_port).parse()?;
+    if let Some(warning) = insecure_bind_warning("oxide-scheduler", &args.bind_host) {
+        tracing::warn!("{warning}");
+    }
     let policy = TaskSchedulingPolicy::from(args.scheduler_policy);
     let mut config = SchedulerConfig::default()
         .with_hostname(args.external_host)
@@ -85,7 +121,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_override_session_builder(Arc::new(move |cfg| scheduler_session_state(cfg, backend)));
     config.bind_host = args.bind_host;
     config.override_physical_codec = Some(cluster_codec_arc());
-    tracing::info!(%address, placement = %backend, "starting oxide-scheduler");
+    detection.apply(&mut config);
+    tracing::info!(
+        %address,
+        placement = %backend,
+        executor_timeout_secs = detection.executor_timeout_secs,
+        "starting oxide-scheduler"
+    );
     let cluster = BallistaCluster::new_from_config(&config).await?;
     start_server(cluster, address, Arc::new(config)).await?;
     Ok(())

@@ -8,8 +8,9 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Parser;
 use oxidelake_runtime::cluster::{
-    SchedulingPolicy, cluster_codec_arc, cluster_session_config, executor_function_registry,
-    executor_runtime_producer,
+    DEFAULT_HEARTBEAT_INTERVAL_SECS, SchedulingPolicy, WorkDir, cluster_codec_arc,
+    cluster_session_config, executor_function_registry, executor_runtime_producer,
+    insecure_bind_warning,
 };
 
 /// Ballista executor for OxideLake clusters.
@@ -37,9 +38,15 @@ struct Args {
     /// Concurrent tasks (0 = one per CPU core).
     #[arg(short = 'c', long, default_value_t = 0)]
     vcores: usize,
-    /// Directory for shuffle files (default: a temporary directory).
+    /// Directory for shuffle files, private to this user (created 0700 when missing;
+    /// refused when other users can enter it). Default: a private temporary directory,
+    /// removed when the worker shuts down.
     #[arg(long)]
-    work_dir: Option<String>,
+    work_dir: Option<PathBuf>,
+    /// Seconds between heartbeats under push scheduling (pull-mode executors heartbeat
+    /// with every poll). Keep it well under the scheduler's --executor-timeout.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEARTBEAT_INTERVAL_SECS)]
+    heartbeat_interval: u64,
     /// Must match the scheduler's policy.
     #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
     task_scheduling_policy: SchedulingPolicy,
@@ -60,7 +67,17 @@ async fn main() -> anyhow::Result<()> {
     } else {
         args.vcores
     };
-    let runtime_producer = executor_runtime_producer(args.work_dir.as_deref().map(PathBuf::from));
+    if let Some(warning) = insecure_bind_warning("oxide-worker", &args.bind_host) {
+        tracing::warn!("{warning}");
+    }
+    // Held until the executor has shut down: dropping it removes a temporary directory.
+    let work_dir = WorkDir::create(args.work_dir.as_deref())?;
+    let work_path = work_dir
+        .path()
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("work directory {:?} is not UTF-8", work_dir.path()))?
+        .to_string();
+    let runtime_producer = executor_runtime_producer(Some(work_dir.path().to_path_buf()));
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,
@@ -71,14 +88,16 @@ async fn main() -> anyhow::Result<()> {
         scheduler_connect_timeout_seconds: 30,
         vcores,
         task_scheduling_policy: TaskSchedulingPolicy::from(args.task_scheduling_policy),
-        work_dir: args.work_dir,
+        work_dir: Some(work_path),
+        executor_heartbeat_interval_seconds: args.heartbeat_interval,
         override_runtime_producer: Some(runtime_producer),
         override_function_registry: Some(Arc::new(executor_function_registry())),
         override_config_producer: Some(Arc::new(cluster_session_config)),
         override_physical_codec: Some(cluster_codec_arc()),
         ..Default::default()
     };
-    tracing::info!(vcores, "starting oxide-worker");
+    tracing::info!(vcores, work_dir = %work_dir.path().display(), "starting oxide-worker");
     start_executor_process(Arc::new(config)).await?;
+    drop(work_dir);
     Ok(())
 }

@@ -231,7 +231,7 @@ fn main() -> ExitCode {
     };
     // The dashboard owns the terminal: log lines would tear its screen.
     if !matches!(cli.command, Command::Tui(_)) {
-        logging::init(logging::filter(None, "warn"));
+        logging::init(logging::filter(None, logging::CLIENT_DEFAULT));
     }
     match run_command(cli.command) {
         Ok(code) => code,

@@ -7,6 +7,10 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
+/// `oxide`'s default filter: warnings, except the ERROR event Ballista's client logs
+/// for a failed job, which repeats the error `oxide` prints as its one line.
+pub const CLIENT_DEFAULT: &str = "warn,ballista_core::execution_plans::distributed_query=off";
+
 /// The filter: `explicit` (a `--log` flag) if given, else `RUST_LOG` if set and valid,
 /// else `default`.
 pub fn filter(explicit: Option<&str>, default: &str) -> EnvFilter {
