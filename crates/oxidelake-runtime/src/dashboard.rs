@@ -8,6 +8,7 @@ mod column_stats;
 mod plan_view;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,14 @@ fn update(nodes: Vec<oxidelake_tui::PlanNode>, status: QueryStatus) -> Update {
     }
 }
 
-async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Sender<Update>) {
+/// Runs the query and sends the dashboard its figures until it ends; then sets
+/// `finished`.
+async fn report(
+    session: OxideSession,
+    plan: Arc<dyn ExecutionPlan>,
+    updates: Sender<Update>,
+    finished: Arc<AtomicBool>,
+) {
     let mut cluster = match session.mode() {
         SessionMode::Cluster(url) => Some(ClusterJob::new(url)),
         SessionMode::Embedded => None,
@@ -70,6 +78,7 @@ async fn report(session: OxideSession, plan: Arc<dyn ExecutionPlan>, updates: Se
             }
         }
     };
+    finished.store(true, Ordering::Release);
     spills.observe(&plan, &hub);
     spills.observe_disk(disk.used_disk_space(), &hub);
     let elapsed_ms = started.elapsed().as_millis() as u64;
@@ -128,8 +137,25 @@ pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError
     state.capacities = local_capacities(&session);
     state.status = QueryStatus::Running { elapsed_ms: 0 };
     state.plan = plan_view::plan_nodes(&plan);
-    runtime.spawn(report(session, plan, tx));
+    let cluster = match session.mode() {
+        SessionMode::Cluster(url) => Some(ClusterJob::new(url)),
+        SessionMode::Embedded => None,
+    };
+    let finished = Arc::new(AtomicBool::new(false));
+    let query = runtime.spawn(report(
+        session,
+        Arc::clone(&plan),
+        tx,
+        Arc::clone(&finished),
+    ));
     let result = oxidelake_tui::run(state, rx);
+    if let Some(job) = cluster.filter(|_| !finished.load(Ordering::Acquire)) {
+        // Quit while the job runs: stop it on the cluster too.
+        query.abort();
+        if let Err(e) = runtime.block_on(job.cancel(&plan)) {
+            eprintln!("warning: the query may still run on the cluster: {e}");
+        }
+    }
     runtime.shutdown_background();
     result.map_err(|e| EngineError::Internal(format!("dashboard: {e}")))?;
     Ok(())

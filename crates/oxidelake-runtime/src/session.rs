@@ -42,6 +42,17 @@ fn unreachable_scheduler(url: &str, e: datafusion::error::DataFusionError) -> En
     )
 }
 
+impl SessionMode {
+    /// A query's DataFusion error as an [`EngineError`]: on a cluster, a scheduler that
+    /// cannot be reached says so in one line.
+    pub(crate) fn query_error(&self, e: datafusion::error::DataFusionError) -> EngineError {
+        match self {
+            SessionMode::Cluster(url) => unreachable_scheduler(url, e),
+            SessionMode::Embedded => oxidelake_storage::into_engine_error(e),
+        }
+    }
+}
+
 /// Where a session's queries run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionMode {
@@ -257,10 +268,7 @@ impl OxideSession {
         sql: &str,
     ) -> Result<(Vec<RecordBatch>, SpillSummary), EngineError> {
         let mut stream = self.sql_stream(sql).await?;
-        let mut batches = Vec::new();
-        while let Some(batch) = stream.next().await {
-            batches.push(batch?);
-        }
+        let batches = stream.collect().await?;
         Ok((batches, stream.spills()))
     }
 
@@ -282,10 +290,7 @@ impl OxideSession {
         if let Some(statement) = cache_statement::parse(sql) {
             return ready(self.run_cache_statement(statement?).await?);
         }
-        let error = |e| match &self.mode {
-            SessionMode::Cluster(url) => unreachable_scheduler(url, e),
-            SessionMode::Embedded => oxidelake_storage::into_engine_error(e),
-        };
+        let error = |e| self.mode.query_error(e);
         let frame = self.ctx.sql(sql).await.map_err(error)?;
         if self.mode == SessionMode::Embedded {
             // A `SET datafusion.runtime.memory_limit` just replaced the pool.
@@ -340,16 +345,10 @@ impl OxideSession {
     ) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
         match &self.mode {
             SessionMode::Embedded => self.physical_plan(query).await,
-            SessionMode::Cluster(url) => {
-                let frame = self
-                    .ctx
-                    .sql(query)
-                    .await
-                    .map_err(|e| unreachable_scheduler(url, e))?;
-                frame
-                    .create_physical_plan()
-                    .await
-                    .map_err(|e| unreachable_scheduler(url, e))
+            SessionMode::Cluster(_) => {
+                let error = |e| self.mode.query_error(e);
+                let frame = self.ctx.sql(query).await.map_err(error)?;
+                frame.create_physical_plan().await.map_err(error)
             }
         }
     }

@@ -10,6 +10,8 @@ use arrow::array::{Array, Int64Array, StructArray};
 use oxidelake_objects::{GcPolicy, from_array};
 use oxidelake_sdk::{FileUpload, InsertValue, LakeClient, SdkError};
 
+#[path = "sdk/hardening.rs"]
+mod hardening;
 #[path = "common/lake.rs"]
 mod lake;
 #[path = "sdk/properties.rs"]

@@ -47,7 +47,7 @@ struct Args {
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_EXECUTOR_TIMEOUT_SECS)]
     executor_timeout: u64,
     /// Seconds to wait for an executor to (re)join after the last one was lost before
-    /// running queries fail. Default: --executor-timeout.
+    /// running queries fail: 0 (at once) or at least 5. Default: --executor-timeout.
     #[arg(long, value_name = "SECS")]
     no_executors_grace: Option<u64>,
     /// Attempts of one task before its query fails.
@@ -70,7 +70,7 @@ impl Args {
             task_max_failures: self.task_max_failures,
             stage_max_failures: self.stage_max_failures,
         };
-        detection.validate().map_err(anyhow::Error::msg)?;
+        detection.validate()?;
         Ok(detection)
     }
 }

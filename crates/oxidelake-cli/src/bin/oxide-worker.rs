@@ -45,7 +45,12 @@ struct Args {
     work_dir: Option<PathBuf>,
     /// Seconds between heartbeats under push scheduling (pull-mode executors heartbeat
     /// with every poll). Keep it well under the scheduler's --executor-timeout.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEARTBEAT_INTERVAL_SECS)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = DEFAULT_HEARTBEAT_INTERVAL_SECS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     heartbeat_interval: u64,
     /// Must match the scheduler's policy.
     #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]

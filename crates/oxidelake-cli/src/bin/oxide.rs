@@ -29,7 +29,9 @@ use oxidelake_runtime::cli::run::RunOptions;
 use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
-use oxidelake_sdk::commands::{InsertArgs, ObjectsArgs, TableArgs, insert, objects, table};
+use oxidelake_sdk::commands::{
+    CommandError, InsertArgs, ObjectsArgs, TableArgs, insert, objects, table,
+};
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 
 /// OxideLake: GPU-accelerated analytical SQL over Parquet lakes.
@@ -235,10 +237,7 @@ fn main() -> ExitCode {
     }
     match run_command(cli.command) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {}", error_line::one_line(&e.to_string()));
-            ExitCode::FAILURE
-        }
+        Err(e) => report_error(&e),
     }
 }
 
@@ -370,9 +369,11 @@ async fn run_sql(args: &SqlArgs) -> Result<ExitCode, EngineError> {
     let options = args.run_options()?;
     let session = open_session(&args.session).await?;
     if args.commands.is_empty() && args.files.is_empty() {
+        let format = options.format;
         let mut options = run_rc(&session, args.rc.as_deref(), options).await?;
         if args.format.is_some() {
-            options.format = args.run_options()?.format;
+            // An explicit --format wins over the rc file's `.mode`.
+            options.format = format;
         }
         let (flow, failures) = repl::repl(&session, options, args.continue_on_error).await?;
         return Ok(exit_code(flow, failures));
@@ -443,13 +444,16 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
 
 /// Runs one of the SDK's commands; its error is one `error:` line, as every other.
 fn managed_objects(
-    body: impl std::future::Future<Output = anyhow::Result<()>>,
+    body: impl std::future::Future<Output = Result<(), CommandError>>,
 ) -> Result<ExitCode, EngineError> {
     match runtime()?.block_on(body) {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => {
-            eprintln!("error: {}", error_line::one_line(&e.to_string()));
-            Ok(ExitCode::FAILURE)
-        }
+        Err(e) => Ok(report_error(&e)),
     }
+}
+
+/// Prints `e` as `oxide`'s one `error:` line on stderr; returns the failing status.
+fn report_error(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("error: {}", error_line::one_line(&e.to_string()));
+    ExitCode::FAILURE
 }

@@ -14,6 +14,10 @@ fn oxide_scheduler_help_lists_its_flags() {
         "--bind-port",
         "--scheduler-policy",
         "--placement",
+        "--executor-timeout",
+        "--no-executors-grace",
+        "--task-max-failures",
+        "--stage-max-failures",
     ] {
         assert!(text.contains(flag), "{text}");
     }
@@ -31,7 +35,41 @@ fn oxide_worker_help_lists_its_flags() {
         "--scheduler-port",
         "--vcores",
         "--bind-host",
+        "--work-dir",
+        "--heartbeat-interval",
     ] {
         assert!(text.contains(flag), "{text}");
     }
+}
+
+#[test]
+fn a_scheduler_timeout_a_busy_worker_cannot_meet_is_refused_before_listening() {
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
+        .args(["--bind-port", "0", "--executor-timeout", "5"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure();
+    let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        text.contains("--executor-timeout") && text.contains("5 s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_worker_refuses_a_shuffle_directory_other_users_can_enter() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Checked before the worker connects anywhere: no scheduler is needed.
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide-worker"))
+        .args(["--scheduler-port", "1", "--bind-port", "0", "--work-dir"])
+        .arg(&shared)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure();
+    let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(text.contains("chmod 700"), "{text}");
 }

@@ -23,10 +23,10 @@ fn wait_for_port(port: u16) {
     }
 }
 
-/// One worker process and the shuffle directory it was given.
+/// One worker process and the shuffle directory it was given, if any.
 struct Worker {
     child: Option<Child>,
-    work_dir: PathBuf,
+    work_dir: Option<PathBuf>,
 }
 
 /// The running scheduler and workers; dropping it kills them all.
@@ -72,25 +72,49 @@ impl LocalCluster {
     /// Starts one more worker (with a shuffle directory of its own) and returns its
     /// index once it listens.
     pub fn add_worker(&mut self) -> usize {
-        let index = self.workers.len();
+        let work_dir = self
+            .scratch
+            .path()
+            .join(format!("worker-{}", self.workers.len()));
+        self.add_worker_with(Some(work_dir), &[])
+    }
+
+    /// Starts one more worker with `--work-dir` when given (else its default) and the
+    /// environment variables `env`, and returns its index once it listens.
+    pub fn add_worker_with(&mut self, work_dir: Option<PathBuf>, env: &[(&str, &Path)]) -> usize {
         let (flight_port, grpc_port) = (free_port(), free_port());
-        let work_dir = self.scratch.path().join(format!("worker-{index}"));
-        let child = Command::new(env!("CARGO_BIN_EXE_oxide-worker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_oxide-worker"));
+        command
             .args(["--scheduler-port", &self.scheduler_port.to_string()])
             .args(["--bind-port", &flight_port.to_string()])
             .args(["--bind-grpc-port", &grpc_port.to_string()])
-            .args(["--vcores", "2", "--log", "warn", "--work-dir"])
-            .arg(&work_dir)
+            .args(["--vcores", "2", "--log", "warn"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(flight_port);
+            .stderr(Stdio::null());
+        if let Some(dir) = &work_dir {
+            command.arg("--work-dir").arg(dir);
+        }
+        for (name, value) in env {
+            command.env(name, value);
+        }
         self.workers.push(Worker {
-            child: Some(child),
+            child: Some(command.spawn().unwrap()),
             work_dir,
         });
-        index
+        wait_for_port(flight_port);
+        self.workers.len() - 1
+    }
+
+    /// Stops worker `index` with SIGTERM, as a service manager does, and returns how
+    /// it exited.
+    pub fn terminate_worker(&mut self, index: usize) -> std::process::ExitStatus {
+        let mut child = self.workers[index].child.take().unwrap();
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        child.wait().unwrap()
     }
 
     /// Kills worker `index` with SIGKILL and reaps it.
@@ -101,14 +125,9 @@ impl LocalCluster {
         }
     }
 
-    /// The shuffle directory of worker `index`.
+    /// The shuffle directory worker `index` was given.
     pub fn work_dir(&self, index: usize) -> &Path {
-        &self.workers[index].work_dir
-    }
-
-    /// The scheduler's gRPC port.
-    pub fn scheduler_port(&self) -> u16 {
-        self.scheduler_port
+        self.workers[index].work_dir.as_deref().unwrap()
     }
 
     /// `df://127.0.0.1:<port>` of the scheduler.

@@ -7,8 +7,10 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-/// `oxide`'s default filter: warnings, except the ERROR event Ballista's client logs
-/// for a failed job, which repeats the error `oxide` prints as its one line.
+/// `oxide`'s default filter: warnings, except those of Ballista's client query node
+/// (`distributed_query`). Its ERROR for a failed job repeats the error `oxide` prints as
+/// its one line; its WARN events (a client/scheduler version mismatch, a failed job
+/// cancellation) are hidden with it, and `RUST_LOG=warn` shows them.
 pub const CLIENT_DEFAULT: &str = "warn,ballista_core::execution_plans::distributed_query=off";
 
 /// The filter: `explicit` (a `--log` flag) if given, else `RUST_LOG` if set and valid,

@@ -17,8 +17,9 @@
 //!   (default: the executor timeout) that lets a restarting worker rejoin first.
 
 use ballista_scheduler::config::SchedulerConfig;
+use oxidelake_core::EngineError;
 
-/// Defaults of [`FailureDetection`].
+/// The default executor timeout and no-executors grace, in seconds.
 pub const DEFAULT_EXECUTOR_TIMEOUT_SECS: u64 = 10;
 /// Ballista's default attempts per task and per stage.
 pub const DEFAULT_MAX_FAILURES: usize = 4;
@@ -65,17 +66,37 @@ impl FailureDetection {
         self.executor_timeout_secs + self.expiry_check_secs()
     }
 
-    /// Refuses settings that would kill healthy executors or never fire.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Refuses settings that would declare healthy executors dead or fail healthy
+    /// queries.
+    pub fn validate(&self) -> Result<(), EngineError> {
         if self.executor_timeout_secs <= BUSY_PULL_HEARTBEAT_SECS {
-            return Err(format!(
-                "--executor-timeout {} s must be longer than a busy executor's heartbeat \
-                 ({BUSY_PULL_HEARTBEAT_SECS} s), or healthy executors are declared dead",
-                self.executor_timeout_secs
-            ));
+            return Err(EngineError::InvalidArgument {
+                what: "--executor-timeout",
+                detail: format!(
+                    "{} s is not longer than a busy executor's heartbeat \
+                     ({BUSY_PULL_HEARTBEAT_SECS} s): healthy executors would be declared dead",
+                    self.executor_timeout_secs
+                ),
+            });
+        }
+        // Ballista's own warning: a grace shorter than a heartbeat can fail a query
+        // whose executor was only briefly removed; 0 is the deliberate fail-fast.
+        let grace = self.no_executors_grace_secs;
+        if grace != 0 && grace < BUSY_PULL_HEARTBEAT_SECS {
+            return Err(EngineError::InvalidArgument {
+                what: "--no-executors-grace",
+                detail: format!(
+                    "{grace} s is shorter than a busy executor's heartbeat \
+                     ({BUSY_PULL_HEARTBEAT_SECS} s); use 0 to fail at once or at least \
+                     {BUSY_PULL_HEARTBEAT_SECS}"
+                ),
+            });
         }
         if self.task_max_failures == 0 || self.stage_max_failures == 0 {
-            return Err("--task-max-failures and --stage-max-failures must be at least 1".into());
+            return Err(EngineError::InvalidArgument {
+                what: "--task-max-failures/--stage-max-failures",
+                detail: "must be at least 1".into(),
+            });
         }
         Ok(())
     }
@@ -99,7 +120,7 @@ mod tests {
         let detection = FailureDetection::default();
         assert_eq!(detection.expiry_check_secs(), 2);
         assert_eq!(detection.worst_detection_secs(), 12);
-        assert_eq!(detection.validate(), Ok(()));
+        assert!(detection.validate().is_ok());
         let mut config = SchedulerConfig::default();
         detection.apply(&mut config);
         assert_eq!(config.executor_timeout_seconds, 10);
@@ -113,8 +134,23 @@ mod tests {
             executor_timeout_secs: 5,
             ..FailureDetection::default()
         };
-        let error = detection.validate().unwrap_err();
-        assert!(error.contains("--executor-timeout 5 s"), "{error}");
+        let error = detection.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--executor-timeout") && error.contains("5 s"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_grace_shorter_than_a_heartbeat_is_refused_but_zero_fails_fast() {
+        let with = |secs| FailureDetection {
+            no_executors_grace_secs: secs,
+            ..FailureDetection::default()
+        };
+        let error = with(3).validate().unwrap_err().to_string();
+        assert!(error.contains("--no-executors-grace"), "{error}");
+        assert!(with(0).validate().is_ok());
+        assert!(with(5).validate().is_ok());
     }
 
     #[test]

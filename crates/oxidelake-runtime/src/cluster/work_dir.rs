@@ -33,9 +33,7 @@ impl WorkDir {
             return Ok(Self::Temporary(temp));
         };
         if !dir.exists() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| EngineError::io(dir.display().to_string(), e))?;
-            make_private(dir)?;
+            create_private(dir)?;
         }
         refuse_shared(dir)?;
         Ok(Self::Given(dir.to_path_buf()))
@@ -48,6 +46,23 @@ impl WorkDir {
             Self::Given(dir) => dir,
         }
     }
+}
+
+/// Creates `dir` (and missing parents) with mode 0700 from the start, so there is no
+/// moment at which the umask's mode lets others in.
+#[cfg(unix)]
+fn create_private(dir: &Path) -> Result<(), EngineError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| EngineError::io(dir.display().to_string(), e))
+}
+
+#[cfg(not(unix))]
+fn create_private(dir: &Path) -> Result<(), EngineError> {
+    std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir.display().to_string(), e))
 }
 
 #[cfg(unix)]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use ballista_core::execution_plans::DistributedQueryExec;
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
 use ballista_core::serde::protobuf::{
-    GetJobMetricsParams, JobStageMetrics, OperatorMetricsSet, OperatorWithMetrics,
+    CancelJobParams, GetJobMetricsParams, JobStageMetrics, OperatorMetricsSet, OperatorWithMetrics,
 };
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::MetricsSet;
@@ -26,6 +26,10 @@ use super::plan_view::{backend_of, stats_of};
 /// How often the scheduler is asked while the job runs (each ask is a connection: the
 /// client type names tonic, which this crate does not depend on directly).
 const POLL: Duration = Duration::from_millis(500);
+
+/// How long one request to the scheduler may take: a host that stopped answering must
+/// not stall the dashboard's updates.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The job a cluster query submitted, followed through its scheduler.
 pub(crate) struct ClusterJob {
@@ -83,16 +87,47 @@ impl ClusterJob {
     }
 
     async fn fetch(&self, job_id: &str) -> Result<Vec<JobStageMetrics>, String> {
-        let mut client = SchedulerGrpcClient::connect(self.endpoint.clone())
+        let endpoint = &self.endpoint;
+        let request = async {
+            let mut client = SchedulerGrpcClient::connect(endpoint.clone())
+                .await
+                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
+            client
+                .get_job_metrics(GetJobMetricsParams {
+                    job_id: job_id.to_string(),
+                })
+                .await
+                .map_err(|status| status.message().to_string())
+        };
+        let reply = tokio::time::timeout(REQUEST_TIMEOUT, request)
             .await
-            .map_err(|e| format!("scheduler {}: {e}", self.endpoint))?;
-        let reply = client
-            .get_job_metrics(GetJobMetricsParams {
-                job_id: job_id.to_string(),
-            })
-            .await
-            .map_err(|status| status.message().to_string())?;
+            .map_err(|_| format!("scheduler {endpoint} did not answer within 2 s"))??;
         Ok(reply.into_inner().stages)
+    }
+
+    /// Cancels the job `plan` submitted, if the client knows its id: Ballista's client
+    /// does not stop a job whose result stream is dropped, so a dashboard quit before
+    /// the query finished would leave it running on the workers.
+    pub(crate) async fn cancel(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
+        let Some(job_id) = submitted_job(plan).and_then(|exec| exec.job_id()) else {
+            return Ok(());
+        };
+        let endpoint = &self.endpoint;
+        let request = async {
+            let mut client = SchedulerGrpcClient::connect(endpoint.clone())
+                .await
+                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
+            client
+                .cancel_job(CancelJobParams {
+                    job_id: job_id.into_inner(),
+                })
+                .await
+                .map_err(|status| status.message().to_string())
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, request)
+            .await
+            .map_err(|_| format!("scheduler {endpoint} did not answer within 2 s"))??;
+        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use oxidelake_core::{EngineError, TelemetryHub};
 
-use super::{SessionMode, SpillSummary, unreachable_scheduler};
+use super::{SessionMode, SpillSummary};
 use crate::memory::SpillAccount;
 
 /// The running result of one statement.
@@ -81,8 +81,8 @@ impl QueryStream {
         item.map(|r| r.map_err(|e| self.engine_error(e)))
     }
 
-    /// Every remaining batch.
-    pub async fn collect(mut self) -> Result<Vec<RecordBatch>, EngineError> {
+    /// Every remaining batch ([`Self::spills`] then has the whole query's).
+    pub async fn collect(&mut self) -> Result<Vec<RecordBatch>, EngineError> {
         let mut batches = Vec::new();
         while let Some(batch) = self.next().await {
             batches.push(batch?);
@@ -106,10 +106,7 @@ impl QueryStream {
     }
 
     fn engine_error(&self, e: datafusion::error::DataFusionError) -> EngineError {
-        match &self.mode {
-            SessionMode::Cluster(url) => unreachable_scheduler(url, e),
-            SessionMode::Embedded => oxidelake_storage::into_engine_error(e),
-        }
+        self.mode.query_error(e)
     }
 }
 

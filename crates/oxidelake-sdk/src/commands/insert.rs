@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::CommandError;
 use crate::LakeClient;
 use crate::cli::{apply_mime_overrides, typed_params};
 
@@ -31,7 +32,7 @@ pub struct InsertArgs {
 }
 
 /// Runs `oxide insert`: types the values by their columns, uploads the files, appends the row and prints its version and objects.
-pub async fn run(args: InsertArgs) -> anyhow::Result<()> {
+pub async fn run(args: InsertArgs) -> Result<(), CommandError> {
     let client = LakeClient::open_existing(&args.data_dir)?;
     let statement = crate::parse_insert(&args.statement)?;
     let schema = client.catalog().schema(&statement.table.parse()?).await?;

@@ -10,9 +10,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::LakeClient;
 use clap::{Args, Subcommand};
 use oxidelake_objects::{GcPolicy, MIN_RETENTION, Sha256Digest, parse_retention_hours};
+
+use super::CommandError;
+use crate::LakeClient;
 
 /// Read, verify and collect managed objects.
 #[derive(Debug, Args)]
@@ -57,15 +59,19 @@ fn retention_hours(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Runs `oxide objects`.
-pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
+pub async fn run(args: ObjectsArgs) -> Result<(), CommandError> {
     let client = LakeClient::open_existing(&args.data_dir)?;
     match args.command {
         Command::Cat { sha256, stream } => {
             let digest: Sha256Digest = sha256.parse()?;
-            let location = client
-                .objects()
-                .location_of(&digest)
-                .map_err(|e| anyhow::anyhow!("no object {sha256}: {e}"))?;
+            let location =
+                client
+                    .objects()
+                    .location_of(&digest)
+                    .map_err(|source| CommandError::NoObject {
+                        digest: sha256.clone(),
+                        source,
+                    })?;
             let mut reader = if stream {
                 client.objects().open_streaming(&location)?
             } else {
@@ -78,9 +84,14 @@ pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
         Command::Verify => {
             let locations = client.referenced_locations().await?;
             for (table, location) in &locations {
-                client.objects().verify(location).map_err(|e| {
-                    anyhow::anyhow!("table {table}: object {}: {e}", location.sha256())
-                })?;
+                client
+                    .objects()
+                    .verify(location)
+                    .map_err(|source| CommandError::Unverified {
+                        table: table.to_string(),
+                        digest: location.sha256().to_string(),
+                        source,
+                    })?;
             }
             println!("{} referenced objects verified", locations.len());
         }
@@ -92,11 +103,9 @@ pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
             if force {
                 policy = policy.allow_below_floor();
             } else if retention_hours < MIN_RETENTION {
-                anyhow::bail!(
-                    "a retention below {} hour(s) can delete objects of INSERTs in flight; \
-                     pass --force to collect anyway",
-                    MIN_RETENTION.as_secs() / 3600
-                );
+                return Err(CommandError::RetentionBelowFloor {
+                    floor_hours: MIN_RETENTION.as_secs() / 3600,
+                });
             }
             let report = client.gc(policy).await?;
             println!(

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::CommandError;
 use crate::LakeClient;
 use crate::cli::parse_columns;
 
@@ -37,7 +38,7 @@ enum Command {
 }
 
 /// Runs `oxide table`.
-pub async fn run(args: TableArgs) -> anyhow::Result<()> {
+pub async fn run(args: TableArgs) -> Result<(), CommandError> {
     match args.command {
         Command::Create { name, columns } => {
             let client = LakeClient::open(&args.data_dir)?;
