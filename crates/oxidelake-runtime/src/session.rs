@@ -1,6 +1,7 @@
 //! `OxideSession`: one query API over embedded DataFusion and a Ballista cluster.
 
 mod cache_statement;
+mod catalog_queries;
 mod explain;
 mod hot_cache;
 mod query_stream;
@@ -202,9 +203,12 @@ impl OxideSession {
             .with_config(cluster_session_config())
             .build();
         let url = parsed.to_string();
+        // `FROM 'data/t.parquet'` resolves on the client into a Parquet scan the cluster
+        // runs, as in embedded mode.
         let ctx = SessionContext::remote_with_state(&url, state)
             .await
-            .map_err(|e| unreachable_scheduler(&url, e))?;
+            .map_err(|e| unreachable_scheduler(&url, e))?
+            .enable_url_table();
         // DDL (`CREATE EXTERNAL TABLE`) and schema inference read Parquet footers here,
         // on the client.
         crate::install_object_stores(&ctx.runtime_env());
@@ -290,6 +294,11 @@ impl OxideSession {
         if let Some(statement) = cache_statement::parse(sql) {
             return ready(self.run_cache_statement(statement?).await?);
         }
+        if matches!(self.mode, SessionMode::Cluster(_))
+            && let Some(answer) = self.catalog_query(sql).await?
+        {
+            return Ok(answer);
+        }
         let error = |e| self.mode.query_error(e);
         let frame = self.ctx.sql(sql).await.map_err(error)?;
         if self.mode == SessionMode::Embedded {
@@ -317,7 +326,7 @@ impl OxideSession {
         let physical = match &self.mode {
             SessionMode::Embedded => self.ctx.state().create_physical_plan(&plan).await?,
             SessionMode::Cluster(_) => {
-                let config: SessionConfig = self.ctx.state().config().clone();
+                let config = self.scheduler_like_config();
                 let state = scheduler_session_state(config, self.probe.local_backend())?;
                 state.create_physical_plan(&plan).await?
             }
@@ -334,6 +343,38 @@ impl OxideSession {
             None => Err(oxidelake_planner::CpuTarget::NoGpuDetected),
         };
         oxidelake_planner::explain_with_placement(plan, backend)
+    }
+
+    /// The session's settings for planning here as the scheduler plans. With a default
+    /// catalog of its own: the remote context's settings say not to create one (its
+    /// state was rebuilt for URL tables over the catalogs it had).
+    fn scheduler_like_config(&self) -> SessionConfig {
+        self.ctx
+            .state()
+            .config()
+            .clone()
+            .with_create_default_catalog_and_schema(true)
+    }
+
+    /// In cluster mode, `sql` answered on the client when the catalog alone answers it
+    /// (`SHOW TABLES`, `DESCRIBE t`, `\d`; see `catalog_queries`). `None` sends it
+    /// to the cluster, also when the local planner refuses it.
+    async fn catalog_query(&self, sql: &str) -> Result<Option<QueryStream>, EngineError> {
+        let local = catalog_queries::catalog_context(&self.ctx);
+        let Ok(plan) = local.state().create_logical_plan(sql).await else {
+            return Ok(None);
+        };
+        if !catalog_queries::answered_by_the_catalog(&plan) {
+            return Ok(None);
+        }
+        let frame = local.execute_logical_plan(plan).await?;
+        let schema = Arc::clone(frame.schema().inner());
+        let batches = frame.collect().await?;
+        Ok(Some(QueryStream::ready(
+            schema,
+            batches,
+            SessionMode::Embedded,
+        )))
     }
 
     /// The plan `query` runs as: embedded, the placed physical plan
@@ -359,7 +400,7 @@ impl OxideSession {
         match &self.mode {
             SessionMode::Embedded => Ok(self.ctx.sql(query).await?.create_physical_plan().await?),
             SessionMode::Cluster(_) => {
-                let config: SessionConfig = self.ctx.state().config().clone();
+                let config = self.scheduler_like_config();
                 let backend = self.probe.local_backend();
                 let state = scheduler_session_state(config, backend)?;
                 let local = SessionContext::new_with_state(state);

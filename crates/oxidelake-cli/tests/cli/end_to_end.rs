@@ -62,6 +62,43 @@ fn lake() -> crate::generated::GeneratedData {
 }
 
 #[test]
+fn discovery_and_url_tables_work_on_a_cluster_as_embedded() {
+    let dir = lake();
+    let cluster = LocalCluster::start("cuda");
+    let file = dir.path().join("t/part-0.parquet");
+    let out = oxide()
+        .args([
+            "sql",
+            "--format",
+            "csv",
+            "--cluster",
+            &cluster.url(),
+            "--data",
+        ])
+        .arg(dir.path())
+        .args(["-c", "SHOW TABLES", "-c", "\\d t"])
+        .args(["-c", "SHOW oxidelake.placement.target"])
+        .arg("-c")
+        .arg(format!("SELECT COUNT(*) AS n FROM '{}'", file.display()))
+        .args(["-c", "SELECT COUNT(*) AS n FROM t"])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    // SHOW TABLES and \d answer from the client's catalog; the counts of the URL table
+    // and of t (still registered after them) come from the cluster.
+    assert!(
+        stdout.contains("datafusion,public,t,BASE TABLE"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l.starts_with("k,Int64")), "{stdout}");
+    assert!(stdout.contains("oxidelake.placement.target"), "{stdout}");
+    let counts = stdout.lines().filter(|l| *l == ROWS.to_string()).count();
+    assert_eq!(counts, 2, "{stdout}");
+    drop(cluster);
+}
+
+#[test]
 fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker() {
     let dir = lake();
     let expected = expected_sums();
