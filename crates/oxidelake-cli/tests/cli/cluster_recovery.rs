@@ -140,44 +140,38 @@ fn a_worker_killed_mid_query_costs_at_most_20_seconds_with_the_same_answer() {
     assert_eq!(expected.lines().count(), 6, "{expected}");
 
     // Killed and not replaced: the other worker takes over the lost tasks.
-    let (lost_at, elapsed, output) =
-        query_losing(&mut cluster, data.path(), 1, |c| c.kill_worker(1));
+    let run = query_losing(&mut cluster, data.path(), 1, |c| c.kill_worker(1));
+    assert_recovered("worker 1 killed", run, baseline, &expected);
+    // Killed and restarted at once: the new worker joins the running query.
+    let run = query_losing(&mut cluster, data.path(), 0, |c| {
+        c.kill_worker(0);
+        c.add_worker();
+    });
+    assert_recovered("worker 0 killed and restarted", run, baseline, &expected);
+}
+
+/// A run of [`query_losing`] succeeded with `expected` within the loss budget.
+fn assert_recovered(
+    what: &str,
+    (lost_at, elapsed, output): (Duration, Duration, Output),
+    baseline: Duration,
+    expected: &str,
+) {
     eprintln!(
-        "baseline {:.1} s; worker 1 killed at {:.1} s; the query took {:.1} s",
+        "baseline {:.1} s; {what} at {:.1} s; the query took {:.1} s",
         baseline.as_secs_f64(),
         lost_at.as_secs_f64(),
         elapsed.as_secs_f64()
     );
     assert!(
         output.status.success(),
-        "{}",
+        "{what}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(stdout(&output), expected);
+    assert_eq!(stdout(&output), expected, "{what}");
     assert!(
         elapsed <= baseline + LOSS_BUDGET,
-        "{elapsed:?} with the loss, {baseline:?} without"
-    );
-
-    // Killed and restarted at once: the new worker joins the running query.
-    let (lost_at, elapsed, output) = query_losing(&mut cluster, data.path(), 0, |c| {
-        c.kill_worker(0);
-        c.add_worker();
-    });
-    eprintln!(
-        "worker 0 killed and restarted at {:.1} s; the query took {:.1} s",
-        lost_at.as_secs_f64(),
-        elapsed.as_secs_f64()
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_eq!(stdout(&output), expected);
-    assert!(
-        elapsed <= baseline + LOSS_BUDGET,
-        "{elapsed:?} with the loss, {baseline:?} without"
+        "{what}: {elapsed:?} with the loss, {baseline:?} without"
     );
 }
 

@@ -99,10 +99,7 @@ impl ClusterJob {
                 .await
                 .map_err(|status| status.message().to_string())
         };
-        let reply = tokio::time::timeout(REQUEST_TIMEOUT, request)
-            .await
-            .map_err(|_| format!("scheduler {endpoint} did not answer within 2 s"))??;
-        Ok(reply.into_inner().stages)
+        Ok(within_timeout(endpoint, request).await?.into_inner().stages)
     }
 
     /// Cancels the job `plan` submitted, if the client knows its id: Ballista's client
@@ -124,11 +121,19 @@ impl ClusterJob {
                 .await
                 .map_err(|status| status.message().to_string())
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, request)
-            .await
-            .map_err(|_| format!("scheduler {endpoint} did not answer within 2 s"))??;
+        within_timeout(endpoint, request).await?;
         Ok(())
     }
+}
+
+/// `request` to the scheduler at `endpoint`, given up after [`REQUEST_TIMEOUT`].
+async fn within_timeout<T>(
+    endpoint: &str,
+    request: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(REQUEST_TIMEOUT, request)
+        .await
+        .map_err(|_| format!("scheduler {endpoint} did not answer within {REQUEST_TIMEOUT:?}"))?
 }
 
 /// The `DistributedQueryExec` at or under the root of `plan` (EXPLAIN ANALYZE wraps it).
