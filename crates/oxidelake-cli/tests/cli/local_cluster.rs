@@ -48,19 +48,23 @@ impl LocalCluster {
     /// two-core workers, and returns once all of them listen.
     pub fn start_with(placement: &str, workers: usize, scheduler_args: &[&str]) -> Self {
         let scheduler_port = free_port();
-        let scheduler = Command::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
+        let scratch = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(scratch.path().join("scheduler.log")).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_oxide-scheduler"));
+        command
             .args(["--bind-port", &scheduler_port.to_string()])
-            .args(["--placement", placement, "--log", "warn"])
+            .args(["--placement", placement])
             .args(scheduler_args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        if !scheduler_args.contains(&"--log") {
+            command.args(["--log", "warn"]);
+        }
         let mut cluster = Self {
-            scheduler,
+            scheduler: command.spawn().unwrap(),
             scheduler_port,
             workers: Vec::new(),
-            scratch: tempfile::tempdir().unwrap(),
+            scratch,
         };
         wait_for_port(scheduler_port);
         for _ in 0..workers {
@@ -128,6 +132,12 @@ impl LocalCluster {
     /// The shuffle directory worker `index` was given.
     pub fn work_dir(&self, index: usize) -> &Path {
         self.workers[index].work_dir.as_deref().unwrap()
+    }
+
+    /// What the scheduler has logged so far (its stderr; `--log LEVEL` among the
+    /// scheduler's arguments sets the level, `warn` otherwise).
+    pub fn scheduler_log(&self) -> String {
+        std::fs::read_to_string(self.scratch.path().join("scheduler.log")).unwrap_or_default()
     }
 
     /// `df://127.0.0.1:<port>` of the scheduler.

@@ -379,3 +379,44 @@ fn oxide_tui_on_a_cluster_runs_the_query_there_and_lists_the_stages_it_ran() -> 
     drop(cluster);
     Ok(())
 }
+
+#[test]
+fn quitting_the_cluster_dashboard_mid_query_cancels_the_job_on_the_scheduler()
+-> termlens::Result<()> {
+    let data = crate::generated::tpch_data(1.0);
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start_with("cuda", 1, &["--log", "info"]);
+    let data_dir = data.path().display().to_string();
+    // A join over TPC-H SF 1: several seconds on this build, so q comes while it runs.
+    let query = "SELECT o_orderpriority, COUNT(*) FROM orders JOIN lineitem \
+                 ON o_orderkey = l_orderkey GROUP BY o_orderpriority";
+    let mut t = oxide_tui(
+        dir.path(),
+        &[
+            "tui",
+            "--cluster",
+            &cluster.url(),
+            "--data",
+            &data_dir,
+            "-c",
+            query,
+        ],
+    )?;
+    // The job row names the job once the client knows its id.
+    t.wait_until_for(|s| s.contains("stages completed"), QUERY_WAIT)?;
+    let screen = t.snapshot_after(|s| s.contains("stages completed"))?;
+    assert!(
+        !screen.contains("finished"),
+        "the query ended before q:\n{screen}"
+    );
+    t.send(Key::Char('q'))?;
+    let status = t.wait_exit()?;
+    assert_eq!(status.code(), Some(0), "status: {status}");
+    // The dashboard asked the scheduler to cancel the job before it exited.
+    let log = cluster.scheduler_log();
+    assert!(
+        log.contains("Received cancellation request for job"),
+        "no cancellation in the scheduler's log:\n{log}"
+    );
+    Ok(())
+}
