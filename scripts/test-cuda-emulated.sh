@@ -6,7 +6,9 @@
 #      every kernel of the five .cu files against a C++ reference, stream/event ordering,
 #      fault injection; the TSan run catches races on shared and global memory;
 #   2. runs every #[ignore]d CUDA test of the workspace (pinned memory, device round
-#      trips, null count, the operator conformance suite, fault injection: a failed
+#      trips, null count, the operator conformance suite, the filter's data path: scan
+#      batches gathered, two streams in the designed order, lanes reused from the pool;
+#      fault injection: a failed
 #      allocation, launch, copy, module load, a sticky kernel fault, out of memory) with
 #      the `cuda` feature, the emulator as libcuda and the real NVRTC; then the detector
 #      with the emulator but without libnvrtc;
@@ -48,10 +50,19 @@ echo "== ignored CUDA tests on the emulated driver"
 # Only the targets that hold CUDA tests (the libraries' unit tests, the compute suite):
 # building every test binary of the workspace with the feature costs minutes more.
 cargo test --workspace --features "$FEATURES" --lib --test compute \
-  -- --ignored --nocapture --skip faults \
+  -- --ignored --nocapture --skip faults --skip compute::pipeline \
   2>&1 | tee "$LOG_DIR/ignored.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "ignored CUDA tests failed (exit $rc)"; exit "$rc"; }
+
+echo "== data path: gathered batches on two streams in order, lanes reused from the pool"
+# The stream trace and the allocation counters are process-wide: one test at a time.
+cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture \
+  --test-threads 1 compute::pipeline \
+  2>&1 | tee "$LOG_DIR/pipeline.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "data-path tests failed (exit $rc)"; exit "$rc"; }
+grep -q "test result: ok. 2 passed" "$LOG_DIR/pipeline.log" || { echo "expected 2 data-path tests"; exit 1; }
 
 echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
 cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture faults \

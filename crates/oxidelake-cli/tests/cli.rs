@@ -11,6 +11,7 @@ mod lake;
 mod cli {
     pub mod binaries;
     pub mod cli_matrix;
+    pub mod cluster_file_access;
     pub mod cluster_recovery;
     pub mod end_to_end;
     pub mod local_cluster;

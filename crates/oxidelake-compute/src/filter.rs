@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -226,31 +227,57 @@ impl ExecutionPlan for GpuFilterExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
-        let metrics = OperatorMetrics::new(
+        // A device wants fewer, larger batches than the scan hands out.
+        let input = match exec.backend.batching() {
+            Some(batching) => crate::device_batches::gather(input, batching.batch_rows),
+            None => input,
+        };
+        let metrics = Arc::new(OperatorMetrics::new(
             &self.metrics,
             partition,
             "GpuFilterExec",
             self.placement,
             &exec,
+        ));
+        let device = exec.backend.batching().is_some();
+        let exec = Arc::new(exec);
+        let (predicates, projection) = (
+            Arc::new(self.predicates.clone()),
+            Arc::new(self.projection.clone()),
         );
-        let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
-        let stream = input.map(move |batch| {
-            let batch = batch?;
-            let started = Instant::now();
-            let out = exec.run(&metrics, |backend, stream| {
-                backend.filter_project(
-                    stream,
-                    FilterProjectArgs {
-                        batch: &batch,
-                        predicates: &predicates,
-                        projection: &projection,
-                    },
-                )
-            })?;
-            let moved =
-                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
-            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-            Ok(out)
+        let stream = input.then(move |batch| {
+            let (exec, metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
+            let (predicates, projection) = (Arc::clone(&predicates), Arc::clone(&projection));
+            async move {
+                let batch = batch?;
+                let work = move || -> Result<RecordBatch> {
+                    let started = Instant::now();
+                    let out = exec.run(&metrics, |backend, stream| {
+                        backend.filter_project(
+                            stream,
+                            FilterProjectArgs {
+                                batch: &batch,
+                                predicates: &predicates,
+                                projection: &projection,
+                            },
+                        )
+                    })?;
+                    let moved = exec.bytes_moved(|| {
+                        batch.get_array_memory_size() + out.get_array_memory_size()
+                    });
+                    metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+                    Ok(out)
+                };
+                if device {
+                    // Device calls block on copies and kernels: they run on tokio's
+                    // blocking pool, so the runtime's workers keep polling other tasks.
+                    tokio::task::spawn_blocking(work)
+                        .await
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?
+                } else {
+                    work()
+                }
+            }
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),

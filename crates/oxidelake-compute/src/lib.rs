@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod device_batches;
 mod embedded_projection;
 mod exec_support;
 mod filter;

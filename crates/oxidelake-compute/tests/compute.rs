@@ -6,8 +6,13 @@ mod compute {
     pub mod conformance;
     pub mod data;
     #[cfg(feature = "cuda")]
+    pub mod emu;
+    #[cfg(feature = "cuda")]
     pub mod faults;
+    pub mod gathering;
     pub mod partitioned_join;
+    #[cfg(feature = "cuda")]
+    pub mod pipeline;
     pub mod properties;
     pub mod rows;
     pub mod typed_filters;

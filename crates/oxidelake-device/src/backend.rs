@@ -39,6 +39,12 @@ pub trait GpuBackend: Send + Sync + Debug {
     /// The device this backend drives.
     fn device(&self) -> DeviceId;
 
+    /// The batch and chunk sizes the backend wants operators to hand it (`None`: any
+    /// batch, as it arrives; the CPU backend's answer).
+    fn batching(&self) -> Option<crate::DeviceBatching> {
+        None
+    }
+
     /// Total and free memory of the device.
     fn memory_info(&self) -> Result<MemoryInfo, EngineError>;
 

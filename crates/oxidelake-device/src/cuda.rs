@@ -8,6 +8,7 @@
 
 mod evaluate;
 mod filter;
+mod lane_pool;
 mod launch;
 mod pipeline;
 mod transfers;
@@ -40,7 +41,16 @@ pub struct CudaBackend {
     arch: &'static str,
     host: HostAllocator,
     modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
+    batching: crate::DeviceBatching,
+    lanes: lane_pool::LanePool,
 }
+
+pub use lane_pool::LanePoolStats;
+
+/// Most bytes (pinned plus device) the lane pool keeps parked, unless
+/// `OXIDE_CUDA_LANE_POOL_BYTES` says otherwise: room for a few operators' lanes at the
+/// default chunk size.
+const DEFAULT_LANE_POOL_BYTES: usize = 512 << 20;
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,14 +106,39 @@ impl CudaBackend {
             .compute_capability()
             .map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
         let arch = crate::nvrtc::arch_for(major, minor);
-        tracing::info!(%device, major, minor, arch, "CUDA backend ready");
+        let batching = crate::DeviceBatching::from_env()?;
+        let pool_bytes = std::env::var("OXIDE_CUDA_LANE_POOL_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(DEFAULT_LANE_POOL_BYTES);
+        tracing::info!(%device, major, minor, arch, ?batching, "CUDA backend ready");
         Ok(Self {
             device,
             host: HostAllocator::pinned(Arc::clone(&ctx)),
             ctx,
             arch,
             modules: Mutex::new(HashMap::new()),
+            batching,
+            lanes: lane_pool::LanePool::new(pool_bytes),
         })
+    }
+
+    /// The same backend with other batch and chunk sizes (tests, embedding applications).
+    pub fn with_batching(mut self, batching: crate::DeviceBatching) -> Self {
+        self.batching = batching;
+        self
+    }
+
+    /// The same backend with a lane pool that keeps at most `bytes` parked (0: every
+    /// call allocates its lanes, as before the pool existed; for comparisons).
+    pub fn with_lane_pool_bytes(mut self, bytes: usize) -> Self {
+        self.lanes = lane_pool::LanePool::new(bytes);
+        self
+    }
+
+    /// The lane pool's counters: lanes and streams created and reused.
+    pub fn lane_pool_stats(&self) -> LanePoolStats {
+        self.lanes.stats()
     }
 
     /// The virtual architecture kernels are compiled for.
@@ -121,6 +156,11 @@ impl CudaBackend {
 
     /// The function `entry` of `kernel`, compiling and loading the module on first use.
     fn function(&self, kernel: CudaKernel, entry: &str) -> Result<CudaFunction, EngineError> {
+        // cuModuleGetFunction needs the context current on the calling thread, and
+        // operators call from whichever blocking-pool thread runs their batch.
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| self.driver_err("cuCtxSetCurrent", e))?;
         let module = {
             let mut modules = self
                 .modules
@@ -162,6 +202,10 @@ impl GpuBackend for CudaBackend {
 
     fn device(&self) -> DeviceId {
         self.device
+    }
+
+    fn batching(&self) -> Option<crate::DeviceBatching> {
+        Some(self.batching)
     }
 
     fn memory_info(&self) -> Result<MemoryInfo, EngineError> {

@@ -25,6 +25,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod backend;
+pub mod batching;
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -40,9 +41,10 @@ mod predicate;
 mod value;
 
 pub use backend::{GpuBackend, MemoryInfo};
+pub use batching::DeviceBatching;
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
-pub use cuda::CudaBackend;
+pub use cuda::{CudaBackend, LanePoolStats};
 pub use detector::HardwareDetector;
 pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 #[cfg(all(feature = "metal", target_os = "macos"))]

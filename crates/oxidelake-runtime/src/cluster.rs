@@ -5,6 +5,7 @@
 mod config;
 mod exposure;
 mod failure_detection;
+mod file_access;
 mod in_process;
 mod work_dir;
 
@@ -18,5 +19,6 @@ pub use failure_detection::{
     BUSY_PULL_HEARTBEAT_SECS, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_HEARTBEAT_INTERVAL_SECS,
     DEFAULT_MAX_FAILURES, FailureDetection,
 };
+pub use file_access::{AllowedRoot, FileAccess};
 pub use in_process::InProcessCluster;
 pub use work_dir::WorkDir;

@@ -23,7 +23,9 @@ use oxidelake_planner::{
     physical_optimizer_rules,
 };
 
-use crate::cluster::{cluster_backend_from_env, cluster_session_config, scheduler_session_state};
+use crate::cluster::{
+    FileAccess, cluster_backend_from_env, cluster_session_config, scheduler_session_state,
+};
 use crate::memory::{HostBudget, HostMemory, TelemetryPool};
 use crate::probe::DetectorProbe;
 
@@ -327,7 +329,8 @@ impl OxideSession {
             SessionMode::Embedded => self.ctx.state().create_physical_plan(&plan).await?,
             SessionMode::Cluster(_) => {
                 let config = self.scheduler_like_config();
-                let state = scheduler_session_state(config, self.probe.local_backend())?;
+                let state =
+                    scheduler_session_state(config, self.probe.local_backend(), &no_limit())?;
                 state.create_physical_plan(&plan).await?
             }
         };
@@ -402,7 +405,7 @@ impl OxideSession {
             SessionMode::Cluster(_) => {
                 let config = self.scheduler_like_config();
                 let backend = self.probe.local_backend();
-                let state = scheduler_session_state(config, backend)?;
+                let state = scheduler_session_state(config, backend, &no_limit())?;
                 let local = SessionContext::new_with_state(state);
                 for (name, table) in self.tables().await? {
                     local.register_table(name.as_str(), table)?;
@@ -427,4 +430,10 @@ impl OxideSession {
         }
         Ok(out)
     }
+}
+
+/// The file-access check of client-side planning: none. The scheduler holds the real
+/// limit (its `--allowed-root`); a client cannot know it and must not be trusted with it.
+fn no_limit() -> FileAccess {
+    FileAccess::default()
 }

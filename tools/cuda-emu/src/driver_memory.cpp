@@ -37,12 +37,13 @@ CUresult htod(CUdeviceptr dst, const void* src, size_t bytes, Stream& stream, bo
     if (CUresult e = fault_for(FaultSite::Copy)) return e;
     if (bytes == 0) return CUDA_SUCCESS;
     if (pinned_range_valid(src, bytes) && !blocking) {
-        stream.enqueue([dst, src, bytes] { std::memcpy(host_ptr(dst), src, bytes); });
+        stream.enqueue([dst, src, bytes] { std::memcpy(host_ptr(dst), src, bytes); }, false, "h2d");
         return CUDA_SUCCESS;
     }
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    stream.enqueue([dst, staged] { std::memcpy(host_ptr(dst), staged->data(), staged->size()); });
+    stream.enqueue([dst, staged] { std::memcpy(host_ptr(dst), staged->data(), staged->size()); }, false,
+                   "h2d");
     if (blocking) stream.synchronize();
     return blocking ? sticky_error() : CUDA_SUCCESS;
 }
@@ -51,7 +52,7 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, Stream& stream, bool blo
     if (!device_range_valid(src, bytes) || (bytes > 0 && dst == nullptr)) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = fault_for(FaultSite::Copy)) return e;
     if (bytes == 0) return CUDA_SUCCESS;
-    stream.enqueue([dst, src, bytes] { std::memcpy(dst, host_ptr(src), bytes); });
+    stream.enqueue([dst, src, bytes] { std::memcpy(dst, host_ptr(src), bytes); }, false, "d2h");
     if (blocking || !pinned_range_valid(dst, bytes)) {
         stream.synchronize();
         return sticky_error();

@@ -207,6 +207,6 @@ EMU_EXPORT CUresult cuLaunchKernel(CUfunction handle, unsigned grid_x, unsigned 
             return;
         }
         kernel->launches.fetch_add(1, std::memory_order_relaxed);
-    });
+    }, false, "launch " + kernel->name);
     return CUDA_SUCCESS;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "driver_state.h"
+#include "trace.h"
 #include "streams_registry.h"
 
 using namespace emu;
@@ -72,6 +73,7 @@ void synchronize_all_streams() {
 EMU_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
     if (CUresult e = check_context()) return e;
     if (stream == nullptr || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+    count_call("cuStreamCreate");
     static std::atomic<unsigned> next_id{1};
     auto* s = new Stream("stream-" + std::to_string(next_id.fetch_add(1)));
     {

@@ -6,6 +6,7 @@
 
 #include "faults.h"
 #include "kernel_registry.h"
+#include "trace.h"
 
 using namespace emu;
 
@@ -38,4 +39,16 @@ EMU_EXPORT size_t oxide_emu_report_line(char* buf, size_t len) {
     const std::string line = report_line();
     if (buf != nullptr && len > 0) std::snprintf(buf, len, "%s", line.c_str());
     return line.size();
+}
+
+EMU_EXPORT unsigned long long oxide_emu_call_count(const char* name) {
+    return name == nullptr ? 0 : call_count(name);
+}
+
+EMU_EXPORT void oxide_emu_trace(int on) { trace_enable(on != 0); }
+
+EMU_EXPORT size_t oxide_emu_trace_text(char* buf, size_t len) {
+    const std::string text = trace_text();
+    if (buf != nullptr && len > 0) std::snprintf(buf, len, "%s", text.c_str());
+    return text.size();
 }

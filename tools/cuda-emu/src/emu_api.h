@@ -13,3 +13,13 @@ EMU_EXPORT unsigned long long oxide_emu_launch_count(const char* kernel);
 EMU_EXPORT void oxide_emu_report(void);
 // The same line into `buf` (NUL-terminated, truncated to `len`); returns its full length.
 EMU_EXPORT size_t oxide_emu_report_line(char* buf, size_t len);
+// Calls of a driver entry point that allocates: "cuMemAlloc" (device memory, also the
+// async and pitched forms), "cuMemHostAlloc" (pinned host memory) or "cuStreamCreate".
+EMU_EXPORT unsigned long long oxide_emu_call_count(const char* name);
+// Starts (non-zero; clears the previous trace) or stops (0) the stream trace: each
+// stream's worker then records "<stream> <op>" as it finishes an operation, where <op>
+// is h2d, d2h, "launch <kernel>", record (an event) or wait (on an event).
+EMU_EXPORT void oxide_emu_trace(int on);
+// The trace recorded so far into `buf` (NUL-terminated, truncated to `len`), one line per
+// operation in completion order; returns its full length.
+EMU_EXPORT size_t oxide_emu_trace_text(char* buf, size_t len);

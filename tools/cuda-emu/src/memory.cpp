@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "driver_state.h"
+#include "trace.h"
 
 namespace emu {
 namespace {
@@ -82,6 +83,7 @@ size_t device_used_bytes() {
 }
 
 CUresult device_alloc(size_t bytes, CUdeviceptr* out) {
+    count_call("cuMemAlloc");
     MemoryMap& m = map();
     {
         std::lock_guard<std::mutex> lock(m.mutex);
@@ -127,6 +129,7 @@ bool device_range_valid(uint64_t ptr, size_t bytes) {
 }
 
 CUresult pinned_alloc(size_t bytes, void** out) {
+    count_call("cuMemHostAlloc");
     void* block = std::aligned_alloc(kPageBytes, round_up(bytes == 0 ? 1 : bytes, kPageBytes));
     if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
     MemoryMap& m = map();

@@ -2,6 +2,7 @@
 #include "stream.h"
 
 #include "driver_state.h"
+#include "trace.h"
 
 namespace emu {
 
@@ -40,22 +41,22 @@ Stream::~Stream() {
     worker_.join();
 }
 
-void Stream::enqueue(std::function<void()> op, bool always_run) {
+void Stream::enqueue(std::function<void()> op, bool always_run, std::string label) {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [this] { return queue_.size() < kMaxQueuedOps; });
-    queue_.push_back(Op{std::move(op), always_run});
+    queue_.push_back(Op{std::move(op), always_run, std::move(label)});
     lock.unlock();
     cv_.notify_all();
 }
 
 std::shared_ptr<Marker> Stream::record() {
     auto marker = std::make_shared<Marker>();
-    enqueue([marker] { marker->complete(); }, /*always_run=*/true);
+    enqueue([marker] { marker->complete(); }, /*always_run=*/true, "record");
     return marker;
 }
 
 void Stream::wait_for(std::shared_ptr<Marker> marker) {
-    enqueue([marker] { marker->wait(); }, /*always_run=*/true);
+    enqueue([marker] { marker->wait(); }, /*always_run=*/true, "wait");
 }
 
 void Stream::synchronize() { record()->wait(); }
@@ -78,7 +79,10 @@ void Stream::serve() {
             busy_ = true;
         }
         cv_.notify_all();  // room in the queue again
-        if (op.always_run || sticky_error() == CUDA_SUCCESS) op.run();
+        if (op.always_run || sticky_error() == CUDA_SUCCESS) {
+            op.run();
+            if (!op.label.empty() && tracing()) trace_record(name_, op.label);
+        }
     }
 }
 

@@ -47,8 +47,9 @@ public:
     Stream& operator=(const Stream&) = delete;
 
     // Queues `op`. Unless `always_run`, the op is skipped once the context has a sticky
-    // error (a faulted device runs nothing more).
-    void enqueue(std::function<void()> op, bool always_run = false);
+    // error (a faulted device runs nothing more). A non-empty `label` ("h2d", "launch
+    // name", ...) is written to the trace (trace.h) when the op has run, if tracing is on.
+    void enqueue(std::function<void()> op, bool always_run = false, std::string label = {});
     // Queues a marker and returns it.
     std::shared_ptr<Marker> record();
     // Queues a wait: later work on this stream starts after `marker` completed.
@@ -64,6 +65,7 @@ private:
     struct Op {
         std::function<void()> run;
         bool always_run;
+        std::string label;
     };
     void serve();
 

@@ -15,9 +15,9 @@ use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
 use clap::Parser;
 use oxidelake_runtime::cluster::{
-    DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, SchedulingPolicy,
-    cluster_backend_from_env, cluster_codec_arc, cluster_session_config, insecure_bind_warning,
-    scheduler_session_state,
+    AllowedRoot, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, FileAccess,
+    SchedulingPolicy, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
+    insecure_bind_warning, scheduler_session_state,
 };
 
 /// Ballista scheduler for OxideLake clusters.
@@ -57,6 +57,11 @@ struct Args {
     /// executor) before its query fails.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FAILURES)]
     stage_max_failures: usize,
+    /// A directory (or URL prefix such as s3://bucket/data) queries may read and write;
+    /// repeat for several. Plans touching files elsewhere are refused. Default: every
+    /// path the workers can reach.
+    #[arg(long = "allowed-root", value_name = "DIR|URL", value_parser = AllowedRoot::parse)]
+    allowed_roots: Vec<AllowedRoot>,
     /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
     #[arg(long)]
     log: Option<String>,
@@ -112,13 +117,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(warning) = insecure_bind_warning("oxide-scheduler", &args.bind_host) {
         tracing::warn!("{warning}");
     }
+    let access = FileAccess::new(args.allowed_roots.clone());
+    if access.is_limited() {
+        tracing::info!(roots = %access, "queries may read and write files only inside these roots");
+    }
     let policy = TaskSchedulingPolicy::from(args.scheduler_policy);
     let mut config = SchedulerConfig::default()
         .with_hostname(args.external_host)
         .with_port(args.bind_port)
         .with_scheduler_policy(policy)
         .with_override_config_producer(Arc::new(cluster_session_config))
-        .with_override_session_builder(Arc::new(move |cfg| scheduler_session_state(cfg, backend)));
+        .with_override_session_builder(Arc::new(move |cfg| {
+            scheduler_session_state(cfg, backend, &access)
+        }));
     config.bind_host = args.bind_host;
     config.override_physical_codec = Some(cluster_codec_arc());
     detection.apply(&mut config);

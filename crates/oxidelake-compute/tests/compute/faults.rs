@@ -7,8 +7,8 @@
 //! These run only on the emulator (`scripts/test-cuda-emulated.sh`); on a real driver the
 //! hook `oxide_emu_set_fault` does not exist and each test says so and returns.
 
-use std::ffi::{CString, c_char, c_int};
-use std::sync::{Arc, OnceLock};
+use std::ffi::CString;
+use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::datatypes::{DataType, Field, Schema};
@@ -25,25 +25,8 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::{CpuBackend, CudaBackend, GpuBackend};
 
 use super::data::{self, Rng};
+use super::emu::set_fault_hook;
 use super::rows::assert_same_rows;
-
-type SetFault = unsafe extern "C" fn(*const c_char) -> c_int;
-
-/// The emulator's fault hook, if the loaded libcuda is the emulator.
-fn set_fault_hook() -> Option<SetFault> {
-    static HOOK: OnceLock<Option<SetFault>> = OnceLock::new();
-    *HOOK.get_or_init(|| {
-        // SAFETY: loading libcuda runs its initialisers; it is the library cudarc loads
-        // (the same name, so the same already-loaded object), and it stays loaded for the
-        // life of the process because the handle is leaked below.
-        let library = unsafe { libloading::Library::new("libcuda.so") }.ok()?;
-        let library: &'static libloading::Library = Box::leak(Box::new(library));
-        // SAFETY: the emulator exports `int oxide_emu_set_fault(const char*)` (emu_api.h);
-        // the type here is that signature.
-        let symbol = unsafe { library.get::<SetFault>(b"oxide_emu_set_fault\0") }.ok()?;
-        Some(*symbol)
-    })
-}
 
 /// One fault plan at a time: the plan and the driver's sticky error are process-wide.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -5,6 +5,12 @@
 //! The program's slots travel through the double-buffered pipeline chunk by chunk:
 //! number columns as 8-byte images, string columns as chunk-relative `i32` offsets and
 //! their bytes (dictionaries and views are first materialised as `Utf8`).
+//!
+//! A lane holds the uploaded program too, and its key holds the whole program, so the
+//! later batches of one filter reuse both its buffers and its program from the lane
+//! pool. String staging is sized to a power of two of the largest chunk's bytes, so
+//! that batches of similar strings share a key (the whole staging buffer is copied:
+//! at most twice a chunk's string bytes).
 
 use std::sync::Arc;
 
@@ -14,6 +20,7 @@ use arrow::record_batch::RecordBatch;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use oxidelake_core::EngineError;
 
+use super::lane_pool::{LaneBytes, LaneKey, LaneState};
 use super::launch::{BLOCK, Dev, grid, unsupported};
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
@@ -64,8 +71,53 @@ impl<'a> SlotInput<'a> {
     }
 }
 
+/// The program's arrays on the device, as eval_predicates takes them.
+struct ProgramBuffers {
+    types: CudaSlice<i32>,
+    codes: CudaSlice<i32>,
+    slots: CudaSlice<i32>,
+    args: CudaSlice<i32>,
+    literals: CudaSlice<i64>,
+    strings: CudaSlice<u8>,
+    string_offsets: CudaSlice<i32>,
+}
+
+impl ProgramBuffers {
+    fn upload(
+        dev: &Dev<'_>,
+        stream: &Arc<CudaStream>,
+        program: &DeviceProgram,
+        slot_types: &[i32],
+    ) -> Result<Self, EngineError> {
+        let on = Dev {
+            backend: dev.backend,
+            stream,
+        };
+        Ok(Self {
+            types: on.upload(slot_types)?,
+            codes: on.upload(&program.codes)?,
+            slots: on.upload(&program.slot_of)?,
+            args: on.upload(&program.args)?,
+            literals: on.upload(&program.literals)?,
+            strings: on.upload(&program.strings)?,
+            string_offsets: on.upload(&program.string_offsets)?,
+        })
+    }
+
+    fn device_bytes(&self) -> usize {
+        self.types.num_bytes()
+            + self.codes.num_bytes()
+            + self.slots.num_bytes()
+            + self.args.num_bytes()
+            + self.literals.num_bytes()
+            + self.strings.num_bytes()
+            + self.string_offsets.num_bytes()
+    }
+}
+
 /// Per-lane buffers of the filter pipeline.
 struct FilterLane {
+    program: ProgramBuffers,
     /// Per program slot: the chunk's values as 8-byte images (numbers) or as offsets
     /// and bytes (strings; a one-element placeholder for the other kind), and its
     /// validity bits.
@@ -81,6 +133,58 @@ struct FilterLane {
     flags: CudaSlice<u8>,
     block_counts: Staging<u32>,
     out_rows: Staging<u32>,
+}
+
+impl LaneState for FilterLane {
+    fn bytes(&self) -> LaneBytes {
+        let stagings: LaneBytes = self
+            .columns
+            .iter()
+            .map(Staging::bytes)
+            .chain(self.string_offsets.iter().map(Staging::bytes))
+            .chain(self.string_bytes.iter().map(Staging::bytes))
+            .chain(self.validity.iter().map(Staging::bytes))
+            .sum::<LaneBytes>()
+            + self.block_counts.bytes()
+            + self.out_rows.bytes();
+        let tables = self.column_ptrs.num_bytes()
+            + self.offset_ptrs.num_bytes()
+            + self.byte_ptrs.num_bytes()
+            + self.validity_ptrs.num_bytes()
+            + self.flags.num_bytes();
+        stagings
+            + LaneBytes {
+                pinned: 0,
+                device: tables + self.program.device_bytes(),
+            }
+    }
+}
+
+/// The lane key of a filter: lane rows, each slot's kind and string staging, and the
+/// whole program (a lane holds it uploaded).
+fn lane_key(
+    lane_rows: usize,
+    slot_types: &[i32],
+    chunk_bytes: &[usize],
+    program: &DeviceProgram,
+) -> LaneKey {
+    let mut shape = vec![lane_rows as u64, slot_types.len() as u64];
+    shape.extend(slot_types.iter().map(|t| *t as u64));
+    shape.extend(chunk_bytes.iter().map(|b| *b as u64));
+    for part in [
+        &program.codes,
+        &program.slot_of,
+        &program.args,
+        &program.string_offsets,
+    ] {
+        shape.push(part.len() as u64);
+        shape.extend(part.iter().map(|v| *v as u32 as u64));
+    }
+    shape.push(program.literals.len() as u64);
+    shape.extend(program.literals.iter().map(|v| *v as u64));
+    shape.push(program.strings.len() as u64);
+    shape.extend(program.strings.iter().map(|b| u64::from(*b)));
+    LaneKey::new("filter", shape)
 }
 
 /// A device array of raw device pointers (for kernels taking one pointer per column).
@@ -120,9 +224,10 @@ pub(super) fn filter_project(
         .map(|(column, class)| SlotInput::new(batch.column(*column), *class))
         .collect::<Result<Vec<_>, _>>()?;
     // The largest chunk of string bytes per slot, so each lane's staging fits any chunk.
+    let chunk_rows = dev.backend.batching.chunk_rows;
     let chunk_bytes: Vec<usize> = inputs
         .iter()
-        .map(|input| input.max_chunk_bytes(rows, pipeline::CHUNK_ROWS))
+        .map(|input| input.max_chunk_bytes(rows, chunk_rows).next_power_of_two())
         .collect();
     let slot_types: Vec<i32> = program
         .slots
@@ -133,17 +238,6 @@ pub(super) fn filter_project(
             ValueClass::Str => 2,
         })
         .collect();
-    let (d_types, d_codes, d_slots, d_args, d_lits) = (
-        dev.upload(&slot_types)?,
-        dev.upload(&program.codes)?,
-        dev.upload(&program.slot_of)?,
-        dev.upload(&program.args)?,
-        dev.upload(&program.literals)?,
-    );
-    let (d_pool, d_pool_offsets) = (
-        dev.upload(&program.strings)?,
-        dev.upload(&program.string_offsets)?,
-    );
     let num_instrs =
         i32::try_from(program.len()).map_err(|_| unsupported("predicate program too long"))?;
     let eval = dev
@@ -162,7 +256,7 @@ pub(super) fn filter_project(
     pipeline::double_buffered(
         dev,
         rows,
-        pipeline::CHUNK_ROWS,
+        |lane_rows| lane_key(lane_rows, &slot_types, &chunk_bytes, &program),
         |stream, lane_rows| {
             let columns = inputs
                 .iter()
@@ -208,6 +302,7 @@ pub(super) fn filter_project(
                     .map(|v: &Staging<u8>| v.device().device_ptr(stream).0),
             )?;
             Ok(FilterLane {
+                program: ProgramBuffers::upload(dev, stream, &program, &slot_types)?,
                 columns,
                 string_offsets,
                 string_bytes,
@@ -261,13 +356,13 @@ pub(super) fn filter_project(
                 .arg(&lane.offset_ptrs)
                 .arg(&lane.byte_ptrs)
                 .arg(&lane.validity_ptrs)
-                .arg(&d_pool)
-                .arg(&d_pool_offsets)
-                .arg(&d_types)
-                .arg(&d_codes)
-                .arg(&d_slots)
-                .arg(&d_args)
-                .arg(&d_lits)
+                .arg(&lane.program.strings)
+                .arg(&lane.program.string_offsets)
+                .arg(&lane.program.types)
+                .arg(&lane.program.codes)
+                .arg(&lane.program.slots)
+                .arg(&lane.program.args)
+                .arg(&lane.program.literals)
                 .arg(&num_instrs)
                 .arg(&rows_u64)
                 .arg(&mut lane.flags);

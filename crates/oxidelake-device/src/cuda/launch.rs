@@ -20,6 +20,7 @@ use cudarc::driver::{
 use oxidelake_core::EngineError;
 
 use super::CudaBackend;
+use super::lane_pool::{LaneBytes, LaneKey, LaneState};
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
 use crate::ops::{AggFunc, AggregateArgs, DistanceMetric, JoinMatches, VectorDistanceArgs};
@@ -418,6 +419,12 @@ struct DistanceLane {
     out_valid: Staging<u8>,
 }
 
+impl LaneState for DistanceLane {
+    fn bytes(&self) -> LaneBytes {
+        self.vectors.bytes() + self.valid.bytes() + self.out.bytes() + self.out_valid.bytes()
+    }
+}
+
 pub(super) fn vector_distance(
     dev: &Dev<'_>,
     args: VectorDistanceArgs<'_>,
@@ -452,7 +459,7 @@ pub(super) fn vector_distance(
     pipeline::double_buffered(
         dev,
         rows,
-        pipeline::CHUNK_ROWS,
+        |lane_rows| LaneKey::new("vector_distance", vec![lane_rows as u64, dim as u64]),
         |stream, lane_rows| {
             Ok(DistanceLane {
                 vectors: Staging::new(dev, stream, lane_rows * dim)?,

@@ -1,17 +1,20 @@
 //! Double-buffered H2D / kernel / D2H pipelining for row-independent CUDA work.
 //!
-//! A batch is cut into chunks of [`CHUNK_ROWS`] rows that alternate between two lanes.
-//! Each lane owns a CUDA stream and its own pinned host staging and device buffers, so
-//! while lane A copies chunk `c` to the device, runs its kernels and copies the result
-//! back, lane B's chunk `c - 1` is in flight on the other stream, and the host fills lane
-//! A's staging for chunk `c + 2` only after lane A's previous chunk was collected.
+//! A batch is cut into chunks of the backend's chunk size (`DeviceBatching::chunk_rows`)
+//! that alternate between two lanes. Each lane owns a CUDA stream and its own pinned host
+//! staging and device buffers, so while lane A copies chunk `c` to the device, runs its
+//! kernels and copies the result back, lane B's chunk `c - 1` is in flight on the other
+//! stream, and the host fills lane A's staging for chunk `c + 2` only after lane A's
+//! previous chunk was collected. Operators coalesce their input to the backend's batch
+//! size (`DeviceBatching::batch_rows`, several chunks), so both lanes carry work.
 //!
 //! Ordering needs no explicit stream synchronisation: every pinned buffer carries the
 //! event of its last asynchronous copy (cudarc records it), and reading or writing it
 //! from the host waits for that event first. Results are collected in chunk order.
 //!
-//! Pinned staging is allocated per call (sized to one chunk, or the whole batch when it
-//! is smaller); reusing it across calls is a later optimisation.
+//! Lanes and the second lane's stream come from the backend's [`LanePool`] and go back
+//! to it at the end of the call, so a steady stream of equal-sized batches allocates
+//! nothing after its first batch.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,10 +22,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 use oxidelake_core::EngineError;
 
+use super::lane_pool::{LaneBytes, LaneKey, LaneState, Tracked};
 use super::launch::Dev;
-
-/// Rows per pipeline chunk. A multiple of 8, so a chunk's validity starts on a byte.
-pub(super) const CHUNK_ROWS: usize = 1 << 18;
 
 /// A pinned host buffer paired with a device buffer of the same length.
 pub(super) struct Staging<T: DeviceRepr + ValidAsZeroBits> {
@@ -91,6 +92,14 @@ impl<T: DeviceRepr + ValidAsZeroBits> Staging<T> {
         Ok(())
     }
 
+    /// What the pair holds on each side.
+    pub(super) fn bytes(&self) -> LaneBytes {
+        LaneBytes {
+            pinned: self.host.num_bytes(),
+            device: self.device.num_bytes(),
+        }
+    }
+
     /// The device buffer (a kernel argument).
     pub(super) fn device(&self) -> &CudaSlice<T> {
         &self.device
@@ -103,40 +112,61 @@ impl<T: DeviceRepr + ValidAsZeroBits> Staging<T> {
 }
 
 /// One lane: a stream and the caller's per-lane buffers, with the chunk in flight.
-struct Lane<L> {
+struct Lane<L: LaneState> {
     stream: Arc<CudaStream>,
-    state: L,
+    state: Tracked<L>,
     pending: Option<Range<usize>>,
 }
 
-/// Runs `rows` rows through two lanes in chunks of `chunk_rows`.
+/// Runs `rows` rows through two lanes in chunks of the backend's chunk size.
 ///
-/// `new_lane(stream, lane_rows)` allocates a lane's buffers for up to `lane_rows` rows;
+/// `key(lane_rows)` names the lanes this call can reuse; `new_lane(stream, lane_rows)`
+/// allocates a lane's buffers for up to `lane_rows` rows on `stream` (the pool's) when
+/// the pool has none;
 /// `issue(state, stream, rows)` fills the lane's pinned staging from the host and
 /// enqueues uploads, kernels and downloads for one chunk; `collect(state, rows)` reads a
 /// finished chunk's pinned results (called in chunk order).
-pub(super) fn double_buffered<L>(
+pub(super) fn double_buffered<L: LaneState>(
     dev: &Dev<'_>,
     rows: usize,
-    chunk_rows: usize,
+    key: impl FnOnce(usize) -> LaneKey,
     mut new_lane: impl FnMut(&Arc<CudaStream>, usize) -> Result<L, EngineError>,
     mut issue: impl FnMut(&mut L, &Arc<CudaStream>, Range<usize>) -> Result<(), EngineError>,
     mut collect: impl FnMut(&mut L, Range<usize>) -> Result<(), EngineError>,
 ) -> Result<(), EngineError> {
-    let chunk_rows = chunk_rows.max(8);
+    let chunk_rows = dev.backend.batching.chunk_rows;
     let chunks = rows.div_ceil(chunk_rows);
     let lane_rows = chunk_rows.min(rows);
+    let key = key(lane_rows);
+    let pool = &dev.backend.lanes;
     let mut lanes: Vec<Lane<L>> = Vec::with_capacity(2);
     for c in 0..chunks {
         let i = c % 2;
         if lanes.len() == i {
-            // The second lane gets its own stream, ordered after the caller's work.
+            // The second lane's stream is ordered after the caller's work so far.
             let stream = if i == 0 {
                 Arc::clone(dev.stream)
             } else {
-                dev.stream.fork().map_err(dev.err("cuStreamCreate"))?
+                pool.stream_after(dev.stream)
+                    .map_err(dev.err("cuStreamCreate"))?
             };
-            let state = new_lane(&stream, lane_rows)?;
+            let state = match pool.take::<L>(&key) {
+                Some((lane, ready)) => {
+                    stream.wait(&ready).map_err(dev.err("cuStreamWaitEvent"))?;
+                    lane
+                }
+                None => {
+                    // Allocated (and its constant parts uploaded) on the pool's stream,
+                    // which the lane's stream then waits for.
+                    pool.note_created();
+                    let home = pool
+                        .home_stream(dev.stream)
+                        .map_err(dev.err("cuStreamCreate"))?;
+                    let lane = Tracked::new(new_lane(&home, lane_rows)?);
+                    stream.join(&home).map_err(dev.err("cuStreamWaitEvent"))?;
+                    lane
+                }
+            };
             lanes.push(Lane {
                 stream,
                 state,
@@ -145,17 +175,17 @@ pub(super) fn double_buffered<L>(
         }
         let lane = &mut lanes[i];
         if let Some(done) = lane.pending.take() {
-            collect(&mut lane.state, done)?;
+            collect(&mut lane.state.state, done)?;
         }
         let range = c * chunk_rows..rows.min((c + 1) * chunk_rows);
-        issue(&mut lane.state, &lane.stream, range.clone())?;
+        issue(&mut lane.state.state, &lane.stream, range.clone())?;
         lane.pending = Some(range);
     }
     let mut tail: Vec<&mut Lane<L>> = lanes.iter_mut().filter(|l| l.pending.is_some()).collect();
     tail.sort_by_key(|l| l.pending.as_ref().map_or(0, |r| r.start));
     for lane in tail {
         if let Some(done) = lane.pending.take() {
-            collect(&mut lane.state, done)?;
+            collect(&mut lane.state.state, done)?;
         }
     }
     if let Some(second) = lanes.get(1) {
@@ -163,6 +193,18 @@ pub(super) fn double_buffered<L>(
         dev.stream
             .join(&second.stream)
             .map_err(dev.err("cuStreamWaitEvent"))?;
+    }
+    // Both lanes' work is now ordered before this point of the caller's stream.
+    let ready = Arc::new(
+        dev.stream
+            .record_event(None)
+            .map_err(dev.err("cuEventRecord"))?,
+    );
+    for (i, lane) in lanes.into_iter().enumerate() {
+        pool.park(key.clone(), lane.state, Arc::clone(&ready));
+        if i == 1 {
+            pool.park_stream(lane.stream);
+        }
     }
     Ok(())
 }

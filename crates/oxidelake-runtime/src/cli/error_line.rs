@@ -4,8 +4,19 @@
 /// "… with top memory consumers (across reservations) as:" followed by one consumer per
 /// line) is kept, joined with "; ": which operator held the memory is the part of an
 /// out-of-memory error a user acts on.
+///
+/// DataFusion's context errors ("<context>\ncaused by\n<error>", e.g. an optimizer
+/// rule's refusal under the rule's name) keep their cause: "<context>: <error>".
 pub fn one_line(text: &str) -> String {
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let all: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if all.len() >= 3 && all[1] == "caused by" {
+        return format!("{}: {}", all[0], one_line(&all[2..].join("\n")));
+    }
+    let mut lines = all.into_iter();
     let Some(first) = lines.next() else {
         return "unknown error".to_string();
     };
@@ -39,6 +50,15 @@ mod tests {
         assert!(
             line.ends_with("Failed to allocate additional 8.0 MB"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_context_error_keeps_its_cause_on_the_line() {
+        let text = "Job 1 failed: DataFusion error: oxidelake_file_access\ncaused by\nError during planning: reading file:///x is outside the cluster's allowed roots\nbacktrace …";
+        assert_eq!(
+            one_line(text),
+            "Job 1 failed: DataFusion error: oxidelake_file_access: Error during planning: reading file:///x is outside the cluster's allowed roots"
         );
     }
 

@@ -18,6 +18,8 @@ use oxidelake_planner::{
     physical_optimizer_rules,
 };
 
+use super::FileAccess;
+
 /// The environment variable naming the backend cluster plans are placed for.
 pub const CLUSTER_BACKEND_ENV: &str = "OXIDE_CLUSTER_BACKEND";
 
@@ -48,15 +50,19 @@ pub fn cluster_session_config() -> SessionConfig {
 }
 
 /// The scheduler's session state for `config`: Ballista's defaults plus the placement
-/// rule, where `auto` means `cluster_backend`.
+/// rule, where `auto` means `cluster_backend`, and the file-access check first (before
+/// any rule can replace a scan, e.g. a COUNT(*) answered from statistics).
 pub fn scheduler_session_state(
     config: SessionConfig,
     cluster_backend: BackendKind,
+    access: &FileAccess,
 ) -> datafusion::error::Result<SessionState> {
     let state = ballista_core::utils::default_session_builder(config)?;
     let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(cluster_backend)));
+    let mut rules = physical_optimizer_rules(rule);
+    rules.insert(0, Arc::new(access.clone()));
     let mut state = SessionStateBuilder::new_from_existing(state)
-        .with_physical_optimizer_rules(physical_optimizer_rules(rule))
+        .with_physical_optimizer_rules(rules)
         .build();
     register_nested_functions(&mut state)?;
     crate::install_object_stores(state.runtime_env());

@@ -14,6 +14,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_planner::OxidePhysicalCodec;
 
+use super::FileAccess;
 use super::config::{
     cluster_codec, cluster_session_config, executor_function_registry, executor_runtime_producer,
     scheduler_session_state,
@@ -94,7 +95,7 @@ impl InProcessCluster {
                     .with_scheduler_policy(TaskSchedulingPolicy::PullStaged)
                     .with_override_config_producer(Arc::new(cluster_session_config))
                     .with_override_session_builder(Arc::new(move |cfg| {
-                        scheduler_session_state(cfg, backend)
+                        scheduler_session_state(cfg, backend, &FileAccess::default())
                     }));
                 config.bind_host = "127.0.0.1".into();
                 config.override_physical_codec = Some(Arc::new(cluster_codec()));

@@ -1,0 +1,141 @@
+//! Gathering an operator's input into the batch size its device backend asks for
+//! ([`oxidelake_device::DeviceBatching`]) before the batches cross to the device.
+//!
+//! DataFusion's scans hand out 8,192-row batches; one device call per such batch would
+//! pay a transfer and several launches for little work and would never fill the second
+//! stream of the backend's pipeline. Batches are concatenated on the host (arrow's
+//! `BatchCoalescer`) up to the target; the last one holds what is left. On the CPU
+//! backend nothing is gathered.
+
+use std::sync::Arc;
+
+use arrow::compute::BatchCoalescer;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::StreamExt;
+
+/// Where the gathering stands.
+struct Gather {
+    input: SendableRecordBatchStream,
+    coalescer: BatchCoalescer,
+    /// The input ended (or failed): only completed batches are left to hand out.
+    ended: bool,
+}
+
+/// `input` re-cut into batches of `target_rows` rows (the last may be smaller).
+pub(crate) fn gather(
+    input: SendableRecordBatchStream,
+    target_rows: usize,
+) -> SendableRecordBatchStream {
+    let schema = input.schema();
+    let state = Gather {
+        coalescer: BatchCoalescer::new(Arc::clone(&schema), target_rows.max(1)),
+        input,
+        ended: false,
+    };
+    let stream = futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(batch) = state.coalescer.next_completed_batch() {
+                return Some((Ok(batch), state));
+            }
+            if state.ended {
+                return None;
+            }
+            let step = match state.input.next().await {
+                Some(Ok(batch)) => state.coalescer.push_batch(batch),
+                Some(Err(e)) => {
+                    // The error ends the stream; what was gathered is not handed out.
+                    state.ended = true;
+                    state.coalescer = BatchCoalescer::new(state.input.schema(), 1);
+                    return Some((Err(e), state));
+                }
+                None => {
+                    state.ended = true;
+                    state.coalescer.finish_buffered_batch()
+                }
+            };
+            if let Err(e) = step {
+                state.ended = true;
+                return Some((Err(DataFusionError::from(e)), state));
+            }
+        }
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_plan::common::collect;
+
+    fn batches(sizes: &[usize]) -> SendableRecordBatchStream {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let mut next = 0i64;
+        let batches: Vec<_> = sizes
+            .iter()
+            .map(|n| {
+                let values: Vec<i64> = (next..next + *n as i64).collect();
+                next += *n as i64;
+                Ok(RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![Arc::new(Int64Array::from(values))],
+                )
+                .unwrap())
+            })
+            .collect();
+        Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(batches),
+        ))
+    }
+
+    #[tokio::test]
+    async fn small_batches_are_gathered_to_the_target_with_the_rest_last_and_order_kept() {
+        let out = collect(gather(batches(&[300; 10]), 1000)).await.unwrap();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, vec![1000, 1000, 1000]);
+        let values: Vec<i64> = out
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(values, (0..3000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn an_input_error_is_passed_on_and_ends_the_stream() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let ok = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(vec![1, 2]))],
+        )
+        .unwrap();
+        let items = vec![
+            Ok(ok.clone()),
+            Err(DataFusionError::Execution("disk gone".into())),
+            Ok(ok),
+        ];
+        let input: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(items),
+        ));
+        let out: Vec<_> = gather(input, 1000).collect().await;
+        assert_eq!(out.len(), 1, "one error, then the end");
+        assert!(
+            out[0]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("disk gone")
+        );
+    }
+}

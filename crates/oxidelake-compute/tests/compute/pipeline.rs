@@ -1,0 +1,263 @@
+//! The CUDA filter's data path on the emulated driver (tools/cuda-emu): scan-sized
+//! batches are gathered to the device batch size, each device call runs its chunks on
+//! two streams in the designed order, and the lanes (pinned staging, device buffers, the
+//! second stream) come from the backend's pool after the first call.
+//!
+//! The emulator's stream trace and allocation counters are process-wide, so
+//! `scripts/test-cuda-emulated.sh` runs this module on its own, one test at a time. On a
+//! real driver those hooks do not exist: each test says so and returns.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::SessionContext;
+use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
+use oxidelake_compute::{BackendChoice, GpuFilterExec};
+use oxidelake_core::BackendKind;
+use oxidelake_device::{CpuBackend, CudaBackend, DeviceBatching};
+
+use super::emu;
+use super::rows::assert_same_rows;
+
+/// Scan-sized input batches of this many rows...
+const SCAN_ROWS: usize = 1024;
+/// ...gathered to device batches of four chunks of this many rows.
+const CHUNK_ROWS: usize = 1024;
+const BATCH_ROWS: usize = 4 * CHUNK_ROWS;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]))
+}
+
+/// `batches` scan batches: `a` counts up (every 7th NULL), `s` is "row<a>" in six
+/// digits (equal widths: every device batch then has the same string staging size).
+fn scan(batches: usize) -> Arc<dyn ExecutionPlan> {
+    let schema = schema();
+    let parts: Vec<RecordBatch> = (0..batches)
+        .map(|b| {
+            let start = (b * SCAN_ROWS) as i64;
+            let a: Int64Array = (start..start + SCAN_ROWS as i64)
+                .map(|v| (v % 7 != 0).then_some(v))
+                .collect();
+            let s: StringArray = (start..start + SCAN_ROWS as i64)
+                .map(|v| Some(format!("row{v:06}")))
+                .collect();
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(a), Arc::new(s)]).unwrap()
+        })
+        .collect();
+    MemorySourceConfig::try_new_exec(&[parts], schema, None).unwrap()
+}
+
+/// `a > 1000 AND s LIKE 'row%3%'` over `batches` scan batches, on `backend`.
+fn filter(batches: usize, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
+    let predicates = vec![
+        Predicate::from(ColumnPredicate {
+            column: 0,
+            op: CmpOp::Gt,
+            literal: Literal::Int64(1000),
+        }),
+        Predicate::Like {
+            column: 1,
+            pattern: "row%3%".into(),
+            negated: false,
+        },
+    ];
+    Arc::new(
+        GpuFilterExec::try_new(scan(batches), predicates, vec![0, 1], BackendKind::Cuda)
+            .unwrap()
+            .with_backend(backend),
+    )
+}
+
+async fn run(plan: Arc<dyn ExecutionPlan>) -> Vec<RecordBatch> {
+    collect(plan, SessionContext::new().task_ctx())
+        .await
+        .unwrap()
+}
+
+fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    plan.metrics()
+        .and_then(|m| m.sum_by_name(name))
+        .map(|v| v.as_usize())
+        .unwrap_or(0)
+}
+
+/// A CUDA backend with small chunks, so a test's batches span several of them.
+fn cuda(pool_bytes: Option<usize>) -> Arc<CudaBackend> {
+    let backend = CudaBackend::try_new(0)
+        .unwrap()
+        .with_batching(DeviceBatching::new(BATCH_ROWS, CHUNK_ROWS).unwrap());
+    Arc::new(match pool_bytes {
+        Some(bytes) => backend.with_lane_pool_bytes(bytes),
+        None => backend,
+    })
+}
+
+fn emulator_missing() -> bool {
+    if emu::has_trace() {
+        return false;
+    }
+    eprintln!("skipping: libcuda is not the emulated driver (no oxide_emu_trace_text)");
+    true
+}
+
+/// One letter per traced operation of a stream: U upload, D download, and the filter's
+/// kernels e(val) c(ount) s(can) k (compact); events are left out.
+fn shape(ops: &[String]) -> String {
+    ops.iter()
+        .filter_map(|op| match op.as_str() {
+            "h2d" => Some('U'),
+            "d2h" => Some('D'),
+            "launch eval_predicates" => Some('e'),
+            "launch count_flags" => Some('c'),
+            "launch exclusive_scan_blocks" => Some('s'),
+            "launch compact_rows" => Some('k'),
+            "record" | "wait" => None,
+            _ => Some('?'),
+        })
+        .collect()
+}
+
+/// Whether `shape` is a sequence of chunks, each uploads, the four kernels in order,
+/// then the two downloads (block totals, kept row indices).
+fn is_chunk_sequence(shape: &str) -> bool {
+    let mut rest = shape;
+    while !rest.is_empty() {
+        let uploads = rest.len() - rest.trim_start_matches('U').len();
+        if uploads == 0 || !rest[uploads..].starts_with("ecskDD") {
+            return false;
+        }
+        rest = &rest[uploads + "ecskDD".len()..];
+    }
+    true
+}
+
+#[test]
+fn the_chunk_pattern_checker_accepts_only_the_designed_order() {
+    assert!(is_chunk_sequence("UUUecskDDUecskDD"));
+    assert!(!is_chunk_sequence("ecskDD"), "no upload before the kernels");
+    assert!(!is_chunk_sequence("UUceskDD"), "kernels out of order");
+    assert!(!is_chunk_sequence("UUecskD"), "a download missing");
+    assert!(!is_chunk_sequence("UUecskDDe"), "a trailing launch");
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn scan_batches_are_gathered_and_each_device_call_runs_on_two_streams_in_order() {
+    if emulator_missing() {
+        return;
+    }
+    let batches = 120;
+    let backend = cuda(None);
+    let plan = filter(batches, BackendChoice::Fixed(backend.clone()));
+    emu::trace(true);
+    let ours = run(Arc::clone(&plan)).await;
+    emu::trace(false);
+    let stock = run(filter(
+        batches,
+        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
+    ))
+    .await;
+    let rows = assert_same_rows("gathered filter", &ours, &stock, 0.0);
+    assert!(rows > 0, "the filter keeps some rows");
+    assert_eq!(
+        metric(&plan, "cpu_fallback_batches"),
+        0,
+        "every batch ran on the device"
+    );
+
+    let mut per_stream: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (stream, op) in emu::trace_lines() {
+        per_stream.entry(stream).or_default().push(op);
+    }
+    let device_calls = batches * SCAN_ROWS / BATCH_ROWS;
+    let chunks_per_stream = device_calls * (BATCH_ROWS / CHUNK_ROWS) / 2;
+    let working: Vec<(&String, String)> = per_stream
+        .iter()
+        .map(|(stream, ops)| (stream, shape(ops)))
+        .filter(|(_, shape)| shape.contains('e'))
+        .collect();
+    assert_eq!(
+        working.len(),
+        2,
+        "two streams carry the filter's work: {:?}",
+        per_stream.keys().collect::<Vec<_>>()
+    );
+    for (stream, shape) in &working {
+        assert!(
+            is_chunk_sequence(shape),
+            "{stream}: every chunk is uploads, eval, count, scan, compact, two downloads: {shape}"
+        );
+        assert_eq!(
+            shape.matches('k').count(),
+            chunks_per_stream,
+            "{stream}: half of the {device_calls} calls' chunks"
+        );
+    }
+    let stats = backend.lane_pool_stats();
+    assert_eq!(
+        stats.lanes_created, 2,
+        "one lane per stream, then reuse: {stats:?}"
+    );
+    assert_eq!(
+        stats.lanes_reused as usize,
+        2 * (device_calls - 1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.streams_created, 1, "{stats:?}");
+}
+
+/// Allocations (device, pinned, streams) a fresh backend makes for a filter over
+/// `batches` scan batches: (cuMemAlloc, cuMemHostAlloc, cuStreamCreate).
+async fn allocations(batches: usize, pool_bytes: Option<usize>) -> (u64, u64, u64) {
+    let backend = cuda(pool_bytes);
+    let counts = || {
+        (
+            emu::call_count("cuMemAlloc"),
+            emu::call_count("cuMemHostAlloc"),
+            emu::call_count("cuStreamCreate"),
+        )
+    };
+    // The kernels' modules load on the first call; warm them outside the count.
+    run(filter(1, BackendChoice::Fixed(backend.clone()))).await;
+    let before = counts();
+    let out = run(filter(batches, BackendChoice::Fixed(backend))).await;
+    assert!(out.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
+    let after = counts();
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn the_lane_pool_keeps_allocations_constant_across_hundreds_of_batches() {
+    if emulator_missing() {
+        return;
+    }
+    // Each run warms a fresh backend with one batch (one lane); the run then creates the
+    // second lane and its stream at its first device call and reuses both after that.
+    let (short, long) = (allocations(100, None).await, allocations(400, None).await);
+    eprintln!("pooled lanes: 100 scan batches {short:?}, 400 scan batches {long:?}");
+    assert_eq!(
+        short, long,
+        "allocations do not grow with the number of batches (cuMemAlloc, cuMemHostAlloc, cuStreamCreate)"
+    );
+    let (per_batch_100, per_batch_400) = (
+        allocations(100, Some(0)).await,
+        allocations(400, Some(0)).await,
+    );
+    eprintln!(
+        "unpooled lanes: 100 scan batches {per_batch_100:?}, 400 scan batches {per_batch_400:?}"
+    );
+    assert!(
+        per_batch_400.1 > per_batch_100.1 && per_batch_100.1 > short.1,
+        "without the pool, pinned allocations grow with the batches (the counter sees them)"
+    );
+}

@@ -1,0 +1,100 @@
+//! How large a batch a device wants: operators coalesce their input to `batch_rows`
+//! before handing it to a GPU backend, and the backend cuts it into `chunk_rows` chunks
+//! that alternate between its two pipeline streams.
+//!
+//! DataFusion hands operators 8,192-row batches. A GPU pays a fixed cost per transfer
+//! and per launch, and the two-stream pipeline only overlaps copies with kernels when a
+//! batch holds more than one chunk, so a device backend asks for several chunks per
+//! batch. The CPU backend asks for nothing: it works on whatever arrives.
+//!
+//! Set per process (each executor knows its own device), from the environment:
+//! `OXIDE_CUDA_BATCH_ROWS` and `OXIDE_CUDA_CHUNK_ROWS`.
+
+use oxidelake_core::EngineError;
+
+/// A device's batch and chunk sizes, in rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceBatching {
+    /// Rows an operator gathers before one device call (the last batch may be smaller).
+    pub batch_rows: usize,
+    /// Rows per pipeline chunk; a multiple of 8, so a chunk's validity starts on a byte.
+    pub chunk_rows: usize,
+}
+
+/// The default chunk: 256 Ki rows (2 MiB per 8-byte column), large enough that a PCIe
+/// copy runs near its bandwidth, small enough that two lanes' staging stays modest.
+pub const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
+/// The default batch: four chunks, two per stream.
+pub const DEFAULT_BATCH_ROWS: usize = 4 * DEFAULT_CHUNK_ROWS;
+
+impl Default for DeviceBatching {
+    fn default() -> Self {
+        Self {
+            batch_rows: DEFAULT_BATCH_ROWS,
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+        }
+    }
+}
+
+impl DeviceBatching {
+    /// Sizes checked: both at least 8, the chunk a multiple of 8, the batch at least one
+    /// chunk.
+    pub fn new(batch_rows: usize, chunk_rows: usize) -> Result<Self, EngineError> {
+        if chunk_rows < 8 || !chunk_rows.is_multiple_of(8) {
+            return Err(EngineError::InvalidArgument {
+                what: "device chunk rows",
+                detail: format!("{chunk_rows}: it must be a positive multiple of 8"),
+            });
+        }
+        if batch_rows < chunk_rows {
+            return Err(EngineError::InvalidArgument {
+                what: "device batch rows",
+                detail: format!("{batch_rows} is smaller than the chunk of {chunk_rows}"),
+            });
+        }
+        Ok(Self {
+            batch_rows,
+            chunk_rows,
+        })
+    }
+
+    /// The sizes from `OXIDE_CUDA_BATCH_ROWS` / `OXIDE_CUDA_CHUNK_ROWS`, defaults for
+    /// those unset; an unparsable or inconsistent value is an error naming it.
+    pub fn from_env() -> Result<Self, EngineError> {
+        let read = |name: &str, default: usize| -> Result<usize, EngineError> {
+            match std::env::var(name) {
+                Err(_) => Ok(default),
+                Ok(text) => text
+                    .trim()
+                    .parse()
+                    .map_err(|_| EngineError::InvalidArgument {
+                        what: "device batching",
+                        detail: format!("{name}={text:?} is not a number of rows"),
+                    }),
+            }
+        };
+        let chunk_rows = read("OXIDE_CUDA_CHUNK_ROWS", DEFAULT_CHUNK_ROWS)?;
+        let batch_rows = read("OXIDE_CUDA_BATCH_ROWS", chunk_rows.saturating_mul(4))?;
+        Self::new(batch_rows, chunk_rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_batch_holds_two_chunks_per_stream() {
+        let b = DeviceBatching::default();
+        assert_eq!(b.batch_rows, 4 * b.chunk_rows);
+        assert_eq!(DeviceBatching::new(b.batch_rows, b.chunk_rows).unwrap(), b);
+    }
+
+    #[test]
+    fn chunks_that_are_not_multiples_of_eight_or_exceed_the_batch_are_refused() {
+        assert!(DeviceBatching::new(1024, 100).is_err());
+        assert!(DeviceBatching::new(1024, 0).is_err());
+        assert!(DeviceBatching::new(512, 1024).is_err());
+        assert!(DeviceBatching::new(4096, 1024).is_ok());
+    }
+}

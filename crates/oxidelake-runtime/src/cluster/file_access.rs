@@ -1,0 +1,243 @@
+//! Which files a cluster's queries may read and write: `oxide-scheduler --allowed-root`.
+//!
+//! A cluster member reads and writes whatever paths a client's SQL names: a
+//! `CREATE EXTERNAL TABLE … LOCATION '/etc'` followed by a `SELECT`, a URL table, a
+//! `COPY … TO '/home/…'`. The workers do it with their own permissions, on their own
+//! hosts. With allowed roots, the scheduler refuses every physical plan that scans a
+//! file or writes a file outside them, before any task reaches a worker.
+//!
+//! The check runs on the scheduler, as the last physical optimizer rule, because the
+//! scheduler is the member that turns a client's logical plan into tasks: a limit held
+//! by the client (a session setting) would bind only well-behaved clients. It compares
+//! object-store paths segment by segment (`Path::prefix_matches`), so `/data/lake2` is
+//! not inside `/data/lake`, and a local root is canonicalised once at startup.
+//!
+//! What it does not cover: a symbolic link inside a root that points outside it is
+//! followed by the workers (the scheduler cannot resolve links on the workers' hosts);
+//! listing a directory named by `CREATE EXTERNAL TABLE` happens on the client and, for
+//! the files of a scan, on the scheduler before the check (names and sizes, no contents).
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::config::ConfigOptions;
+use datafusion::datasource::listing::ListingTableUrl;
+use datafusion::datasource::object_store::ObjectStoreUrl;
+use datafusion::datasource::physical_plan::{FileScanConfig, FileSink};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use object_store::path::Path;
+
+/// One allowed root: an object store and a path prefix inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedRoot {
+    store: ObjectStoreUrl,
+    prefix: Path,
+    /// As the operator wrote it, for messages.
+    shown: String,
+}
+
+impl AllowedRoot {
+    /// A local directory (made absolute and canonical: it must exist) or a URL such as
+    /// `s3://bucket/prefix`.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        if text.contains("://") {
+            let url = ListingTableUrl::parse(text).map_err(|e| format!("{text}: {e}"))?;
+            return Ok(Self {
+                store: url.object_store(),
+                prefix: url.prefix().clone(),
+                shown: text.to_string(),
+            });
+        }
+        let dir = std::fs::canonicalize(text)
+            .map_err(|e| format!("{text}: {e} (an allowed root must exist)"))?;
+        if !dir.is_dir() {
+            return Err(format!("{text}: not a directory"));
+        }
+        let prefix = Path::from_filesystem_path(&dir).map_err(|e| format!("{text}: {e}"))?;
+        Ok(Self {
+            store: ObjectStoreUrl::local_filesystem(),
+            prefix,
+            shown: dir.display().to_string(),
+        })
+    }
+
+    fn contains(&self, store: &ObjectStoreUrl, path: &Path) -> bool {
+        &self.store == store && path.prefix_matches(&self.prefix)
+    }
+}
+
+/// The scheduler's allowed roots, as a physical optimizer rule.
+#[derive(Debug, Clone, Default)]
+pub struct FileAccess {
+    roots: Vec<AllowedRoot>,
+}
+
+impl FileAccess {
+    /// Access limited to `roots`; an empty list allows every path (the default: the
+    /// scheduler's help and docs/cluster.md say what that exposes).
+    pub fn new(roots: Vec<AllowedRoot>) -> Self {
+        Self { roots }
+    }
+
+    /// Whether any limit is configured.
+    pub fn is_limited(&self) -> bool {
+        !self.roots.is_empty()
+    }
+
+    fn allows(&self, store: &ObjectStoreUrl, path: &Path) -> bool {
+        self.roots.iter().any(|root| root.contains(store, path))
+    }
+
+    fn refusal(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> DataFusionError {
+        DataFusionError::Plan(format!(
+            "{what} {} is outside the cluster's allowed roots ({}); the scheduler's \
+             --allowed-root sets them",
+            shown(store, path),
+            self
+        ))
+    }
+
+    /// Refuses `node` if it scans or writes a file outside the roots.
+    fn check(&self, node: &Arc<dyn ExecutionPlan>) -> Result<()> {
+        if let Some(source) = node.downcast_ref::<DataSourceExec>() {
+            let any: &dyn Any = source.data_source().as_ref();
+            if let Some(scan) = any.downcast_ref::<FileScanConfig>() {
+                for file in scan.file_groups.iter().flat_map(|group| group.iter()) {
+                    let path = &file.object_meta.location;
+                    if !self.allows(&scan.object_store_url, path) {
+                        return Err(self.refusal("reading", &scan.object_store_url, path));
+                    }
+                }
+            }
+        }
+        if let Some(sink) = node.downcast_ref::<DataSinkExec>() {
+            let any: &dyn Any = sink.sink();
+            let config = if let Some(s) =
+                any.downcast_ref::<datafusion::datasource::file_format::parquet::ParquetSink>()
+            {
+                s.config()
+            } else if let Some(s) =
+                any.downcast_ref::<datafusion::datasource::file_format::csv::CsvSink>()
+            {
+                s.config()
+            } else if let Some(s) =
+                any.downcast_ref::<datafusion::datasource::file_format::json::JsonSink>()
+            {
+                s.config()
+            } else {
+                // A sink whose target cannot be read here (Arrow files, a memory table,
+                // a custom table provider) is refused rather than trusted.
+                return Err(DataFusionError::Plan(format!(
+                    "this kind of write (not Parquet, CSV or JSON files) is not allowed \
+                     while the cluster's file access is limited to {self}"
+                )));
+            };
+            for table in &config.table_paths {
+                let store = table.object_store();
+                if !self.allows(&store, table.prefix()) {
+                    return Err(self.refusal("writing", &store, table.prefix()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `file:///a/b` or `s3://bucket/a/b`, for messages.
+fn shown(store: &ObjectStoreUrl, path: &Path) -> String {
+    let base = store.as_str().trim_end_matches('/');
+    format!("{base}/{path}")
+}
+
+impl fmt::Display for FileAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let roots: Vec<&str> = self.roots.iter().map(|r| r.shown.as_str()).collect();
+        write!(f, "{}", roots.join(", "))
+    }
+}
+
+impl PhysicalOptimizerRule for FileAccess {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if self.is_limited() {
+            plan.apply(|node| {
+                self.check(node)?;
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+        }
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "oxidelake_file_access"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(path: &std::path::Path) -> Path {
+        Path::from_absolute_path(path).unwrap()
+    }
+
+    #[test]
+    fn a_local_root_holds_its_files_but_not_a_sibling_sharing_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let root_dir = dir.path().join("lake");
+        std::fs::create_dir(&root_dir).unwrap();
+        let root = AllowedRoot::parse(root_dir.to_str().unwrap()).unwrap();
+        let store = ObjectStoreUrl::local_filesystem();
+        let canonical = std::fs::canonicalize(&root_dir).unwrap();
+        assert!(root.contains(&store, &local(&canonical.join("t/part-0.parquet"))));
+        assert!(!root.contains(&store, &local(&canonical.with_file_name("lake2/x.parquet"))));
+        assert!(!root.contains(&store, &local(&canonical.with_file_name("x.parquet"))));
+        let s3 = ObjectStoreUrl::parse("s3://bucket").unwrap();
+        assert!(
+            !root.contains(&s3, &local(&canonical.join("x"))),
+            "another store"
+        );
+    }
+
+    #[test]
+    fn a_url_root_holds_paths_under_its_prefix_in_its_own_store_only() {
+        let root = AllowedRoot::parse("s3://bucket/data").unwrap();
+        let bucket = ObjectStoreUrl::parse("s3://bucket").unwrap();
+        assert!(root.contains(&bucket, &Path::from("data/t/x.parquet")));
+        assert!(!root.contains(&bucket, &Path::from("database/x.parquet")));
+        let other = ObjectStoreUrl::parse("s3://other").unwrap();
+        assert!(!root.contains(&other, &Path::from("data/x.parquet")));
+    }
+
+    #[test]
+    fn a_root_that_does_not_exist_or_is_a_file_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let err = AllowedRoot::parse(missing.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("nope") && err.contains("must exist"), "{err}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let err = AllowedRoot::parse(file.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn without_roots_every_plan_passes_and_the_rule_says_it_is_unlimited() {
+        let access = FileAccess::default();
+        assert!(!access.is_limited());
+        assert_eq!(access.name(), "oxidelake_file_access");
+    }
+}
