@@ -6,14 +6,23 @@
 //! stream of the backend's pipeline. Batches are concatenated on the host (arrow's
 //! `BatchCoalescer`) up to the target; the last one holds what is left. On the CPU
 //! backend nothing is gathered.
+//!
+//! [`map_batches`] is how the per-batch operators (filter, computed columns, vector
+//! distance) run their work: on a device, gathered and on tokio's blocking pool, since a
+//! device call blocks on its copies and kernels and would otherwise hold a runtime
+//! worker that other tasks need; on the CPU, batch by batch on the polling thread, as
+//! DataFusion's own operators run.
 
 use std::sync::Arc;
 
 use arrow::compute::BatchCoalescer;
-use datafusion::error::DataFusionError;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
+use oxidelake_device::DeviceBatching;
 
 /// Where the gathering stands.
 struct Gather {
@@ -59,6 +68,35 @@ pub(crate) fn gather(
                 state.ended = true;
                 return Some((Err(DataFusionError::from(e)), state));
             }
+        }
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// `work` applied to every batch of `input`, producing batches of `schema`: gathered to
+/// `batching`'s size and run on the blocking pool when the backend is a device (`Some`),
+/// as the batches come and inline otherwise (`None`).
+pub(crate) fn map_batches<F>(
+    input: SendableRecordBatchStream,
+    schema: SchemaRef,
+    batching: Option<DeviceBatching>,
+    work: F,
+) -> SendableRecordBatchStream
+where
+    F: Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
+{
+    let Some(batching) = batching else {
+        let stream = input.map(move |batch| batch.and_then(&work));
+        return Box::pin(RecordBatchStreamAdapter::new(schema, stream));
+    };
+    let work = Arc::new(work);
+    let stream = gather(input, batching.batch_rows).then(move |batch| {
+        let work = Arc::clone(&work);
+        async move {
+            let batch = batch?;
+            tokio::task::spawn_blocking(move || work(batch))
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
         }
     });
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))

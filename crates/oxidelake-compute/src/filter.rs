@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -13,12 +12,11 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::filter::FilterExecBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::StreamExt;
 use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 
+use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
@@ -227,62 +225,37 @@ impl ExecutionPlan for GpuFilterExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
-        // A device wants fewer, larger batches than the scan hands out.
-        let input = match exec.backend.batching() {
-            Some(batching) => crate::device_batches::gather(input, batching.batch_rows),
-            None => input,
-        };
-        let metrics = Arc::new(OperatorMetrics::new(
+        let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,
             "GpuFilterExec",
             self.placement,
             &exec,
-        ));
-        let device = exec.backend.batching().is_some();
-        let exec = Arc::new(exec);
-        let (predicates, projection) = (
-            Arc::new(self.predicates.clone()),
-            Arc::new(self.projection.clone()),
         );
-        let stream = input.then(move |batch| {
-            let (exec, metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
-            let (predicates, projection) = (Arc::clone(&predicates), Arc::clone(&projection));
-            async move {
-                let batch = batch?;
-                let work = move || -> Result<RecordBatch> {
-                    let started = Instant::now();
-                    let out = exec.run(&metrics, |backend, stream| {
-                        backend.filter_project(
-                            stream,
-                            FilterProjectArgs {
-                                batch: &batch,
-                                predicates: &predicates,
-                                projection: &projection,
-                            },
-                        )
-                    })?;
-                    let moved = exec.bytes_moved(|| {
-                        batch.get_array_memory_size() + out.get_array_memory_size()
-                    });
-                    metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-                    Ok(out)
-                };
-                if device {
-                    // Device calls block on copies and kernels: they run on tokio's
-                    // blocking pool, so the runtime's workers keep polling other tasks.
-                    tokio::task::spawn_blocking(work)
-                        .await
-                        .map_err(|e| DataFusionError::External(Box::new(e)))?
-                } else {
-                    work()
-                }
-            }
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        let batching = exec.backend.batching();
+        let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
+        Ok(map_batches(
+            input,
             Arc::clone(&self.schema),
-            stream,
-        )))
+            batching,
+            move |batch| {
+                let started = Instant::now();
+                let out = exec.run(&metrics, |backend, stream| {
+                    backend.filter_project(
+                        stream,
+                        FilterProjectArgs {
+                            batch: &batch,
+                            predicates: &predicates,
+                            projection: &projection,
+                        },
+                    )
+                })?;
+                let moved = exec
+                    .bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
+                metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+                Ok(out)
+            },
+        ))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -24,12 +24,11 @@ use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{EvaluateArgs, ValueColumn, is_overflow};
 
+use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::value_expr::value_column;
@@ -251,8 +250,8 @@ impl ExecutionPlan for GpuProjectionExec {
             self.computed.clone(),
         );
         let schema = Arc::clone(&self.schema);
-        let stream = input.map(move |batch| {
-            let batch = batch?;
+        let batching = exec.backend.batching();
+        let work = move |batch: RecordBatch| {
             let started = Instant::now();
             let args = EvaluateArgs {
                 batch: &batch,
@@ -297,11 +296,8 @@ impl ExecutionPlan for GpuProjectionExec {
             });
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        )))
+        };
+        Ok(map_batches(input, Arc::clone(&self.schema), batching, work))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -12,12 +12,11 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{DistanceMetric, VectorDistanceArgs};
 
+use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
@@ -227,8 +226,8 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             self.metric,
             Arc::clone(&self.schema),
         );
-        let stream = input.map(move |batch| {
-            let batch = batch?;
+        let batching = exec.backend.batching();
+        let work = move |batch: RecordBatch| {
             let started = Instant::now();
             let vectors = batch
                 .column(column)
@@ -253,11 +252,8 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             let moved = exec.bytes_moved(|| vectors.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        )))
+        };
+        Ok(map_batches(input, Arc::clone(&self.schema), batching, work))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -18,6 +18,7 @@ fn oxide_scheduler_help_lists_its_flags() {
         "--no-executors-grace",
         "--task-max-failures",
         "--stage-max-failures",
+        "--allowed-root",
     ] {
         assert!(text.contains(flag), "{text}");
     }
@@ -52,6 +53,24 @@ fn a_scheduler_timeout_a_busy_worker_cannot_meet_is_refused_before_listening() {
     let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(
         text.contains("--executor-timeout") && text.contains("5 s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_allowed_root_that_does_not_exist_is_refused_before_listening() {
+    let missing = tempfile::tempdir().unwrap().path().join("no-such-lake");
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
+        .args(["--bind-port", "0", "--allowed-root"])
+        .arg(&missing)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure();
+    let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        text.contains("--allowed-root")
+            && text.contains("no-such-lake")
+            && text.contains("must exist"),
         "{text}"
     );
 }

@@ -18,7 +18,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
 use oxidelake_compute::{BackendChoice, GpuFilterExec};
-use oxidelake_core::BackendKind;
+use oxidelake_core::{BackendKind, TelemetryHub};
 use oxidelake_device::{CpuBackend, CudaBackend, DeviceBatching};
 
 use super::emu;
@@ -213,6 +213,36 @@ async fn scan_batches_are_gathered_and_each_device_call_runs_on_two_streams_in_o
         "{stats:?}"
     );
     assert_eq!(stats.streams_created, 1, "{stats:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn parked_lanes_are_in_the_pinned_and_device_gauges_until_their_backend_goes() {
+    if emulator_missing() {
+        return;
+    }
+    let gauges = || TelemetryHub::global().snapshot().memory;
+    let before = gauges();
+    let backend = cuda(None);
+    let plan = filter(20, BackendChoice::Fixed(backend.clone()));
+    run(Arc::clone(&plan)).await;
+    let stats = backend.lane_pool_stats();
+    let parked = gauges();
+    assert!(parked.pinned_bytes > before.pinned_bytes, "{parked:?}");
+    assert!(parked.device_bytes > before.device_bytes, "{parked:?}");
+    assert_eq!(
+        (parked.pinned_bytes - before.pinned_bytes) + (parked.device_bytes - before.device_bytes),
+        stats.parked_bytes,
+        "the gauges hold exactly the parked lanes: {stats:?}"
+    );
+    drop(plan);
+    drop(backend);
+    let after = gauges();
+    assert_eq!(
+        (after.pinned_bytes, after.device_bytes),
+        (before.pinned_bytes, before.device_bytes),
+        "dropping the backend frees its lanes"
+    );
 }
 
 /// Allocations (device, pinned, streams) a fresh backend makes for a filter over
