@@ -4,8 +4,9 @@
 //! DataFusion's scans hand out 8,192-row batches; one device call per such batch would
 //! pay a transfer and several launches for little work and would never fill the second
 //! stream of the backend's pipeline. Batches are concatenated on the host (arrow's
-//! `BatchCoalescer`) up to the target; the last one holds what is left. On the CPU
-//! backend nothing is gathered.
+//! `BatchCoalescer`) up to the target rows, fewer when the first batch's rows are so
+//! wide that the target would pass the byte bound; the last batch holds what is left.
+//! On the CPU backend nothing is gathered.
 //!
 //! [`map_batches`] is how the per-batch operators (filter, computed columns, vector
 //! distance) run their work: on a device, gathered and on tokio's blocking pool, since a
@@ -27,41 +28,68 @@ use oxidelake_device::DeviceBatching;
 /// Where the gathering stands.
 struct Gather {
     input: SendableRecordBatchStream,
-    coalescer: BatchCoalescer,
+    /// Created at the first batch, whose row width sets the target.
+    coalescer: Option<BatchCoalescer>,
+    target_rows: usize,
+    target_bytes: usize,
     /// The input ended (or failed): only completed batches are left to hand out.
     ended: bool,
 }
 
-/// `input` re-cut into batches of `target_rows` rows (the last may be smaller).
+/// Rows per gathered batch: `target_rows`, fewer when `sample`'s rows are wide enough
+/// that so many would pass `target_bytes`.
+fn rows_for(sample: &RecordBatch, target_rows: usize, target_bytes: usize) -> usize {
+    let row_bytes = sample.get_array_memory_size() / sample.num_rows().max(1);
+    (target_bytes / row_bytes.max(1)).clamp(1, target_rows.max(1))
+}
+
+/// `input` re-cut into batches of `target_rows` rows and at most about `target_bytes`
+/// (the last may be smaller).
 pub(crate) fn gather(
     input: SendableRecordBatchStream,
     target_rows: usize,
+    target_bytes: usize,
 ) -> SendableRecordBatchStream {
     let schema = input.schema();
     let state = Gather {
-        coalescer: BatchCoalescer::new(Arc::clone(&schema), target_rows.max(1)),
         input,
+        coalescer: None,
+        target_rows,
+        target_bytes,
         ended: false,
     };
     let stream = futures::stream::unfold(state, |mut state| async move {
         loop {
-            if let Some(batch) = state.coalescer.next_completed_batch() {
+            if let Some(batch) = state
+                .coalescer
+                .as_mut()
+                .and_then(|c| c.next_completed_batch())
+            {
                 return Some((Ok(batch), state));
             }
             if state.ended {
                 return None;
             }
             let step = match state.input.next().await {
-                Some(Ok(batch)) => state.coalescer.push_batch(batch),
+                Some(Ok(batch)) => {
+                    let coalescer = state.coalescer.get_or_insert_with(|| {
+                        let rows = rows_for(&batch, state.target_rows, state.target_bytes);
+                        BatchCoalescer::new(batch.schema(), rows)
+                    });
+                    coalescer.push_batch(batch)
+                }
                 Some(Err(e)) => {
                     // The error ends the stream; what was gathered is not handed out.
                     state.ended = true;
-                    state.coalescer = BatchCoalescer::new(state.input.schema(), 1);
+                    state.coalescer = None;
                     return Some((Err(e), state));
                 }
                 None => {
                     state.ended = true;
-                    state.coalescer.finish_buffered_batch()
+                    match state.coalescer.as_mut() {
+                        Some(c) => c.finish_buffered_batch(),
+                        None => Ok(()),
+                    }
                 }
             };
             if let Err(e) = step {
@@ -90,7 +118,7 @@ where
         return Box::pin(RecordBatchStreamAdapter::new(schema, stream));
     };
     let work = Arc::new(work);
-    let stream = gather(input, batching.batch_rows).then(move |batch| {
+    let stream = gather(input, batching.batch_rows, batching.batch_bytes).then(move |batch| {
         let work = Arc::clone(&work);
         async move {
             let batch = batch?;
@@ -132,7 +160,9 @@ mod tests {
 
     #[tokio::test]
     async fn small_batches_are_gathered_to_the_target_with_the_rest_last_and_order_kept() {
-        let out = collect(gather(batches(&[300; 10]), 1000)).await.unwrap();
+        let out = collect(gather(batches(&[300; 10]), 1000, usize::MAX))
+            .await
+            .unwrap();
         let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
         assert_eq!(sizes, vec![1000, 1000, 1000]);
         let values: Vec<i64> = out
@@ -147,6 +177,22 @@ mod tests {
             })
             .collect();
         assert_eq!(values, (0..3000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn wide_rows_are_gathered_to_the_byte_bound_before_the_row_target() {
+        let input = batches(&[300; 10]);
+        let row_bytes = 8; // one Int64 column, no NULLs
+        let out = collect(gather(input, 1000, 200 * row_bytes + 64))
+            .await
+            .unwrap();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 3000, "{sizes:?}");
+        let (last, full) = sizes.split_last().unwrap();
+        assert!(
+            full.iter().all(|n| (100..=210).contains(n)) && *last <= 210,
+            "about 200 rows a batch (the rest last), not 1000: {sizes:?}"
+        );
     }
 
     #[tokio::test]
@@ -166,7 +212,7 @@ mod tests {
             schema,
             futures::stream::iter(items),
         ));
-        let out: Vec<_> = gather(input, 1000).collect().await;
+        let out: Vec<_> = gather(input, 1000, usize::MAX).collect().await;
         assert_eq!(out.len(), 1, "one error, then the end");
         assert!(
             out[0]

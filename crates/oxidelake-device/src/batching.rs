@@ -7,8 +7,11 @@
 //! batch holds more than one chunk, so a device backend asks for several chunks per
 //! batch. The CPU backend asks for nothing: it works on whatever arrives.
 //!
+//! A batch is also bounded in bytes (`batch_bytes`): a million rows of 1,024-float
+//! vectors would be 4 GiB of host memory before the device saw any of it.
+//!
 //! Set per process (each executor knows its own device), from the environment:
-//! `OXIDE_CUDA_BATCH_ROWS` and `OXIDE_CUDA_CHUNK_ROWS`.
+//! `OXIDE_CUDA_BATCH_ROWS`, `OXIDE_CUDA_CHUNK_ROWS` and `OXIDE_CUDA_BATCH_BYTES`.
 
 use oxidelake_core::EngineError;
 
@@ -19,6 +22,9 @@ pub struct DeviceBatching {
     pub batch_rows: usize,
     /// Rows per pipeline chunk; a multiple of 8, so a chunk's validity starts on a byte.
     pub chunk_rows: usize,
+    /// Most bytes (Arrow memory of the input) a gathered batch holds; fewer rows than
+    /// `batch_rows` when the rows are wide.
+    pub batch_bytes: usize,
 }
 
 /// The default chunk: 256 Ki rows (2 MiB per 8-byte column), large enough that a PCIe
@@ -26,12 +32,15 @@ pub struct DeviceBatching {
 pub const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 /// The default batch: four chunks, two per stream.
 pub const DEFAULT_BATCH_ROWS: usize = 4 * DEFAULT_CHUNK_ROWS;
+/// The default byte bound of a gathered batch: 256 MiB.
+pub const DEFAULT_BATCH_BYTES: usize = 256 << 20;
 
 impl Default for DeviceBatching {
     fn default() -> Self {
         Self {
             batch_rows: DEFAULT_BATCH_ROWS,
             chunk_rows: DEFAULT_CHUNK_ROWS,
+            batch_bytes: DEFAULT_BATCH_BYTES,
         }
     }
 }
@@ -55,7 +64,14 @@ impl DeviceBatching {
         Ok(Self {
             batch_rows,
             chunk_rows,
+            batch_bytes: DEFAULT_BATCH_BYTES,
         })
+    }
+
+    /// The same sizes with gathered batches bounded to `bytes` (at least one row each).
+    pub fn with_batch_bytes(mut self, bytes: usize) -> Self {
+        self.batch_bytes = bytes.max(1);
+        self
     }
 
     /// The sizes from `OXIDE_CUDA_BATCH_ROWS` / `OXIDE_CUDA_CHUNK_ROWS`, defaults for
@@ -75,7 +91,8 @@ impl DeviceBatching {
         };
         let chunk_rows = read("OXIDE_CUDA_CHUNK_ROWS", DEFAULT_CHUNK_ROWS)?;
         let batch_rows = read("OXIDE_CUDA_BATCH_ROWS", chunk_rows.saturating_mul(4))?;
-        Self::new(batch_rows, chunk_rows)
+        let batch_bytes = read("OXIDE_CUDA_BATCH_BYTES", DEFAULT_BATCH_BYTES)?;
+        Ok(Self::new(batch_rows, chunk_rows)?.with_batch_bytes(batch_bytes))
     }
 }
 

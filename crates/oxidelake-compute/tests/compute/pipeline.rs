@@ -58,11 +58,16 @@ fn scan(batches: usize) -> Arc<dyn ExecutionPlan> {
 
 /// `a > 1000 AND s LIKE 'row%3%'` over `batches` scan batches, on `backend`.
 fn filter(batches: usize, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
+    filter_above(1000, batches, backend)
+}
+
+/// `a > min_a AND s LIKE 'row%3%'` (each `min_a` is another program, so another key).
+fn filter_above(min_a: i64, batches: usize, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
     let predicates = vec![
         Predicate::from(ColumnPredicate {
             column: 0,
             op: CmpOp::Gt,
-            literal: Literal::Int64(1000),
+            literal: Literal::Int64(min_a),
         }),
         Predicate::Like {
             column: 1,
@@ -289,5 +294,42 @@ async fn the_lane_pool_keeps_allocations_constant_across_hundreds_of_batches() {
     assert!(
         per_batch_400.1 > per_batch_100.1 && per_batch_100.1 > short.1,
         "without the pool, pinned allocations grow with the batches (the counter sees them)"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_full_pool_frees_its_least_recently_parked_lanes_to_keep_new_ones() {
+    if emulator_missing() {
+        return;
+    }
+    // What filter A's two lanes hold, measured on an unbounded pool.
+    let probe = cuda(None);
+    run(filter_above(1000, 8, BackendChoice::Fixed(probe.clone()))).await;
+    let two_lanes = probe.lane_pool_stats().parked_bytes as usize;
+    assert!(two_lanes > 0);
+    drop(probe);
+
+    // A pool with room for two lanes: filter B's lanes replace filter A's.
+    let backend = cuda(Some(two_lanes));
+    let fixed = || BackendChoice::Fixed(backend.clone());
+    run(filter_above(1000, 8, fixed())).await;
+    run(filter_above(2000, 8, fixed())).await;
+    let after_b = backend.lane_pool_stats();
+    assert_eq!(
+        after_b.lanes_released, 2,
+        "A's lanes made room: {after_b:?}"
+    );
+    assert_eq!(after_b.parked_bytes as usize, two_lanes, "{after_b:?}");
+    // B runs again from its parked lanes; A, evicted, allocates again.
+    run(filter_above(2000, 8, fixed())).await;
+    let again_b = backend.lane_pool_stats();
+    assert_eq!(again_b.lanes_created, after_b.lanes_created, "{again_b:?}");
+    assert!(again_b.lanes_reused > after_b.lanes_reused, "{again_b:?}");
+    run(filter_above(1000, 8, fixed())).await;
+    assert_eq!(
+        backend.lane_pool_stats().lanes_created,
+        again_b.lanes_created + 2,
+        "A's lanes were freed"
     );
 }

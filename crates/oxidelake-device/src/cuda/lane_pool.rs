@@ -20,6 +20,10 @@
 //! since buffers reached through raw pointer tables are invisible to cudarc's own
 //! per-slice event tracking.
 //!
+//! The pool is bounded in bytes and in lanes; when a lane needs room, the least recently
+//! parked lanes are freed first, so lanes of filters that no longer run give way to the
+//! ones running now.
+//!
 //! What a lane holds is counted in the telemetry hub from creation to drop (pinned bytes,
 //! device tier), so `oxide tui`'s pinned and VRAM gauges show the pool.
 
@@ -81,7 +85,7 @@ pub struct LanePoolStats {
     pub lanes_created: u64,
     /// Lanes taken from the pool.
     pub lanes_reused: u64,
-    /// Lanes freed because parking them would pass the pool's limit.
+    /// Lanes freed to respect the pool's limits (the least recently parked first).
     pub lanes_released: u64,
     /// Streams created for the pipeline's second lane.
     pub streams_created: u64,
@@ -121,16 +125,53 @@ struct Parked {
     bytes: usize,
     /// Recorded after the last work on the lane's buffers.
     ready: Arc<CudaEvent>,
+    /// When it was parked (a counter): the oldest lane goes first when room is needed.
+    parked_at: u64,
 }
 
 #[derive(Default)]
 struct Inner {
     lanes: HashMap<LaneKey, Vec<Parked>>,
     parked_lanes: usize,
+    /// Parks so far (the next `parked_at`).
+    parks: u64,
     streams: Vec<Arc<CudaStream>>,
     /// Where lanes are allocated (created on first use).
     home: Option<Arc<CudaStream>>,
     stats: LanePoolStats,
+}
+
+impl Inner {
+    /// Takes the most recently parked lane with `key`, keeping the counts right and the
+    /// map free of empty entries.
+    fn remove(&mut self, key: &LaneKey) -> Option<Parked> {
+        let list = self.lanes.get_mut(key)?;
+        let parked = list.pop()?;
+        if list.is_empty() {
+            self.lanes.remove(key);
+        }
+        self.stats.parked_bytes -= parked.bytes as u64;
+        self.parked_lanes -= 1;
+        Some(parked)
+    }
+
+    /// Takes the least recently parked lane of any key.
+    fn remove_oldest(&mut self) -> Option<Parked> {
+        let (key, index) = self
+            .lanes
+            .iter()
+            .flat_map(|(key, list)| list.iter().enumerate().map(move |(i, p)| (key, i, p)))
+            .min_by_key(|(_, _, p)| p.parked_at)
+            .map(|(key, i, _)| (key.clone(), i))?;
+        let list = self.lanes.get_mut(&key)?;
+        let parked = list.remove(index);
+        if list.is_empty() {
+            self.lanes.remove(&key);
+        }
+        self.stats.parked_bytes -= parked.bytes as u64;
+        self.parked_lanes -= 1;
+        Some(parked)
+    }
 }
 
 /// The backend's pool of pipeline lanes and second-lane streams.
@@ -162,9 +203,7 @@ impl LanePool {
     /// A parked lane with `key` and the event its user must wait for, if any.
     pub(crate) fn take<L: LaneState>(&self, key: &LaneKey) -> Option<(Tracked<L>, Arc<CudaEvent>)> {
         let mut inner = self.lock();
-        let parked = inner.lanes.get_mut(key)?.pop()?;
-        inner.stats.parked_bytes -= parked.bytes as u64;
-        inner.parked_lanes -= 1;
+        let parked = inner.remove(key)?;
         match parked.lane.downcast::<Tracked<L>>() {
             Ok(lane) => {
                 inner.stats.lanes_reused += 1;
@@ -180,26 +219,40 @@ impl LanePool {
         self.lock().stats.lanes_created += 1;
     }
 
-    /// Parks `lane` under `key`, ready once `ready` completes; frees it instead when the
-    /// pool would pass its limit.
+    /// Parks `lane` under `key`, ready once `ready` completes. The least recently parked
+    /// lanes are freed to make room; a lane larger than the whole limit is freed itself.
     pub(crate) fn park<L: LaneState>(&self, key: LaneKey, lane: Tracked<L>, ready: Arc<CudaEvent>) {
         let bytes = lane.bytes.pinned + lane.bytes.device;
-        let mut inner = self.lock();
-        if inner.stats.parked_bytes as usize + bytes > self.limit_bytes
-            || inner.parked_lanes >= MAX_PARKED_LANES
-        {
-            inner.stats.lanes_released += 1;
-            drop(inner);
-            drop(lane);
+        if bytes > self.limit_bytes {
+            self.lock().stats.lanes_released += 1;
             return;
+        }
+        let mut evicted = Vec::new();
+        let mut inner = self.lock();
+        while inner.parked_lanes >= MAX_PARKED_LANES
+            || inner.stats.parked_bytes as usize + bytes > self.limit_bytes
+        {
+            match inner.remove_oldest() {
+                Some(old) => {
+                    inner.stats.lanes_released += 1;
+                    evicted.push(old);
+                }
+                None => break,
+            }
         }
         inner.stats.parked_bytes += bytes as u64;
         inner.parked_lanes += 1;
+        inner.parks += 1;
+        let parked_at = inner.parks;
         inner.lanes.entry(key).or_default().push(Parked {
             lane: Box::new(lane),
             bytes,
             ready,
+            parked_at,
         });
+        // Freed outside the lock: dropping device buffers calls the driver.
+        drop(inner);
+        drop(evicted);
     }
 
     /// The stream lanes are allocated on (created on first use, in `like`'s context).
