@@ -74,25 +74,31 @@ impl DeviceBatching {
         self
     }
 
-    /// The sizes from `OXIDE_CUDA_BATCH_ROWS` / `OXIDE_CUDA_CHUNK_ROWS`, defaults for
-    /// those unset; an unparsable or inconsistent value is an error naming it.
+    /// The sizes from `OXIDE_CUDA_BATCH_ROWS` / `OXIDE_CUDA_CHUNK_ROWS` /
+    /// `OXIDE_CUDA_BATCH_BYTES`, defaults for those unset; an unparsable or inconsistent
+    /// value is an error naming it.
     pub fn from_env() -> Result<Self, EngineError> {
-        let read = |name: &str, default: usize| -> Result<usize, EngineError> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(text) => text
-                    .trim()
-                    .parse()
-                    .map_err(|_| EngineError::InvalidArgument {
-                        what: "device batching",
-                        detail: format!("{name}={text:?} is not a number of rows"),
-                    }),
-            }
-        };
-        let chunk_rows = read("OXIDE_CUDA_CHUNK_ROWS", DEFAULT_CHUNK_ROWS)?;
-        let batch_rows = read("OXIDE_CUDA_BATCH_ROWS", chunk_rows.saturating_mul(4))?;
-        let batch_bytes = read("OXIDE_CUDA_BATCH_BYTES", DEFAULT_BATCH_BYTES)?;
+        let read = |name| env_count(name, "device batching");
+        let chunk_rows = read("OXIDE_CUDA_CHUNK_ROWS")?.unwrap_or(DEFAULT_CHUNK_ROWS);
+        let batch_rows = read("OXIDE_CUDA_BATCH_ROWS")?.unwrap_or(chunk_rows.saturating_mul(4));
+        let batch_bytes = read("OXIDE_CUDA_BATCH_BYTES")?.unwrap_or(DEFAULT_BATCH_BYTES);
         Ok(Self::new(batch_rows, chunk_rows)?.with_batch_bytes(batch_bytes))
+    }
+}
+
+/// The count in environment variable `name` (`None` when unset); a value that is not a
+/// non-negative integer is an `InvalidArgument` about `what`, naming the variable.
+pub(crate) fn env_count(name: &str, what: &'static str) -> Result<Option<usize>, EngineError> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| EngineError::InvalidArgument {
+                what,
+                detail: format!("{name}={text:?} is not a whole number"),
+            }),
     }
 }
 

@@ -107,16 +107,9 @@ impl CudaBackend {
             .map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
         let arch = crate::nvrtc::arch_for(major, minor);
         let batching = crate::DeviceBatching::from_env()?;
-        let pool_bytes = match std::env::var("OXIDE_CUDA_LANE_POOL_BYTES") {
-            Err(_) => DEFAULT_LANE_POOL_BYTES,
-            Ok(text) => text
-                .trim()
-                .parse()
-                .map_err(|_| EngineError::InvalidArgument {
-                    what: "lane pool size",
-                    detail: format!("OXIDE_CUDA_LANE_POOL_BYTES={text:?} is not a number of bytes"),
-                })?,
-        };
+        let pool_bytes =
+            crate::batching::env_count("OXIDE_CUDA_LANE_POOL_BYTES", "lane pool size")?
+                .unwrap_or(DEFAULT_LANE_POOL_BYTES);
         tracing::info!(%device, major, minor, arch, ?batching, "CUDA backend ready");
         Ok(Self {
             device,

@@ -142,17 +142,10 @@ struct Inner {
 }
 
 impl Inner {
-    /// Takes the most recently parked lane with `key`, keeping the counts right and the
-    /// map free of empty entries.
+    /// Takes the most recently parked lane with `key`.
     fn remove(&mut self, key: &LaneKey) -> Option<Parked> {
-        let list = self.lanes.get_mut(key)?;
-        let parked = list.pop()?;
-        if list.is_empty() {
-            self.lanes.remove(key);
-        }
-        self.stats.parked_bytes -= parked.bytes as u64;
-        self.parked_lanes -= 1;
-        Some(parked)
+        let last = self.lanes.get(key)?.len().checked_sub(1)?;
+        self.remove_at(key, last)
     }
 
     /// Takes the least recently parked lane of any key.
@@ -163,10 +156,16 @@ impl Inner {
             .flat_map(|(key, list)| list.iter().enumerate().map(move |(i, p)| (key, i, p)))
             .min_by_key(|(_, _, p)| p.parked_at)
             .map(|(key, i, _)| (key.clone(), i))?;
-        let list = self.lanes.get_mut(&key)?;
-        let parked = list.remove(index);
+        self.remove_at(&key, index)
+    }
+
+    /// Takes lane `index` of `key`, keeping the counts right and the map free of empty
+    /// entries.
+    fn remove_at(&mut self, key: &LaneKey, index: usize) -> Option<Parked> {
+        let list = self.lanes.get_mut(key)?;
+        let parked = (index < list.len()).then(|| list.remove(index))?;
         if list.is_empty() {
-            self.lanes.remove(&key);
+            self.lanes.remove(key);
         }
         self.stats.parked_bytes -= parked.bytes as u64;
         self.parked_lanes -= 1;
