@@ -13,6 +13,7 @@ mod cli {
     pub mod cli_matrix;
     pub mod cluster_file_access;
     pub mod cluster_recovery;
+    pub mod cluster_tls;
     pub mod end_to_end;
     pub mod local_cluster;
     pub mod objects_cli;

@@ -3,10 +3,13 @@
 //! binaries run the same pieces as separate processes.
 
 mod config;
+mod connection_error;
 mod exposure;
 mod failure_detection;
 mod file_access;
 mod in_process;
+mod tls;
+mod tls_servers;
 mod work_dir;
 
 pub use config::{
@@ -14,6 +17,7 @@ pub use config::{
     cluster_codec_arc, cluster_session_config, executor_function_registry,
     executor_runtime_producer, scheduler_session_state,
 };
+pub(crate) use connection_error::scheduler_error;
 pub use exposure::insecure_bind_warning;
 pub use failure_detection::{
     BUSY_PULL_HEARTBEAT_SECS, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_HEARTBEAT_INTERVAL_SECS,
@@ -21,4 +25,6 @@ pub use failure_detection::{
 };
 pub use file_access::{AllowedRoot, FileAccess};
 pub use in_process::InProcessCluster;
+pub use tls::{ClusterTls, TlsArgs, install_crypto_provider};
+pub use tls_servers::{serve_scheduler_tls, tls_flight_server};
 pub use work_dir::WorkDir;

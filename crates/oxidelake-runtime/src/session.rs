@@ -11,7 +11,7 @@ pub use query_stream::QueryStream;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use ballista::prelude::SessionContextExt;
+use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
@@ -24,33 +24,18 @@ use oxidelake_planner::{
 };
 
 use crate::cluster::{
-    FileAccess, cluster_backend_from_env, cluster_session_config, scheduler_session_state,
+    FileAccess, cluster_backend_from_env, cluster_session_config, scheduler_error,
+    scheduler_session_state,
 };
 use crate::memory::{HostBudget, HostMemory, TelemetryPool};
 use crate::probe::DetectorProbe;
-
-/// A connection failure to the scheduler as an I/O error that says so in one line;
-/// any other error as [`oxidelake_storage::into_engine_error`] converts it (a Parquet
-/// file the footer guard refused is a `Format` error naming it).
-fn unreachable_scheduler(url: &str, e: datafusion::error::DataFusionError) -> EngineError {
-    let text = e.to_string();
-    if !(text.contains("tcp connect error") || text.contains("Connection refused")) {
-        return oxidelake_storage::into_engine_error(e);
-    }
-    EngineError::io(
-        url,
-        std::io::Error::other(
-            "cannot reach the scheduler: connection refused (is oxide-scheduler running there?)",
-        ),
-    )
-}
 
 impl SessionMode {
     /// A query's DataFusion error as an [`EngineError`]: on a cluster, a scheduler that
     /// cannot be reached says so in one line.
     pub(crate) fn query_error(&self, e: datafusion::error::DataFusionError) -> EngineError {
         match self {
-            SessionMode::Cluster(url) => unreachable_scheduler(url, e),
+            SessionMode::Cluster(url) => scheduler_error(url, e),
             SessionMode::Embedded => oxidelake_storage::into_engine_error(e),
         }
     }
@@ -194,6 +179,16 @@ impl OxideSession {
     /// on the scheduler for the cluster's backend (`OXIDE_CLUSTER_BACKEND` there);
     /// `SET oxidelake.placement.target` overrides it per session.
     pub async fn connect(url: &str) -> Result<Self, EngineError> {
+        Self::connect_with_tls(url, None).await
+    }
+
+    /// [`OxideSession::connect`] to a cluster whose members speak mutual TLS: the
+    /// scheduler and the workers the results come from are dialled over TLS,
+    /// presenting `tls`'s certificate (`crate::cluster::ClusterTls`).
+    pub async fn connect_with_tls(
+        url: &str,
+        tls: Option<crate::cluster::ClusterTls>,
+    ) -> Result<Self, EngineError> {
         let parsed: crate::ClusterUrl =
             url.parse()
                 .map_err(|e: crate::RuntimeError| EngineError::InvalidArgument {
@@ -202,14 +197,18 @@ impl OxideSession {
                 })?;
         let state = SessionStateBuilder::new()
             .with_default_features()
-            .with_config(cluster_session_config())
+            .with_config(match &tls {
+                Some(tls) => cluster_session_config()
+                    .with_ballista_override_create_grpc_client_endpoint(tls.endpoint_override()),
+                None => cluster_session_config(),
+            })
             .build();
         let url = parsed.to_string();
         // `FROM 'data/t.parquet'` resolves on the client into a Parquet scan the cluster
         // runs, as in embedded mode.
         let ctx = SessionContext::remote_with_state(&url, state)
             .await
-            .map_err(|e| unreachable_scheduler(&url, e))?
+            .map_err(|e| scheduler_error(&url, e))?
             .enable_url_table();
         // DDL (`CREATE EXTERNAL TABLE`) and schema inference read Parquet footers here,
         // on the client.

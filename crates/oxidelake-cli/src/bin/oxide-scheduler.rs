@@ -16,17 +16,17 @@ use ballista_scheduler::scheduler_process::start_server;
 use clap::Parser;
 use oxidelake_runtime::cluster::{
     AllowedRoot, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, FileAccess,
-    SchedulingPolicy, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
-    insecure_bind_warning, scheduler_session_state,
+    SchedulingPolicy, TlsArgs, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
+    scheduler_session_state, serve_scheduler_tls,
 };
 
 /// Ballista scheduler for OxideLake clusters.
 #[derive(Debug, Parser)]
 #[command(name = "oxide-scheduler", version, about, long_about = None)]
 struct Args {
-    /// Address to listen on. The default accepts local connections only. Members talk
-    /// without TLS or authentication: bind another address only on a network that only
-    /// the cluster's machines reach (a warning says so).
+    /// Address to listen on. The default accepts local connections only. Without the
+    /// --tls-* flags members talk without TLS or authentication: bind another address
+    /// only on a network that only the cluster's machines reach (a warning says so).
     #[arg(long, default_value = "127.0.0.1")]
     bind_host: String,
     /// gRPC port clients (`df://host:port`) and executors connect to.
@@ -62,6 +62,9 @@ struct Args {
     /// path the workers can reach.
     #[arg(long = "allowed-root", value_name = "DIR|URL", value_parser = AllowedRoot::parse)]
     allowed_roots: Vec<AllowedRoot>,
+    /// Mutual TLS: clients and executors must present a certificate the CA signed.
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
     #[arg(long)]
     log: Option<String>,
@@ -114,9 +117,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let detection = args.failure_detection()?;
     let address: SocketAddr = format!("{}:{}", args.bind_host, args.bind_port).parse()?;
-    if let Some(warning) = insecure_bind_warning("oxide-scheduler", &args.bind_host) {
-        tracing::warn!("{warning}");
-    }
+    let tls =
+        args.tls
+            .load_for_member("oxide-scheduler", &args.bind_host, args.scheduler_policy)?;
     let access = FileAccess::new(args.allowed_roots.clone());
     if access.is_limited() {
         tracing::info!(roots = %access, "queries may read and write files only inside these roots");
@@ -132,14 +135,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }));
     config.bind_host = args.bind_host;
     config.override_physical_codec = Some(cluster_codec_arc());
+    config.override_create_grpc_client_endpoint = tls.as_ref().map(|t| t.endpoint_override());
     detection.apply(&mut config);
     tracing::info!(
         %address,
         placement = %backend,
         executor_timeout_secs = detection.executor_timeout_secs,
+        tls = tls.is_some(),
         "starting oxide-scheduler"
     );
     let cluster = BallistaCluster::new_from_config(&config).await?;
-    start_server(cluster, address, Arc::new(config)).await?;
+    match tls {
+        Some(tls) => serve_scheduler_tls(cluster, address, Arc::new(config), &tls).await?,
+        None => start_server(cluster, address, Arc::new(config)).await?,
+    }
     Ok(())
 }

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::extension::SessionConfigExt;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Parser;
 use oxidelake_runtime::cluster::{
-    DEFAULT_HEARTBEAT_INTERVAL_SECS, SchedulingPolicy, WorkDir, cluster_codec_arc,
+    DEFAULT_HEARTBEAT_INTERVAL_SECS, SchedulingPolicy, TlsArgs, WorkDir, cluster_codec_arc,
     cluster_session_config, executor_function_registry, executor_runtime_producer,
-    insecure_bind_warning,
+    tls_flight_server,
 };
 
 /// Ballista executor for OxideLake clusters.
@@ -55,6 +56,10 @@ struct Args {
     /// Must match the scheduler's policy.
     #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
     task_scheduling_policy: SchedulingPolicy,
+    /// Mutual TLS with the scheduler, the other workers and clients: all must present
+    /// a certificate the CA signed. Needs pull-staged scheduling.
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Log filter in RUST_LOG syntax (default: RUST_LOG if set, else info).
     #[arg(long)]
     log: Option<String>,
@@ -72,9 +77,9 @@ async fn main() -> anyhow::Result<()> {
     } else {
         args.vcores
     };
-    if let Some(warning) = insecure_bind_warning("oxide-worker", &args.bind_host) {
-        tracing::warn!("{warning}");
-    }
+    let tls =
+        args.tls
+            .load_for_member("oxide-worker", &args.bind_host, args.task_scheduling_policy)?;
     // Held until the executor has shut down: dropping it removes a temporary directory.
     let work_dir = WorkDir::create(args.work_dir.as_deref())?;
     let work_path = work_dir
@@ -83,6 +88,20 @@ async fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("work directory {:?} is not UTF-8", work_dir.path()))?
         .to_string();
     let runtime_producer = executor_runtime_producer(Some(work_dir.path().to_path_buf()));
+    let defaults = ExecutorProcessConfig::default();
+    // Shuffle reads dial other workers through the task's session configuration, so
+    // the TLS hook rides in it as well as in the process configuration.
+    let endpoint_override = tls.as_ref().map(|t| t.endpoint_override());
+    let session_endpoint = endpoint_override.clone();
+    let config_producer = Arc::new(move || match &session_endpoint {
+        Some(f) => {
+            cluster_session_config().with_ballista_override_create_grpc_client_endpoint(f.clone())
+        }
+        None => cluster_session_config(),
+    });
+    let flight_server = tls
+        .as_ref()
+        .map(|t| tls_flight_server(t, defaults.grpc_max_encoding_message_size as usize));
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,
@@ -97,9 +116,11 @@ async fn main() -> anyhow::Result<()> {
         executor_heartbeat_interval_seconds: args.heartbeat_interval,
         override_runtime_producer: Some(runtime_producer),
         override_function_registry: Some(Arc::new(executor_function_registry())),
-        override_config_producer: Some(Arc::new(cluster_session_config)),
+        override_config_producer: Some(config_producer),
         override_physical_codec: Some(cluster_codec_arc()),
-        ..Default::default()
+        override_create_grpc_client_endpoint: endpoint_override,
+        override_arrow_flight_service: flight_server,
+        ..defaults
     };
     tracing::info!(vcores, work_dir = %work_dir.path().display(), "starting oxide-worker");
     start_executor_process(Arc::new(config)).await?;

@@ -27,6 +27,7 @@ use oxidelake_runtime::cli::driver::{Driver, Flow};
 use oxidelake_runtime::cli::output::Format;
 use oxidelake_runtime::cli::run::RunOptions;
 use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
+use oxidelake_runtime::cluster::TlsArgs;
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
 use oxidelake_sdk::commands::{
@@ -84,6 +85,9 @@ struct SessionArgs {
     /// Run on the Ballista cluster behind this scheduler (df://host:port).
     #[arg(long, value_name = "URL")]
     cluster: Option<String>,
+    /// With --cluster: mutual TLS, presenting a certificate the cluster's CA signed.
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Backend to place operators for: auto (this machine), cpu, cuda or metal. A GPU
     /// this machine lacks runs the GPU operators' CPU paths.
     #[arg(long, default_value = "auto")]
@@ -280,13 +284,19 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
             })?;
     let session = match &args.cluster {
         Some(url) => {
-            let session = OxideSession::connect(url).await?;
+            let session = OxideSession::connect_with_tls(url, args.tls.load()?).await?;
             if target != PlacementTarget::Auto {
                 session
                     .sql(&format!("SET oxidelake.placement.target = '{target}'"))
                     .await?;
             }
             session
+        }
+        None if args.tls.tls_ca.is_some() => {
+            return Err(EngineError::InvalidArgument {
+                what: "--tls-ca",
+                detail: "the --tls-* flags apply to --cluster sessions".into(),
+            });
         }
         None => {
             // A backend forced by OXIDE_BACKEND that cannot start is the user's mistake

@@ -34,6 +34,7 @@ pub struct LocalCluster {
     scheduler: Child,
     scheduler_port: u16,
     workers: Vec<Worker>,
+    worker_args: Vec<String>,
     scratch: tempfile::TempDir,
 }
 
@@ -47,6 +48,17 @@ impl LocalCluster {
     /// Starts a scheduler placing for `placement` with `scheduler_args` and `workers`
     /// two-core workers, and returns once all of them listen.
     pub fn start_with(placement: &str, workers: usize, scheduler_args: &[&str]) -> Self {
+        Self::start_with_args(placement, workers, scheduler_args, &[])
+    }
+
+    /// [`LocalCluster::start_with`], every worker (also those added later) started with
+    /// `worker_args` as well.
+    pub fn start_with_args(
+        placement: &str,
+        workers: usize,
+        scheduler_args: &[&str],
+        worker_args: &[&str],
+    ) -> Self {
         let scheduler_port = free_port();
         let scratch = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(scratch.path().join("scheduler.log")).unwrap();
@@ -64,6 +76,7 @@ impl LocalCluster {
             scheduler: command.spawn().unwrap(),
             scheduler_port,
             workers: Vec::new(),
+            worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
             scratch,
         };
         wait_for_port(scheduler_port);
@@ -93,6 +106,7 @@ impl LocalCluster {
             .args(["--bind-port", &flight_port.to_string()])
             .args(["--bind-grpc-port", &grpc_port.to_string()])
             .args(["--vcores", "2", "--log", "warn"])
+            .args(&self.worker_args)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if let Some(dir) = &work_dir {

@@ -1,6 +1,7 @@
-//! Cluster members talk plaintext gRPC and Flight without authentication: whoever
-//! reaches a scheduler can run SQL that reads and writes files on the workers' hosts,
-//! and can register an executor. Listening beyond loopback therefore says so.
+//! Without the `--tls-*` flags, cluster members talk plaintext gRPC and Flight without
+//! authentication: whoever reaches a scheduler can run SQL that reads and writes files
+//! on the workers' hosts, and can register an executor. Listening beyond loopback
+//! without TLS therefore says so.
 
 use std::net::IpAddr;
 
@@ -17,7 +18,9 @@ pub fn insecure_bind_warning(binary: &str, host: &str) -> Option<String> {
         format!(
             "{binary} listens on {host} without TLS or authentication: anyone who can \
              reach it can run SQL that reads and writes files on the workers' hosts, and \
-             can register executors. Keep it on a network only the cluster's machines reach."
+             can register executors. Keep it on a network only the cluster's machines \
+             reach, or give every member --tls-ca, --tls-cert and --tls-key \
+             (docs/cluster.md)."
         )
     })
 }

@@ -1,0 +1,123 @@
+//! The two listening services of a cluster served over mutual TLS.
+//!
+//! Ballista 55 lets a worker replace its Arrow Flight server (shuffle data) but serves
+//! the scheduler's gRPC through a plain `axum::serve` with no TLS hook. With TLS the
+//! scheduler's services are therefore mounted here on tonic's server: the scheduler's
+//! gRPC service and the Flight proxy, as Ballista mounts them. The REST API and the
+//! HTTP health routes are not served over TLS (docs/cluster.md).
+//!
+//! A push-staged worker also listens for the scheduler's task launches on a gRPC
+//! server Ballista offers no hook for, so TLS clusters run pull-staged; the binaries
+//! refuse the other combination.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use ballista_core::error::BallistaError;
+use ballista_core::extension::BallistaConfigGrpcEndpoint;
+use ballista_core::flight_proxy_service::BallistaFlightProxyService;
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+use ballista_core::utils::create_grpc_server;
+use ballista_executor::ArrowFlightServerProvider;
+use ballista_executor::flight_service::BallistaFlightService;
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::scheduler_process::create_scheduler;
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use oxidelake_core::EngineError;
+use tonic::service::interceptor::InterceptedService;
+
+use super::tls::ClusterTls;
+
+/// Runs the scheduler's gRPC service (and its Flight proxy, unless disabled) on
+/// `address` over mutual TLS until the process ends.
+pub async fn serve_scheduler_tls(
+    cluster: BallistaCluster,
+    address: SocketAddr,
+    config: Arc<SchedulerConfig>,
+    tls: &ClusterTls,
+) -> Result<(), EngineError> {
+    config.validate().map_err(ballista)?;
+    let scheduler = create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, config.clone())
+        .await
+        .map_err(ballista)?;
+    let max_decoding = config.grpc_server_max_decoding_message_size as usize;
+    let max_encoding = config.grpc_server_max_encoding_message_size as usize;
+    let grpc = InterceptedService::new(
+        SchedulerGrpcServer::new(scheduler)
+            .max_decoding_message_size(max_decoding)
+            .max_encoding_message_size(max_encoding),
+        record_peer_address,
+    );
+    let flight = (config.enable_embedded_flight_proxy).then(|| {
+        let customize = config
+            .override_create_grpc_client_endpoint
+            .clone()
+            .map(|f| Arc::new(BallistaConfigGrpcEndpoint::new(f)));
+        FlightServiceServer::new(BallistaFlightProxyService::new(
+            max_decoding,
+            max_encoding,
+            config.use_tls,
+            customize,
+        ))
+        .max_decoding_message_size(max_decoding)
+        .max_encoding_message_size(max_encoding)
+    });
+    tonic::transport::Server::builder()
+        .tls_config(tls.server_config())
+        .map_err(|e| EngineError::InvalidArgument {
+            what: "TLS certificate",
+            detail: e.to_string(),
+        })?
+        .add_service(grpc)
+        .add_optional_service(flight)
+        .serve(address)
+        .await
+        .map_err(|e| EngineError::io(format!("scheduler address {address}"), e))
+}
+
+/// The worker's Arrow Flight server (shuffle data) over mutual TLS, in place of
+/// Ballista's plaintext one. `max_message_bytes` bounds one message each way.
+pub fn tls_flight_server(
+    tls: &ClusterTls,
+    max_message_bytes: usize,
+) -> Arc<ArrowFlightServerProvider> {
+    let server_tls = tls.server_config();
+    Arc::new(move |work_dir, address, mut shutdown, grpc_config| {
+        let server_tls = server_tls.clone();
+        tokio::spawn(async move {
+            tracing::info!(%address, "Arrow Flight server (TLS) listening");
+            create_grpc_server(&grpc_config)
+                .tls_config(server_tls)
+                .map_err(BallistaError::TonicError)?
+                .add_service(
+                    FlightServiceServer::new(BallistaFlightService::new(work_dir))
+                        .max_decoding_message_size(max_message_bytes)
+                        .max_encoding_message_size(max_message_bytes),
+                )
+                .serve_with_shutdown(address, shutdown.recv())
+                .await
+                .map_err(BallistaError::TonicError)
+        })
+    })
+}
+
+/// Ballista's scheduler reads an executor's address from axum's `ConnectInfo` when the
+/// executor does not name its host; tonic's server records it differently, so it is
+/// copied over.
+#[allow(clippy::result_large_err)] // tonic's interceptor signature
+fn record_peer_address(
+    mut request: tonic::Request<()>,
+) -> Result<tonic::Request<()>, tonic::Status> {
+    if let Some(peer) = request.remote_addr() {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+    }
+    Ok(request)
+}
+
+fn ballista(e: BallistaError) -> EngineError {
+    EngineError::DataFusion(datafusion::error::DataFusionError::External(Box::new(e)))
+}
