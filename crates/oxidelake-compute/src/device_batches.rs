@@ -9,7 +9,7 @@
 //! On the CPU backend nothing is gathered.
 //!
 //! [`map_batches`] is how the per-batch operators (filter, computed columns, vector
-//! distance) run their work: on a device, gathered and on tokio's blocking pool, since a
+//! distance, the join's probe) run their work: on a device, gathered and on tokio's blocking pool, since a
 //! device call blocks on its copies and kernels and would otherwise hold a runtime
 //! worker that other tasks need; on the CPU, batch by batch on the polling thread, as
 //! DataFusion's own operators run.
@@ -113,12 +113,36 @@ pub(crate) fn map_batches<F>(
 where
     F: Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
 {
-    let Some(batching) = batching else {
+    match batching {
+        Some(batching) => off_the_polling_thread(
+            gather(input, batching.batch_rows, batching.batch_bytes),
+            schema,
+            true,
+            work,
+        ),
+        None => off_the_polling_thread(input, schema, false, work),
+    }
+}
+
+/// `work` applied to every batch of `input` as it comes, producing batches of `schema`:
+/// on tokio's blocking pool when `on_device`, inline otherwise. For an operator whose
+/// device work must not be gathered (the partial aggregate: its device group table is
+/// sized for the batches DataFusion hands out).
+pub(crate) fn off_the_polling_thread<F>(
+    input: SendableRecordBatchStream,
+    schema: SchemaRef,
+    on_device: bool,
+    work: F,
+) -> SendableRecordBatchStream
+where
+    F: Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
+{
+    if !on_device {
         let stream = input.map(move |batch| batch.and_then(&work));
         return Box::pin(RecordBatchStreamAdapter::new(schema, stream));
-    };
+    }
     let work = Arc::new(work);
-    let stream = gather(input, batching.batch_rows, batching.batch_bytes).then(move |batch| {
+    let stream = input.then(move |batch| {
         let work = Arc::clone(&work);
         async move {
             let batch = batch?;

@@ -56,6 +56,7 @@ use futures::{FutureExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
+use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
 pub use keys::numbered_key_type;
@@ -540,14 +541,15 @@ impl ExecutionPlan for GpuHashJoinExec {
                     let batches =
                         build_memory::collect_reserved(&left, [partition], &context, &reservation)
                             .await?;
-                    build_side(
-                        &left_schema,
-                        &batches,
-                        &build_encoding,
-                        &build_exec,
-                        &build_metrics,
+                    build_off_the_polling_thread(
+                        left_schema,
+                        batches,
+                        build_encoding,
+                        build_exec,
+                        build_metrics,
                         reservation,
                     )
+                    .await
                 }
                 .boxed()
             }
@@ -565,14 +567,15 @@ impl ExecutionPlan for GpuHashJoinExec {
                             &reservation,
                         )
                         .await?;
-                        build_side(
-                            &left_schema,
-                            &batches,
-                            &build_encoding,
-                            &build_exec,
-                            &build_metrics,
+                        build_off_the_polling_thread(
+                            left_schema,
+                            batches,
+                            build_encoding,
+                            build_exec,
+                            build_metrics,
                             reservation,
                         )
+                        .await
                     })
                     .await
                     .cloned()
@@ -580,10 +583,14 @@ impl ExecutionPlan for GpuHashJoinExec {
                 .boxed()
             }
         };
+        // Probe batches are gathered to the device's batch size and probed on the
+        // blocking pool on a device backend, as they come on the CPU (ADR-0012).
+        let batching = exec.backend.batching();
         let stream = futures::stream::once(async move {
             let side = build.await?;
-            Ok::<_, DataFusionError>(probe.and_then(move |batch| {
-                futures::future::ready(probe_batch(&exec, &metrics, &side, &batch, &join, &schema))
+            let output = Arc::clone(&schema);
+            Ok::<_, DataFusionError>(map_batches(probe, output, batching, move |batch| {
+                probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
             }))
         })
         .try_flatten();
@@ -653,6 +660,27 @@ fn stock_join(
 
 /// The build side of `batches`: one batch, its device key column and the backend's
 /// table over it.
+/// [`build_side`] on tokio's blocking pool when the backend is a device, whose table
+/// build blocks on copies and kernels and would hold a runtime worker other tasks need;
+/// inline on the CPU backend, as DataFusion's own join builds.
+async fn build_off_the_polling_thread(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    encoding: JoinKeys,
+    exec: Arc<ExecBackend>,
+    metrics: Arc<OperatorMetrics>,
+    reservation: MemoryReservation,
+) -> Result<Arc<BuildSide>> {
+    if exec.backend.batching().is_none() {
+        return build_side(&schema, &batches, &encoding, &exec, &metrics, reservation);
+    }
+    tokio::task::spawn_blocking(move || {
+        build_side(&schema, &batches, &encoding, &exec, &metrics, reservation)
+    })
+    .await
+    .map_err(|e| DataFusionError::External(Box::new(e)))?
+}
+
 fn build_side(
     schema: &SchemaRef,
     batches: &[RecordBatch],

@@ -43,15 +43,14 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PlanProperties,
 };
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
 
+use crate::device_batches::off_the_polling_thread;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
@@ -504,7 +503,7 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let mut probe = pass_through::SkipProbe::new(context.session_config().options());
+        let probe = pass_through::SkipProbe::new(context.session_config().options());
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
         let metrics = OperatorMetrics::new(
@@ -520,8 +519,15 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             Arc::clone(&self.encoding),
             Arc::clone(&self.schema),
         );
-        let stream = input.map(move |batch| {
-            let batch = batch?;
+        // Device calls leave the polling thread; batches are not gathered, since the
+        // device group table is sized for the batches DataFusion hands out (a gathered
+        // batch holds more groups and would fall back to the CPU more often).
+        let on_device = exec.backend.batching().is_some();
+        let probe = std::sync::Mutex::new(probe);
+        let work = move |batch: RecordBatch| {
+            let mut probe = probe
+                .lock()
+                .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
             let started = Instant::now();
             let plan = BatchPlan {
                 keys: &keys,
@@ -541,11 +547,13 @@ impl ExecutionPlan for GpuPartialAggregateExec {
                 exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        };
+        Ok(off_the_polling_thread(
+            input,
             Arc::clone(&self.schema),
-            stream,
-        )))
+            on_device,
+            work,
+        ))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -109,5 +109,21 @@ fn a_scheduler_with_allowed_roots_refuses_reads_and_writes_outside_them() {
         !ok && stderr.contains("outside the cluster's allowed roots"),
         "{stderr}"
     );
+
+    // A symbolic link inside the root that leads outside it: neither read nor written
+    // through.
+    let link = allowed.path().join("link");
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+    let (ok, _, stderr) = cluster_sql(&cluster, &[count(&link.join("out.parquet"))]);
+    assert!(
+        !ok && stderr.contains("leads through a symbolic link"),
+        "a read through the link is refused: {stderr}"
+    );
+    let (ok, _, stderr) = cluster_sql(&cluster, &[copy(&link.join("linked.parquet"))]);
+    assert!(
+        !ok && stderr.contains("leads through a symbolic link"),
+        "a write through the link is refused: {stderr}"
+    );
+    assert!(!outside.path().join("linked.parquet").exists());
     drop(cluster);
 }

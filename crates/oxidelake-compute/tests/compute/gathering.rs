@@ -1,11 +1,13 @@
-//! How `GpuFilterExec` feeds a device backend, checked without a GPU: a backend that
-//! asks for device batches (`GpuBackend::batching`) receives scan batches gathered to
-//! that size, on a thread other than the tokio worker polling the query; the CPU
-//! backend receives the batches as they come, on the polling thread.
+//! How the operators feed a device backend, checked without a GPU: a backend that asks
+//! for device batches (`GpuBackend::batching`) receives the filter's input and the
+//! join's probe side gathered to that size, the partial aggregate's batches as they come
+//! (its device group table is sized for them), and every call on a thread other than
+//! the tokio worker polling the query; the CPU backend receives the batches as they
+//! come, on the polling thread.
 //!
 //! The device here is the CPU backend behind a wrapper that reports itself as CUDA with
-//! a batch size and records each call (thread and rows); the results must equal the CPU
-//! backend's.
+//! a batch size and records each call (operation, thread and rows); the results must
+//! equal the CPU backend's.
 
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -19,7 +21,10 @@ use oxidelake_compute::ops::{
     AggregateArgs, CmpOp, ColumnPredicate, EvaluateArgs, FilterProjectArgs, JoinMatches, Literal,
     Predicate, VectorDistanceArgs,
 };
-use oxidelake_compute::{BackendChoice, GpuFilterExec};
+use oxidelake_compute::{
+    AggInput, BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec,
+    PartialAggSpec, PartialFunc,
+};
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_device::{
     CpuBackend, DeviceBatching, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable,
@@ -29,12 +34,12 @@ use oxidelake_device::{
 use super::rows::assert_same_rows;
 
 /// The CPU backend, presented as a device that wants `batching`; records every
-/// `filter_project` call as (thread, input rows).
+/// filter, join build, join probe and aggregate call as (operation, thread, rows).
 #[derive(Debug)]
 struct RecordingDevice {
     cpu: CpuBackend,
     batching: Option<DeviceBatching>,
-    calls: Mutex<Vec<(ThreadId, usize)>>,
+    calls: Mutex<Vec<(&'static str, ThreadId, usize)>>,
 }
 
 impl RecordingDevice {
@@ -46,8 +51,19 @@ impl RecordingDevice {
         })
     }
 
-    fn calls(&self) -> Vec<(ThreadId, usize)> {
-        self.calls.lock().unwrap().clone()
+    /// The (thread, rows) of every `operation` call, in order.
+    fn calls(&self, operation: &str) -> Vec<(ThreadId, usize)> {
+        let calls = self.calls.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(op, ..)| *op == operation)
+            .map(|(_, thread, rows)| (*thread, *rows))
+            .collect()
+    }
+
+    fn record(&self, operation: &'static str, rows: usize) {
+        let thread = std::thread::current().id();
+        self.calls.lock().unwrap().push((operation, thread, rows));
     }
 }
 
@@ -110,10 +126,7 @@ impl GpuBackend for RecordingDevice {
         s: &DeviceStream,
         args: FilterProjectArgs<'_>,
     ) -> Result<RecordBatch, EngineError> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((std::thread::current().id(), args.batch.num_rows()));
+        self.record("filter", args.batch.num_rows());
         self.cpu.filter_project(s, args)
     }
     fn evaluate(
@@ -128,6 +141,7 @@ impl GpuBackend for RecordingDevice {
         s: &DeviceStream,
         keys: &Int64Array,
     ) -> Result<JoinTable, EngineError> {
+        self.record("build", keys.len());
         self.cpu.build_join_table(s, keys)
     }
     fn probe_join_table(
@@ -136,6 +150,7 @@ impl GpuBackend for RecordingDevice {
         table: &JoinTable,
         keys: &Int64Array,
     ) -> Result<JoinMatches, EngineError> {
+        self.record("probe", keys.len());
         self.cpu.probe_join_table(s, table, keys)
     }
     fn aggregate(
@@ -143,6 +158,7 @@ impl GpuBackend for RecordingDevice {
         s: &DeviceStream,
         args: AggregateArgs<'_>,
     ) -> Result<RecordBatch, EngineError> {
+        self.record("aggregate", args.batch.num_rows());
         self.cpu.aggregate(s, args)
     }
     fn vector_distance(
@@ -191,7 +207,7 @@ async fn a_device_receives_gathered_batches_off_the_polling_thread() {
     let ours = run(filter(10, device.clone())).await;
     let stock = run(filter(10, Arc::new(CpuBackend::new()))).await;
     assert_same_rows("gathered filter", &ours, &stock, 0.0);
-    let calls = device.calls();
+    let calls = device.calls("filter");
     let sizes: Vec<usize> = calls.iter().map(|(_, rows)| *rows).collect();
     assert_eq!(
         sizes,
@@ -209,11 +225,127 @@ async fn a_device_receives_gathered_batches_off_the_polling_thread() {
 async fn the_cpu_receives_the_scan_batches_as_they_come_on_the_polling_thread() {
     let cpu = RecordingDevice::new(None);
     run(filter(10, cpu.clone())).await;
-    let calls = cpu.calls();
+    let calls = cpu.calls("filter");
     assert_eq!(
         calls.iter().map(|(_, rows)| *rows).collect::<Vec<_>>(),
         vec![1000; 10]
     );
     let polling = std::thread::current().id();
     assert!(calls.iter().all(|(thread, _)| *thread == polling));
+}
+
+/// `batches` scan batches of 1,000 rows `(k, a)`, k cycling through 0..10 (NULL every
+/// seventh row), a counting up.
+fn keyed_source(batches: usize) -> Arc<dyn ExecutionPlan> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("a", DataType::Int64, false),
+    ]));
+    let parts: Vec<RecordBatch> = (0..batches)
+        .map(|b| {
+            let start = (b * 1000) as i64;
+            let k: Int64Array = (start..start + 1000)
+                .map(|v| (v % 7 != 0).then_some(v % 10))
+                .collect();
+            let a = Int64Array::from((start..start + 1000).collect::<Vec<_>>());
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(k), Arc::new(a)]).unwrap()
+        })
+        .collect();
+    MemorySourceConfig::try_new_exec(&[parts], schema, None).unwrap()
+}
+
+/// An inner join of 10 build rows (keys 0..10) with `probe_batches` batches on `k`.
+fn join(probe_batches: usize, backend: Arc<dyn GpuBackend>) -> Arc<dyn ExecutionPlan> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("tag", DataType::Int64, false),
+    ]));
+    let build = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from((0..10).collect::<Vec<i64>>())),
+            Arc::new(Int64Array::from((100..110).collect::<Vec<i64>>())),
+        ],
+    )
+    .unwrap();
+    let build = MemorySourceConfig::try_new_exec(&[vec![build]], schema, None).unwrap();
+    Arc::new(
+        GpuHashJoinExec::try_new(build, keyed_source(probe_batches), 0, 0, BackendKind::Cuda)
+            .unwrap()
+            .with_backend(BackendChoice::Fixed(backend)),
+    )
+}
+
+/// `SUM(a) GROUP BY k`, the partial half, over `batches` scan batches.
+fn partial_sum(batches: usize, backend: Arc<dyn GpuBackend>) -> Arc<dyn ExecutionPlan> {
+    let states = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("sum(a)[sum]", DataType::Int64, true),
+    ]));
+    let sum = PartialAggSpec {
+        func: PartialFunc::Sum,
+        input: Some(AggInput {
+            column: 1,
+            cast: None,
+        }),
+    };
+    Arc::new(
+        GpuPartialAggregateExec::try_new(
+            keyed_source(batches),
+            vec![0],
+            vec![sum],
+            states,
+            BackendKind::Cuda,
+        )
+        .unwrap()
+        .with_backend(BackendChoice::Fixed(backend)),
+    )
+}
+
+#[tokio::test]
+async fn a_device_join_builds_and_probes_gathered_batches_off_the_polling_thread() {
+    let device = RecordingDevice::new(Some(DeviceBatching::new(4096, 1024).unwrap()));
+    let ours = run(join(10, device.clone())).await;
+    let stock = run(join(10, Arc::new(CpuBackend::new()))).await;
+    assert_same_rows("gathered join", &ours, &stock, 0.0);
+    let (build, probe) = (device.calls("build"), device.calls("probe"));
+    assert_eq!(
+        probe.iter().map(|(_, rows)| *rows).collect::<Vec<_>>(),
+        vec![4096, 4096, 1808],
+        "10 probe batches of 1,000 gathered to 4,096"
+    );
+    assert_eq!(build.len(), 1);
+    let polling = std::thread::current().id();
+    assert!(
+        build
+            .iter()
+            .chain(&probe)
+            .all(|(thread, _)| *thread != polling),
+        "the build and every probe leave the thread polling the query"
+    );
+
+    let cpu = RecordingDevice::new(None);
+    run(join(10, cpu.clone())).await;
+    let probe = cpu.calls("probe");
+    assert_eq!(
+        probe.iter().map(|(_, rows)| *rows).collect::<Vec<_>>(),
+        vec![1000; 10]
+    );
+    assert!(probe.iter().all(|(thread, _)| *thread == polling));
+}
+
+#[tokio::test]
+async fn a_device_partial_aggregate_takes_the_scan_batches_ungathered_off_the_polling_thread() {
+    let device = RecordingDevice::new(Some(DeviceBatching::new(4096, 1024).unwrap()));
+    let ours = run(partial_sum(10, device.clone())).await;
+    let stock = run(partial_sum(10, Arc::new(CpuBackend::new()))).await;
+    assert_same_rows("partial aggregate", &ours, &stock, 0.0);
+    let calls = device.calls("aggregate");
+    assert_eq!(
+        calls.iter().map(|(_, rows)| *rows).collect::<Vec<_>>(),
+        vec![1000; 10],
+        "one device call per scan batch: its group table is sized for them"
+    );
+    let polling = std::thread::current().id();
+    assert!(calls.iter().all(|(thread, _)| *thread != polling));
 }

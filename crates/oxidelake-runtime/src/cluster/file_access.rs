@@ -6,16 +6,20 @@
 //! hosts. With allowed roots, the scheduler refuses every physical plan that scans a
 //! file or writes a file outside them, before any task reaches a worker.
 //!
-//! The check runs on the scheduler, as the last physical optimizer rule, because the
+//! The check runs on the scheduler, as the first physical optimizer rule, because the
 //! scheduler is the member that turns a client's logical plan into tasks: a limit held
 //! by the client (a session setting) would bind only well-behaved clients. It compares
 //! object-store paths segment by segment (`Path::prefix_matches`), so `/data/lake2` is
 //! not inside `/data/lake`, and a local root is canonicalised once at startup.
 //!
-//! What it does not cover: a symbolic link inside a root that points outside it is
-//! followed by the workers (the scheduler cannot resolve links on the workers' hosts);
-//! listing a directory named by `CREATE EXTERNAL TABLE` happens on the client and, for
-//! the files of a scan, on the scheduler before the check (names and sizes, no contents).
+//! Symbolic links: a local path is also resolved on the scheduler's host (its nearest
+//! existing ancestor made canonical), and refused when it leads outside the roots, so
+//! a link inside a root that points elsewhere is caught on a file system the scheduler
+//! shares with the workers. What it does not cover: a link that resolves differently
+//! on a worker's host than on the scheduler's, or one created after the query was
+//! planned; listing a directory named by `CREATE EXTERNAL TABLE` happens on the client
+//! and, for the files of a scan, on the scheduler before the check (names and sizes, no
+//! contents).
 
 use std::any::Any;
 use std::fmt;
@@ -94,6 +98,24 @@ impl FileAccess {
         self.roots.iter().any(|root| root.contains(store, path))
     }
 
+    /// Refuses `path` (read or written, as `what` says) when it lies outside the roots
+    /// as written, or when on this host it leads outside them through a symbolic link.
+    fn check_path(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> Result<()> {
+        if !self.allows(store, path) {
+            return Err(self.refusal(what, store, path));
+        }
+        match resolved(store, path) {
+            Some(real) if !self.allows(store, &real) => Err(DataFusionError::Plan(format!(
+                "{what} {} leads through a symbolic link to {}, outside the cluster's \
+                 allowed roots ({}); the scheduler's --allowed-root sets them",
+                shown(store, path),
+                shown(store, &real),
+                self
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     fn refusal(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> DataFusionError {
         DataFusionError::Plan(format!(
             "{what} {} is outside the cluster's allowed roots ({}); the scheduler's \
@@ -109,10 +131,11 @@ impl FileAccess {
             let any: &dyn Any = source.data_source().as_ref();
             if let Some(scan) = any.downcast_ref::<FileScanConfig>() {
                 for file in scan.file_groups.iter().flat_map(|group| group.iter()) {
-                    let path = &file.object_meta.location;
-                    if !self.allows(&scan.object_store_url, path) {
-                        return Err(self.refusal("reading", &scan.object_store_url, path));
-                    }
+                    self.check_path(
+                        "reading",
+                        &scan.object_store_url,
+                        &file.object_meta.location,
+                    )?;
                 }
             }
         }
@@ -139,14 +162,34 @@ impl FileAccess {
                 )));
             };
             for table in &config.table_paths {
-                let store = table.object_store();
-                if !self.allows(&store, table.prefix()) {
-                    return Err(self.refusal("writing", &store, table.prefix()));
-                }
+                self.check_path("writing", &table.object_store(), table.prefix())?;
             }
         }
         Ok(())
     }
+}
+
+/// Where local `path` leads on this host: its nearest existing ancestor made canonical
+/// (symbolic links resolved), with the parts that do not exist yet (a file about to be
+/// written) appended. `None` for other stores, or when the path cannot be expressed.
+fn resolved(store: &ObjectStoreUrl, path: &Path) -> Option<Path> {
+    if store != &ObjectStoreUrl::local_filesystem() {
+        return None;
+    }
+    let full = std::path::Path::new("/").join(path.as_ref());
+    let mut existing = full.as_path();
+    let mut missing = Vec::new();
+    let real = loop {
+        match std::fs::canonicalize(existing) {
+            Ok(real) => break real,
+            Err(_) => {
+                missing.push(existing.file_name()?);
+                existing = existing.parent()?;
+            }
+        }
+    };
+    let real = missing.iter().rev().fold(real, |dir, part| dir.join(part));
+    Path::from_absolute_path(real).ok()
 }
 
 /// `file:///a/b` or `s3://bucket/a/b`, for messages.
@@ -232,6 +275,48 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let err = AllowedRoot::parse(file.to_str().unwrap()).unwrap_err();
         assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_inside_a_root_that_leads_outside_is_refused_for_reads_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root_dir, outside) = (dir.path().join("lake"), dir.path().join("secret"));
+        std::fs::create_dir_all(root_dir.join("real")).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("x.parquet"), b"x").unwrap();
+        std::fs::write(root_dir.join("real/y.parquet"), b"y").unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(root_dir.join("real"), root_dir.join("inner")).unwrap();
+        let access = FileAccess::new(vec![
+            AllowedRoot::parse(root_dir.to_str().unwrap()).unwrap(),
+        ]);
+        let store = ObjectStoreUrl::local_filesystem();
+        let root = std::fs::canonicalize(&root_dir).unwrap();
+
+        let err = access
+            .check_path("reading", &store, &local(&root.join("link/x.parquet")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("link/x.parquet") && err.contains("secret/x.parquet"),
+            "names the path and where it leads: {err}"
+        );
+        let err = access
+            .check_path(
+                "writing",
+                &store,
+                &local(&root.join("link/new/out.parquet")),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+
+        for inside in ["real/y.parquet", "inner/y.parquet", "new/out.parquet"] {
+            access
+                .check_path("reading", &store, &local(&root.join(inside)))
+                .unwrap_or_else(|e| panic!("{inside}: {e}"));
+        }
     }
 
     #[test]
