@@ -16,8 +16,8 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use oxidelake_core::{EngineError, TelemetryHub};
 use oxidelake_tui::{AppState, Capacities, QueryStatus, Update};
 
+use crate::OxideSession;
 use crate::memory::SpillAccount;
-use crate::{OxideSession, SessionMode};
 use cluster_stages::ClusterJob;
 
 /// How often the reporter refreshes the dashboard while the query runs.
@@ -53,10 +53,7 @@ async fn report(
     updates: Sender<Update>,
     finished: Arc<AtomicBool>,
 ) {
-    let mut cluster = match session.mode() {
-        SessionMode::Cluster(url) => Some(ClusterJob::new(url)),
-        SessionMode::Embedded => None,
-    };
+    let mut cluster = ClusterJob::for_session(&session);
     let started = Instant::now();
     let task_ctx = session.context().task_ctx();
     let disk = Arc::clone(&task_ctx.runtime_env().disk_manager);
@@ -137,10 +134,7 @@ pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError
     state.capacities = local_capacities(&session);
     state.status = QueryStatus::Running { elapsed_ms: 0 };
     state.plan = plan_view::plan_nodes(&plan);
-    let cluster = match session.mode() {
-        SessionMode::Cluster(url) => Some(ClusterJob::new(url)),
-        SessionMode::Embedded => None,
-    };
+    let cluster = ClusterJob::for_session(&session);
     let finished = Arc::new(AtomicBool::new(false));
     let query = runtime.spawn(report(
         session,
@@ -149,7 +143,7 @@ pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError
         Arc::clone(&finished),
     ));
     let result = oxidelake_tui::run(state, rx);
-    if let Some(job) = cluster.filter(|_| !finished.load(Ordering::Acquire)) {
+    if let Some(mut job) = cluster.filter(|_| !finished.load(Ordering::Acquire)) {
         // Quit while the job runs: stop it on the cluster too.
         query.abort();
         if let Err(e) = runtime.block_on(job.cancel(&plan)) {

@@ -22,7 +22,7 @@ impl Drop for Killed {
 
 /// `scripts/make-cluster-certs.sh DIR [NAME]`; panics when the script fails (it needs
 /// openssl, which `.ci/run` installs).
-fn make_certs(dir: &Path, name: Option<&str>) {
+pub(super) fn make_certs(dir: &Path, name: Option<&str>) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-cluster-certs.sh");
     let mut cmd = StdCommand::new("bash");
     cmd.arg(script).arg(dir);
@@ -38,7 +38,7 @@ fn make_certs(dir: &Path, name: Option<&str>) {
 }
 
 /// `--tls-ca CA --tls-cert DIR/NAME.pem --tls-key DIR/NAME.key`.
-fn tls_flags(ca: &Path, dir: &Path, name: &str) -> Vec<String> {
+pub(super) fn tls_flags(ca: &Path, dir: &Path, name: &str) -> Vec<String> {
     let path = |file: PathBuf| file.to_str().unwrap().to_string();
     vec![
         "--tls-ca".into(),

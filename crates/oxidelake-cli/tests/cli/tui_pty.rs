@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_storage::{LakeWriterOptions, write_parquet_file};
 use termlens::{Key, Screen, Terminal};
 
+use super::cluster_tls::{make_certs, tls_flags};
 use super::local_cluster::LocalCluster;
 
 /// The deadline of every wait except the query's.
@@ -328,23 +329,35 @@ fn oxide_tui_under_a_memory_limit_shows_the_host_peak_and_the_spills() -> termle
 #[test]
 fn oxide_tui_on_a_cluster_runs_the_query_there_and_lists_the_stages_it_ran() -> termlens::Result<()>
 {
+    let cluster = LocalCluster::start("cuda");
+    the_dashboard_lists_the_stages_the_cluster_ran(cluster, &[])
+}
+
+#[test]
+fn oxide_tui_on_a_tls_cluster_follows_the_job_over_tls() -> termlens::Result<()> {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path(), Some("member"));
+    let flags = tls_flags(&certs.path().join("ca.pem"), certs.path(), "member");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let cluster = LocalCluster::start_with_args("cuda", 1, &flags, &flags);
+    the_dashboard_lists_the_stages_the_cluster_ran(cluster, &flags)
+}
+
+/// `oxide tui --cluster` on `cluster` with `client_flags`: the ten rows arrive and the
+/// stages the scheduler reports are listed under the job (they come from the scheduler
+/// over the client's own connection settings).
+fn the_dashboard_lists_the_stages_the_cluster_ran(
+    cluster: LocalCluster,
+    client_flags: &[&str],
+) -> termlens::Result<()> {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("t.parquet");
     write_table(&table);
-    let cluster = LocalCluster::start("cuda");
     let table = format!("t={}", table.display());
-    let mut t = oxide_tui(
-        dir.path(),
-        &[
-            "tui",
-            "--cluster",
-            &cluster.url(),
-            "--table",
-            &table,
-            "-c",
-            QUERY,
-        ],
-    )?;
+    let url = cluster.url();
+    let mut args = vec!["tui", "--cluster", &url, "--table", &table, "-c", QUERY];
+    args.extend_from_slice(client_flags);
+    let mut t = oxide_tui(dir.path(), &args)?;
 
     t.wait_until_for(|s| s.contains("finished"), QUERY_WAIT)?;
     // The last update asks the scheduler once more after the result arrived.

@@ -2,8 +2,8 @@
 //! the client submitted (`DistributedQueryExec`) and, under it, every stage the cluster
 //! completed, with the operators the executors ran and their metrics.
 //!
-//! The figures come from the scheduler (`GetJobMetrics` over the gRPC connection the
-//! client already uses). Ballista 55 reports a stage there once it has completed, so
+//! The figures come from the scheduler (`GetJobMetrics`, over one connection dialled
+//! as the session dials the scheduler: through its TLS hook when it has one). Ballista 55 reports a stage there once it has completed, so
 //! while a job runs the list grows stage by stage; what a running stage's tasks are
 //! doing is not reported to clients.
 
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ballista_core::execution_plans::DistributedQueryExec;
+use ballista_core::extension::{BallistaConfigGrpcEndpoint, SessionConfigExt};
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
 use ballista_core::serde::protobuf::{
     CancelJobParams, GetJobMetricsParams, JobStageMetrics, OperatorMetricsSet, OperatorWithMetrics,
@@ -20,11 +21,13 @@ use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion_proto::protobuf::LogicalPlanNode;
 use oxidelake_core::BackendKind;
 use oxidelake_tui::{NodeStats, PlanNode};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::{OxideSession, SessionMode};
 
 use super::plan_view::{backend_of, stats_of};
 
-/// How often the scheduler is asked while the job runs (each ask is a connection: the
-/// client type names tonic, which this crate does not depend on directly).
+/// How often the scheduler is asked while the job runs.
 const POLL: Duration = Duration::from_millis(500);
 
 /// How long one request to the scheduler may take: a host that stopped answering must
@@ -35,6 +38,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) struct ClusterJob {
     /// `http://host:port` of the scheduler.
     endpoint: String,
+    /// The session's hook for dialling cluster members (TLS), if it has one.
+    customize: Option<Arc<BallistaConfigGrpcEndpoint>>,
+    /// The connection, once made; dropped after a failed request so the next one
+    /// dials again.
+    client: Option<SchedulerGrpcClient<Channel>>,
     last_asked: Option<Instant>,
     job_id: Option<String>,
     /// The stages last reported, kept when a later request fails.
@@ -44,16 +52,70 @@ pub(crate) struct ClusterJob {
 }
 
 impl ClusterJob {
-    /// Follows the job of `plan` on the scheduler at `cluster_url` (`df://host:port`).
-    pub(crate) fn new(cluster_url: &str) -> Self {
-        let address = cluster_url.strip_prefix("df://").unwrap_or(cluster_url);
-        Self {
+    /// Follows a cluster session's job on its scheduler; `None` for an embedded session.
+    pub(crate) fn for_session(session: &OxideSession) -> Option<Self> {
+        let SessionMode::Cluster(url) = session.mode() else {
+            return None;
+        };
+        let address = url.strip_prefix("df://").unwrap_or(url);
+        Some(Self {
             endpoint: format!("http://{address}"),
+            customize: session
+                .context()
+                .copied_config()
+                .ballista_override_create_grpc_client_endpoint(),
+            client: None,
             last_asked: None,
             job_id: None,
             stages: Vec::new(),
             problem: None,
+        })
+    }
+
+    /// The connection to the scheduler, dialled on first use.
+    async fn client(&mut self) -> Result<SchedulerGrpcClient<Channel>, String> {
+        if let Some(client) = &self.client {
+            return Ok(client.clone());
         }
+        let endpoint = &self.endpoint;
+        let mut dial = Endpoint::from_shared(endpoint.clone())
+            .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
+        if let Some(customize) = &self.customize {
+            dial = customize
+                .configure_endpoint(dial)
+                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
+        }
+        let channel = dial
+            .connect()
+            .await
+            .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
+        let client = SchedulerGrpcClient::new(channel);
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    /// `call` with the scheduler's client, given up after [`REQUEST_TIMEOUT`]; a
+    /// failure drops the connection so the next request dials again.
+    async fn ask<T, F, Fut>(&mut self, call: F) -> Result<T, String>
+    where
+        F: FnOnce(SchedulerGrpcClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+    {
+        let endpoint = self.endpoint.clone();
+        let request = async {
+            let client = self.client().await?;
+            call(client)
+                .await
+                .map_err(|status| status.message().to_string())
+        };
+        let answer = tokio::time::timeout(REQUEST_TIMEOUT, request)
+            .await
+            .map_err(|_| format!("scheduler {endpoint} did not answer within {REQUEST_TIMEOUT:?}"))
+            .and_then(|answer| answer);
+        if answer.is_err() {
+            self.client = None;
+        }
+        answer
     }
 
     /// Asks the scheduler for the job's completed stages (once the client knows the job
@@ -86,54 +148,28 @@ impl ClusterJob {
         )
     }
 
-    async fn fetch(&self, job_id: &str) -> Result<Vec<JobStageMetrics>, String> {
-        let endpoint = &self.endpoint;
-        let request = async {
-            let mut client = SchedulerGrpcClient::connect(endpoint.clone())
-                .await
-                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
-            client
-                .get_job_metrics(GetJobMetricsParams {
-                    job_id: job_id.to_string(),
-                })
-                .await
-                .map_err(|status| status.message().to_string())
-        };
-        Ok(within_timeout(endpoint, request).await?.into_inner().stages)
+    async fn fetch(&mut self, job_id: &str) -> Result<Vec<JobStageMetrics>, String> {
+        let job_id = job_id.to_string();
+        let answer = self
+            .ask(|mut client| async move {
+                client.get_job_metrics(GetJobMetricsParams { job_id }).await
+            })
+            .await?;
+        Ok(answer.into_inner().stages)
     }
 
     /// Cancels the job `plan` submitted, if the client knows its id: Ballista's client
     /// does not stop a job whose result stream is dropped, so a dashboard quit before
     /// the query finished would leave it running on the workers.
-    pub(crate) async fn cancel(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
+    pub(crate) async fn cancel(&mut self, plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
         let Some(job_id) = submitted_job(plan).and_then(|exec| exec.job_id()) else {
             return Ok(());
         };
-        let endpoint = &self.endpoint;
-        let request = async {
-            let mut client = SchedulerGrpcClient::connect(endpoint.clone())
-                .await
-                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
-            client
-                .cancel_job(CancelJobParams {
-                    job_id: job_id.into_inner(),
-                })
-                .await
-                .map_err(|status| status.message().to_string())
-        };
-        within_timeout(endpoint, request).await?;
+        let job_id = job_id.into_inner();
+        self.ask(|mut client| async move { client.cancel_job(CancelJobParams { job_id }).await })
+            .await?;
         Ok(())
     }
-}
-
-/// `request` to the scheduler at `endpoint`, given up after [`REQUEST_TIMEOUT`].
-async fn within_timeout<T>(
-    endpoint: &str,
-    request: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    tokio::time::timeout(REQUEST_TIMEOUT, request)
-        .await
-        .map_err(|_| format!("scheduler {endpoint} did not answer within {REQUEST_TIMEOUT:?}"))?
 }
 
 /// The `DistributedQueryExec` at or under the root of `plan` (EXPLAIN ANALYZE wraps it).
