@@ -35,9 +35,21 @@ use oxidelake_sdk::commands::{
 };
 use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 
+/// `oxide --version`: the version and how the binary was built, since a dev build is
+/// several times slower than a release build and speed reports should say which ran.
+const VERSION: &str = if cfg!(debug_assertions) {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (dev build: unoptimized, for trying things out; `cargo install --locked --path \
+         crates/oxidelake-cli` gives the fast release build)"
+    )
+} else {
+    concat!(env!("CARGO_PKG_VERSION"), " (release build)")
+};
+
 /// OxideLake: GPU-accelerated analytical SQL over Parquet lakes.
 #[derive(Debug, Parser)]
-#[command(name = "oxide", version, about, long_about = None)]
+#[command(name = "oxide", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -19,6 +19,9 @@ fn oxide_scheduler_help_lists_its_flags() {
         "--task-max-failures",
         "--stage-max-failures",
         "--allowed-root",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
     ] {
         assert!(text.contains(flag), "{text}");
     }
@@ -38,6 +41,7 @@ fn oxide_worker_help_lists_its_flags() {
         "--bind-host",
         "--work-dir",
         "--heartbeat-interval",
+        "--tls-ca",
     ] {
         assert!(text.contains(flag), "{text}");
     }
@@ -91,4 +95,19 @@ fn a_worker_refuses_a_shuffle_directory_other_users_can_enter() {
         .failure();
     let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(text.contains("chmod 700"), "{text}");
+}
+
+#[test]
+fn oxide_version_says_which_build_it_is() {
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide"))
+        .arg("--version")
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    // The tests run the dev/test profile, whose binaries keep debug assertions.
+    assert!(
+        text.starts_with(&format!("oxide {} (dev build", env!("CARGO_PKG_VERSION")))
+            && text.contains("cargo install --locked"),
+        "{text}"
+    );
 }
