@@ -34,7 +34,16 @@ fi
 [ $# -ge 1 ] || exit 0
 
 name=$1; shift
-case $name in */*|"") echo "make-cluster-certs: NAME must be a plain file name" >&2; exit 2;; esac
+case $name in
+  */*|""|.*|-*) echo "make-cluster-certs: NAME must be a plain file name" >&2; exit 2;;
+  ca) echo "make-cluster-certs: NAME 'ca' would replace the CA's own files" >&2; exit 2;;
+esac
+if [ ! -f "$dir/ca.key" ]; then
+  echo "make-cluster-certs: $dir/ca.key is missing: the CA's key signs members" >&2; exit 1
+fi
+if [ -e "$dir/$name.key" ] || [ -e "$dir/$name.pem" ]; then
+  echo "make-cluster-certs: $dir/$name.pem or .key exists; remove them to issue a new one" >&2; exit 1
+fi
 [ $# -ge 1 ] || set -- DNS:localhost IP:127.0.0.1
 san=$(IFS=,; echo "$*")
 ext=$(mktemp); csr=$(mktemp)
@@ -49,6 +58,7 @@ new_key "$dir/$name.key"
 openssl req -new -key "$dir/$name.key" -subj "/CN=$name" -out "$csr"
 openssl x509 -req -in "$csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
   -set_serial "0x$(openssl rand -hex 16)" -days 365 -sha256 -extfile "$ext" \
-  -out "$dir/$name.pem" 2>/dev/null
+  -out "$dir/$name.pem" 2> "$csr.err" || { cat "$csr.err" >&2; rm -f "$dir/$name.key" "$csr.err"; exit 1; }
+rm -f "$csr.err"
 chmod 0644 "$dir/$name.pem"
 echo "made $dir/$name.pem and $dir/$name.key for $san"

@@ -52,7 +52,7 @@ use datafusion::physical_plan::{
     PlanProperties,
 };
 use futures::future::BoxFuture;
-use futures::{FutureExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
@@ -514,6 +514,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let probe = self.right.execute(partition, Arc::clone(&context))?;
+        let batch_size = context.session_config().batch_size().max(1);
         let exec = Arc::new(ExecBackend::new(&self.backend)?);
         let metrics = Arc::new(OperatorMetrics::new(
             &self.metrics,
@@ -584,13 +585,21 @@ impl ExecutionPlan for GpuHashJoinExec {
             }
         };
         // Probe batches are gathered to the device's batch size and probed on the
-        // blocking pool on a device backend, as they come on the CPU (ADR-0012).
+        // blocking pool on a device backend, as they come on the CPU (ADR-0012). A
+        // gathered probe can match into a batch far beyond the session's batch size,
+        // so the output is handed on in slices of that size.
         let batching = exec.backend.batching();
         let stream = futures::stream::once(async move {
             let side = build.await?;
             let output = Arc::clone(&schema);
-            Ok::<_, DataFusionError>(map_batches(probe, output, batching, move |batch| {
+            let joined = map_batches(probe, output, batching, move |batch| {
                 probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
+            });
+            Ok::<_, DataFusionError>(joined.flat_map(move |batch| {
+                futures::stream::iter(match batch {
+                    Ok(batch) => slices(&batch, batch_size).into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                })
             }))
         })
         .try_flatten();
@@ -658,8 +667,17 @@ fn stock_join(
         .build()
 }
 
-/// The build side of `batches`: one batch, its device key column and the backend's
-/// table over it.
+/// `batch` as zero-copy slices of at most `rows` rows (itself when it is no longer).
+fn slices(batch: &RecordBatch, rows: usize) -> Vec<RecordBatch> {
+    if batch.num_rows() <= rows {
+        return vec![batch.clone()];
+    }
+    (0..batch.num_rows())
+        .step_by(rows)
+        .map(|start| batch.slice(start, rows.min(batch.num_rows() - start)))
+        .collect()
+}
+
 /// [`build_side`] on tokio's blocking pool when the backend is a device, whose table
 /// build blocks on copies and kernels and would hold a runtime worker other tasks need;
 /// inline on the CPU backend, as DataFusion's own join builds.
@@ -681,6 +699,8 @@ async fn build_off_the_polling_thread(
     .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
+/// The build side of `batches`: one batch, its device key column and the backend's
+/// table over it.
 fn build_side(
     schema: &SchemaRef,
     batches: &[RecordBatch],

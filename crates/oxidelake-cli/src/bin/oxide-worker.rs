@@ -99,9 +99,13 @@ async fn main() -> anyhow::Result<()> {
         }
         None => cluster_session_config(),
     });
-    let flight_server = tls
-        .as_ref()
-        .map(|t| tls_flight_server(t, defaults.grpc_max_encoding_message_size as usize));
+    let flight_server = tls.as_ref().map(|t| {
+        tls_flight_server(
+            t,
+            defaults.grpc_max_decoding_message_size as usize,
+            defaults.grpc_max_encoding_message_size as usize,
+        )
+    });
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,

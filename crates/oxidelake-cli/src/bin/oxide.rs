@@ -40,8 +40,8 @@ use oxidelake_storage::{LakeWriterOptions, ParquetCompression};
 const VERSION: &str = if cfg!(debug_assertions) {
     concat!(
         env!("CARGO_PKG_VERSION"),
-        " (dev build: unoptimized, for trying things out; `cargo install --locked --path \
-         crates/oxidelake-cli` gives the fast release build)"
+        " (dev build: mostly unoptimized, for trying things out; `cargo install --locked \
+         --path crates/oxidelake-cli` gives the fast release build)"
     )
 } else {
     concat!(env!("CARGO_PKG_VERSION"), " (release build)")

@@ -27,6 +27,7 @@ fn wait_for_port(port: u16) {
 struct Worker {
     child: Option<Child>,
     work_dir: Option<PathBuf>,
+    flight_port: u16,
 }
 
 /// The running scheduler and workers; dropping it kills them all.
@@ -118,6 +119,7 @@ impl LocalCluster {
         self.workers.push(Worker {
             child: Some(command.spawn().unwrap()),
             work_dir,
+            flight_port,
         });
         wait_for_port(flight_port);
         self.workers.len() - 1
@@ -141,6 +143,11 @@ impl LocalCluster {
             child.kill().unwrap();
             child.wait().unwrap();
         }
+    }
+
+    /// The Arrow Flight port (shuffle data, results) of worker `index`.
+    pub fn flight_port(&self, index: usize) -> u16 {
+        self.workers[index].flight_port
     }
 
     /// The shuffle directory worker `index` was given.

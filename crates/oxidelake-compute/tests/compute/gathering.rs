@@ -16,7 +16,7 @@ use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_compute::ops::{
     AggregateArgs, CmpOp, ColumnPredicate, EvaluateArgs, FilterProjectArgs, JoinMatches, Literal,
     Predicate, VectorDistanceArgs,
@@ -303,9 +303,18 @@ fn partial_sum(batches: usize, backend: Arc<dyn GpuBackend>) -> Arc<dyn Executio
 }
 
 #[tokio::test]
-async fn a_device_join_builds_and_probes_gathered_batches_off_the_polling_thread() {
+async fn a_device_join_builds_once_and_probes_gathered_batches_off_the_polling_thread() {
     let device = RecordingDevice::new(Some(DeviceBatching::new(4096, 1024).unwrap()));
-    let ours = run(join(10, device.clone())).await;
+    // A session batch size under the gathered probe's: the output comes in slices of it.
+    let small = SessionContext::new_with_config(SessionConfig::new().with_batch_size(1000));
+    let ours = collect(join(10, device.clone()), small.task_ctx())
+        .await
+        .unwrap();
+    assert!(
+        ours.iter().all(|b| b.num_rows() <= 1000),
+        "output batches at most the session's batch size: {:?}",
+        ours.iter().map(RecordBatch::num_rows).collect::<Vec<_>>()
+    );
     let stock = run(join(10, Arc::new(CpuBackend::new()))).await;
     assert_same_rows("gathered join", &ours, &stock, 0.0);
     let (build, probe) = (device.calls("build"), device.calls("probe"));

@@ -7,41 +7,75 @@
 use datafusion::error::DataFusionError;
 use oxidelake_core::EngineError;
 
-/// A connection failure to the scheduler at `url` as an I/O error naming the cause;
-/// any other error as [`oxidelake_storage::into_engine_error`] converts it (a Parquet
-/// file the footer guard refused is a `Format` error naming it).
+/// A connection failure to the cluster at `url` as an I/O error naming the likely
+/// cause, followed by what the transport said (the same texts can come from a worker
+/// the client fetches results from, or from a member that stopped); any other error as
+/// [`oxidelake_storage::into_engine_error`] converts it (a Parquet file the footer
+/// guard refused is a `Format` error naming it).
 pub(crate) fn scheduler_error(url: &str, e: DataFusionError) -> EngineError {
-    match diagnose(&e.to_string()) {
-        Some(cause) => EngineError::io(url, std::io::Error::other(cause)),
+    let text = e.to_string();
+    match diagnose(&text) {
+        Some(Diagnosis::Unreachable(cause)) => EngineError::io(url, std::io::Error::other(cause)),
+        Some(Diagnosis::Likely(cause)) => EngineError::io(
+            url,
+            std::io::Error::other(format!("{cause} (the transport said: {text})")),
+        ),
         None => oxidelake_storage::into_engine_error(e),
+    }
+}
+
+/// What a transport error's text says.
+#[derive(Debug, PartialEq)]
+enum Diagnosis {
+    /// Nothing listens there: said alone.
+    Unreachable(String),
+    /// The likely cause, said before the transport's own text.
+    Likely(String),
+}
+
+impl Diagnosis {
+    #[cfg(test)]
+    fn text(&self) -> &str {
+        match self {
+            Diagnosis::Unreachable(s) | Diagnosis::Likely(s) => s,
+        }
     }
 }
 
 /// What went wrong, from the transport error's text; `None` when it is not a
 /// connection failure.
-fn diagnose(text: &str) -> Option<String> {
+fn diagnose(text: &str) -> Option<Diagnosis> {
     if text.contains("tcp connect error") || text.contains("Connection refused") {
-        return Some(
+        return Some(Diagnosis::Unreachable(
             "cannot reach the scheduler: connection refused (is oxide-scheduler running there?)"
                 .into(),
-        );
+        ));
     }
+    let likely = |cause: String| Some(Diagnosis::Likely(cause));
     if text.contains("InvalidContentType") {
-        return Some(
-            "the scheduler does not speak TLS: connect without --tls-*, or start every \
+        return likely(
+            "a cluster member does not speak TLS: connect without --tls-*, or run every \
              member with them"
                 .into(),
         );
     }
     if let Some(alert) = after(text, "received fatal alert: ") {
-        return Some(format!(
-            "the scheduler refused this client's TLS certificate (alert {alert}): it must \
-             be signed by the cluster's CA"
+        return likely(format!(
+            "a cluster member (the scheduler, or a worker serving results) refused this \
+             client's TLS certificate (alert {alert}): it must be signed by the cluster's CA"
         ));
     }
-    // A TLS scheduler drops a plaintext client, or one whose certificate it refused,
-    // as soon as it reads the first bytes; which of these the client sees depends on
-    // how far it got by then.
+    if let Some(reason) = after(text, "InvalidCertificate(") {
+        return likely(format!(
+            "this client does not trust a cluster member's TLS certificate ({reason}): \
+             --tls-ca must be the cluster's CA, and the certificate must name the host \
+             the client dials (the df:// host for the scheduler, a worker's \
+             --external-host for results)"
+        ));
+    }
+    // A TLS member drops a plaintext client, or one whose certificate it refused, as
+    // soon as it reads the first bytes; which of these the client sees depends on how
+    // far it got by then. A member that stopped looks the same.
     let dropped = [
         "FRAME_SIZE_ERROR",
         "broken pipe",
@@ -49,19 +83,12 @@ fn diagnose(text: &str) -> Option<String> {
         "connection closed",
     ];
     if dropped.iter().any(|d| text.contains(d)) {
-        return Some(
-            "the scheduler closed the connection: a scheduler running with TLS does that \
-             to a client without TLS (give --tls-ca, --tls-cert and --tls-key) or one \
-             whose certificate its CA did not sign; otherwise it may have stopped"
+        return likely(
+            "the connection was closed: a cluster running with TLS does that to a client \
+             without TLS (give --tls-ca, --tls-cert and --tls-key) or one whose \
+             certificate its CA did not sign; otherwise a member may have stopped"
                 .into(),
         );
-    }
-    if let Some(reason) = after(text, "InvalidCertificate(") {
-        return Some(format!(
-            "this client does not trust the scheduler's TLS certificate ({reason}): \
-             --tls-ca must be the cluster's CA, and the certificate must name the host \
-             of the df:// URL"
-        ));
     }
     None
 }
@@ -88,11 +115,11 @@ mod tests {
             ),
             (
                 r#"Status { code: Unknown, message: "transport error", source: Some(tonic::transport::Error(Transport, hyper::Error(Io, Custom { kind: BrokenPipe, error: "stream closed because of a broken pipe" }))) }"#,
-                "the scheduler closed the connection",
+                "the connection was closed",
             ),
             (
                 r#"Status { code: Cancelled, message: "operation was canceled", source: Some(tonic::transport::Error(Transport, hyper::Error(Canceled, "connection was not ready"))) }"#,
-                "the scheduler closed the connection",
+                "the connection was closed",
             ),
             (
                 "tonic::transport::Error(Transport, ConnectError(Custom { kind: InvalidData, error: InvalidMessage(InvalidContentType) }))",
@@ -104,11 +131,13 @@ mod tests {
             ),
             (
                 "tonic::transport::Error(Transport, ConnectError(Custom { kind: InvalidData, error: InvalidCertificate(BadSignature) }))",
-                "does not trust the scheduler's TLS certificate (BadSignature)",
+                "does not trust a cluster member's TLS certificate (BadSignature)",
             ),
         ];
         for (text, expected) in cases {
-            let said = diagnose(text).unwrap_or_default();
+            let said = diagnose(text)
+                .map(|d| d.text().to_string())
+                .unwrap_or_default();
             assert!(said.contains(expected), "{text}\n→ {said}");
         }
     }
@@ -116,5 +145,20 @@ mod tests {
     #[test]
     fn other_errors_are_left_alone() {
         assert_eq!(diagnose("Schema error: No field named x"), None);
+    }
+
+    #[test]
+    fn a_diagnosis_keeps_what_the_transport_said() {
+        let text = "tonic::transport::Error(Transport, ConnectError(Custom { kind: InvalidData, error: InvalidMessage(InvalidContentType) }))";
+        let err = scheduler_error(
+            "df://127.0.0.1:1",
+            DataFusionError::Execution(text.to_string()),
+        )
+        .to_string();
+        assert!(
+            err.contains("does not speak TLS")
+                && err.contains("InvalidMessage(InvalidContentType)"),
+            "{err}"
+        );
     }
 }

@@ -17,9 +17,11 @@
 //! a link inside a root that points elsewhere is caught on a file system the scheduler
 //! shares with the workers. What it does not cover: a link that resolves differently
 //! on a worker's host than on the scheduler's, or one created after the query was
-//! planned; listing a directory named by `CREATE EXTERNAL TABLE` happens on the client
-//! and, for the files of a scan, on the scheduler before the check (names and sizes, no
-//! contents).
+//! planned, or a link planted where a partitioned write will create a directory
+//! (`root/out/k=1`); a path the scheduler cannot resolve (a dangling link, a directory
+//! it may not enter) is refused. Listing a directory named by `CREATE EXTERNAL TABLE`
+//! happens on the client and, for the files of a scan, on the scheduler before the
+//! check (names and sizes, no contents).
 
 use std::any::Any;
 use std::fmt;
@@ -105,14 +107,19 @@ impl FileAccess {
             return Err(self.refusal(what, store, path));
         }
         match resolved(store, path) {
-            Some(real) if !self.allows(store, &real) => Err(DataFusionError::Plan(format!(
+            Ok(Some(real)) if !self.allows(store, &real) => Err(DataFusionError::Plan(format!(
                 "{what} {} leads through a symbolic link to {}, outside the cluster's \
                  allowed roots ({}); the scheduler's --allowed-root sets them",
                 shown(store, path),
                 shown(store, &real),
                 self
             ))),
-            _ => Ok(()),
+            Ok(_) => Ok(()),
+            Err(why) => Err(DataFusionError::Plan(format!(
+                "{what} {}: the scheduler cannot tell where it leads ({why}), and the \
+                 cluster's file access is limited to {self}",
+                shown(store, path)
+            ))),
         }
     }
 
@@ -171,10 +178,12 @@ impl FileAccess {
 
 /// Where local `path` leads on this host: its nearest existing ancestor made canonical
 /// (symbolic links resolved), with the parts that do not exist yet (a file about to be
-/// written) appended. `None` for other stores, or when the path cannot be expressed.
-fn resolved(store: &ObjectStoreUrl, path: &Path) -> Option<Path> {
+/// written) appended. `Ok(None)` for other stores. An error when that cannot be told: a
+/// link that leads nowhere, a directory the scheduler may not enter, a name that is not
+/// UTF-8.
+fn resolved(store: &ObjectStoreUrl, path: &Path) -> std::result::Result<Option<Path>, String> {
     if store != &ObjectStoreUrl::local_filesystem() {
-        return None;
+        return Ok(None);
     }
     let full = std::path::Path::new("/").join(path.as_ref());
     let mut existing = full.as_path();
@@ -182,14 +191,24 @@ fn resolved(store: &ObjectStoreUrl, path: &Path) -> Option<Path> {
     let real = loop {
         match std::fs::canonicalize(existing) {
             Ok(real) => break real,
-            Err(_) => {
-                missing.push(existing.file_name()?);
-                existing = existing.parent()?;
+            // Absent (not a link to something absent): the rest is yet to be created.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(existing).is_err() =>
+            {
+                let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+                    return Err(format!("{}: {e}", existing.display()));
+                };
+                missing.push(name);
+                existing = parent;
             }
+            Err(e) => return Err(format!("{}: {e}", existing.display())),
         }
     };
     let real = missing.iter().rev().fold(real, |dir, part| dir.join(part));
-    Path::from_absolute_path(real).ok()
+    Path::from_absolute_path(&real)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", real.display()))
 }
 
 /// `file:///a/b` or `s3://bucket/a/b`, for messages.
@@ -311,6 +330,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("symbolic link"), "{err}");
+
+        // A link to nothing: where a write through it would land is unknown.
+        std::os::unix::fs::symlink(dir.path().join("gone"), root_dir.join("dangling")).unwrap();
+        let err = access
+            .check_path(
+                "writing",
+                &store,
+                &local(&root.join("dangling/out.parquet")),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot tell where it leads"), "{err}");
 
         for inside in ["real/y.parquet", "inner/y.parquet", "new/out.parquet"] {
             access

@@ -26,6 +26,10 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 use super::config::SchedulingPolicy;
 use super::exposure::insecure_bind_warning;
 
+/// How long a peer may take to finish the TLS handshake: a LAN peer takes
+/// milliseconds; tonic's default is to wait forever.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The three PEM files of one member, as given on the command line.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TlsArgs {
@@ -153,11 +157,14 @@ impl ClusterTls {
     }
 
     /// The listening side: this member's certificate, and a certificate signed by the
-    /// CA required of every peer.
+    /// CA required of every peer. A handshake not finished within
+    /// [`HANDSHAKE_TIMEOUT`] is dropped, so peers that open connections and never
+    /// complete them cannot pile up.
     pub fn server_config(&self) -> ServerTlsConfig {
         ServerTlsConfig::new()
             .identity(self.identity.clone())
             .client_ca_root(self.ca.clone())
+            .timeout(HANDSHAKE_TIMEOUT)
     }
 }
 

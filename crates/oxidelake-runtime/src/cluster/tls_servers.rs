@@ -4,7 +4,7 @@
 //! the scheduler's gRPC through a plain `axum::serve` with no TLS hook. With TLS the
 //! scheduler's services are therefore mounted here on tonic's server: the scheduler's
 //! gRPC service and the Flight proxy, as Ballista mounts them. The REST API and the
-//! HTTP health routes are not served over TLS (docs/cluster.md).
+//! HTTP health routes are not served at all while TLS is on (docs/cluster.md).
 //!
 //! A push-staged worker also listens for the scheduler's task launches on a gRPC
 //! server Ballista offers no hook for, so TLS clusters run pull-staged; the binaries
@@ -78,10 +78,11 @@ pub async fn serve_scheduler_tls(
 }
 
 /// The worker's Arrow Flight server (shuffle data) over mutual TLS, in place of
-/// Ballista's plaintext one. `max_message_bytes` bounds one message each way.
+/// Ballista's plaintext one, with the executor's message limits (bytes).
 pub fn tls_flight_server(
     tls: &ClusterTls,
-    max_message_bytes: usize,
+    max_decoding_bytes: usize,
+    max_encoding_bytes: usize,
 ) -> Arc<ArrowFlightServerProvider> {
     let server_tls = tls.server_config();
     Arc::new(move |work_dir, address, mut shutdown, grpc_config| {
@@ -93,8 +94,8 @@ pub fn tls_flight_server(
                 .map_err(BallistaError::TonicError)?
                 .add_service(
                     FlightServiceServer::new(BallistaFlightService::new(work_dir))
-                        .max_decoding_message_size(max_message_bytes)
-                        .max_encoding_message_size(max_message_bytes),
+                        .max_decoding_message_size(max_decoding_bytes)
+                        .max_encoding_message_size(max_encoding_bytes),
                 )
                 .serve_with_shutdown(address, shutdown.recv())
                 .await
