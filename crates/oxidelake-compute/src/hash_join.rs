@@ -531,52 +531,29 @@ impl ExecutionPlan for GpuHashJoinExec {
             projection: self.projection.clone(),
         });
         let schema = Arc::clone(&self.schema);
-        let (build_exec, build_metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
-        let left_schema = self.left.schema();
+        let build_with = BuildInputs {
+            left: Arc::clone(&self.left),
+            encoding: build_encoding,
+            exec: Arc::clone(&exec),
+            metrics: Arc::clone(&metrics),
+        };
         let build: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             // This partition's own build rows, for this partition's probe only.
             PartitionMode::Partitioned => {
-                let left = Arc::clone(&self.left);
                 let reservation = build_memory::reservation(&context, Some(partition));
-                async move {
-                    let batches =
-                        build_memory::collect_reserved(&left, [partition], &context, &reservation)
-                            .await?;
-                    build_off_the_polling_thread(
-                        left_schema,
-                        batches,
-                        build_encoding,
-                        build_exec,
-                        build_metrics,
-                        reservation,
-                    )
-                    .await
-                }
-                .boxed()
+                build_with
+                    .collect_and_build(vec![partition], context, reservation)
+                    .boxed()
             }
             // Every left partition, collected and indexed once for all output partitions.
             _ => {
-                let (once, left) = (Arc::clone(&self.build), Arc::clone(&self.left));
+                let once = Arc::clone(&self.build);
                 async move {
-                    once.get_or_try_init(|| async move {
+                    once.get_or_try_init(|| {
                         let reservation = build_memory::reservation(&context, None);
-                        let partitions = 0..left.properties().partitioning.partition_count();
-                        let batches = build_memory::collect_reserved(
-                            &left,
-                            partitions,
-                            &context,
-                            &reservation,
-                        )
-                        .await?;
-                        build_off_the_polling_thread(
-                            left_schema,
-                            batches,
-                            build_encoding,
-                            build_exec,
-                            build_metrics,
-                            reservation,
-                        )
-                        .await
+                        let partitions =
+                            0..build_with.left.properties().partitioning.partition_count();
+                        build_with.collect_and_build(partitions.collect(), context, reservation)
                     })
                     .await
                     .cloned()
@@ -678,25 +655,44 @@ fn slices(batch: &RecordBatch, rows: usize) -> Vec<RecordBatch> {
         .collect()
 }
 
-/// [`build_side`] on tokio's blocking pool when the backend is a device, whose table
-/// build blocks on copies and kernels and would hold a runtime worker other tasks need;
-/// inline on the CPU backend, as DataFusion's own join builds.
-async fn build_off_the_polling_thread(
-    schema: SchemaRef,
-    batches: Vec<RecordBatch>,
+/// What building one join table needs besides the rows: the build input, its key
+/// encoding, and where and how the work is counted.
+struct BuildInputs {
+    left: Arc<dyn ExecutionPlan>,
     encoding: JoinKeys,
     exec: Arc<ExecBackend>,
     metrics: Arc<OperatorMetrics>,
-    reservation: MemoryReservation,
-) -> Result<Arc<BuildSide>> {
-    if exec.backend.batching().is_none() {
-        return build_side(&schema, &batches, &encoding, &exec, &metrics, reservation);
+}
+
+impl BuildInputs {
+    /// Collects `partitions` of the build input under `reservation` and builds the
+    /// table: on tokio's blocking pool when the backend is a device, whose table build
+    /// blocks on copies and kernels and would hold a runtime worker other tasks need;
+    /// inline on the CPU backend, as DataFusion's own join builds.
+    async fn collect_and_build(
+        self,
+        partitions: Vec<usize>,
+        context: Arc<TaskContext>,
+        reservation: MemoryReservation,
+    ) -> Result<Arc<BuildSide>> {
+        let batches =
+            build_memory::collect_reserved(&self.left, partitions, &context, &reservation).await?;
+        let schema = self.left.schema();
+        let Self {
+            encoding,
+            exec,
+            metrics,
+            ..
+        } = self;
+        if exec.backend.batching().is_none() {
+            return build_side(&schema, &batches, &encoding, &exec, &metrics, reservation);
+        }
+        tokio::task::spawn_blocking(move || {
+            build_side(&schema, &batches, &encoding, &exec, &metrics, reservation)
+        })
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
     }
-    tokio::task::spawn_blocking(move || {
-        build_side(&schema, &batches, &encoding, &exec, &metrics, reservation)
-    })
-    .await
-    .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
 /// The build side of `batches`: one batch, its device key column and the backend's

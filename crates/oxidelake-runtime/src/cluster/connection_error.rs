@@ -1,4 +1,5 @@
-//! A failure to talk to the scheduler, said in one line a user can act on.
+//! A failure to talk to the cluster (its scheduler, or a worker serving results), said
+//! in one line a user can act on.
 //!
 //! tonic reports these as nested transport errors ("h2 protocol error … FRAME_SIZE_ERROR",
 //! "InvalidMessage(InvalidContentType)"): true, but they do not say that one side

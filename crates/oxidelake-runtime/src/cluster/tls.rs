@@ -57,9 +57,7 @@ impl TlsArgs {
             }),
         }
     }
-}
 
-impl TlsArgs {
     /// [`TlsArgs::load`] for `binary` (a scheduler or worker) listening on `bind_host`
     /// under `policy`: TLS with push-staged scheduling is refused, and listening beyond
     /// loopback without TLS logs [`insecure_bind_warning`].
