@@ -24,7 +24,7 @@ pub(crate) enum CommitOutcome {
 /// Commits `adds` as a blind append on exactly the version `table` is loaded at.
 ///
 /// Once the log entry is written the outcome is [`CommitOutcome::Landed`] even if
-/// delta-rs's post-commit work (snapshot refresh, checkpoint every 100 versions) fails:
+/// delta-rs's post-commit work (snapshot refresh, a checkpoint every 10 versions) fails:
 /// that failure is logged, because the rows are already visible and reporting an error
 /// would make a caller retry and append them twice.
 pub(crate) async fn commit_append_cas(

@@ -14,6 +14,13 @@ use crate::durable::{SyncFailure, sync_commit, sync_dir};
 use crate::schema_check::check_round_trip;
 use crate::{Catalog, CatalogError, TableName};
 
+/// Versions between two Delta checkpoints of the tables the catalog creates (delta-rs's
+/// default is 100). Every catalog call loads the table from its newest checkpoint and
+/// replays, and first checks, each commit after it, so this bounds that work at ten
+/// small JSON files; the price is a checkpoint (one Parquet file of the table's live
+/// files) written by every tenth commit. Databricks' Delta uses 10 as well.
+const CHECKPOINT_INTERVAL: &str = "10";
+
 impl Catalog {
     /// Creates the table `name` with `schema` at version 0 (no rows).
     ///
@@ -46,6 +53,10 @@ impl Catalog {
             .with_table_name(name.to_string())
             .with_columns(columns)
             .with_configuration_property(TableProperty::AppendOnly, Some("true"))
+            .with_configuration_property(
+                TableProperty::CheckpointInterval,
+                Some(CHECKPOINT_INTERVAL),
+            )
             .with_save_mode(SaveMode::ErrorIfExists)
             .with_commit_properties(CommitProperties::default().with_max_retries(0))
             .await;

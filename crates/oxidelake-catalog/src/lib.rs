@@ -58,9 +58,10 @@
 //!   caller that wants to retry re-reads [`Catalog::version`] and appends again. A batch
 //!   must match the table's schema, checked before anything is written.
 //! * **No in-memory state.** Every call replays the table's log (from the last
-//!   checkpoint, written every 100 versions), so several catalogs or processes on one
-//!   directory agree. The cost of each call grows with the number of versions since the
-//!   last checkpoint and with the number of data files; batch appends.
+//!   checkpoint, written every 10 versions of the tables it creates; delta-rs's default is
+//!   100), so several catalogs or processes on one directory agree. The cost of each call
+//!   grows with the number of versions since the last checkpoint and with the number of
+//!   data files; batch appends.
 //! * **Only types that survive Delta.** `create_table` rejects a column Delta would read
 //!   back as another type (unsigned integers, fixed-size binary, …). Struct columns, such
 //!   as a FILE column `Struct{uri, mime, size: Int64, sha256}`, round-trip.
