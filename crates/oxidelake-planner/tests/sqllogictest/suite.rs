@@ -82,11 +82,31 @@ impl Suite {
     }
 }
 
+/// The host's target triple, from `rustc -vV`.
+fn host_triple() -> Result<String, String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let output = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run rustc -vV: {e}"))?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "rustc -vV names no host".to_string())
+}
+
 /// The directory of the `datafusion-sqllogictest` package Cargo.lock resolves.
+///
+/// Offline and for the host only: a build downloads only the packages of its own
+/// platform, so on a fresh machine an unfiltered `cargo metadata --offline` fails on a
+/// package of another one (`android_system_properties`, say) that was never fetched.
 fn crate_dir() -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let host = host_triple()?;
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .args(["--filter-platform", &host])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
