@@ -7,7 +7,6 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use arrow::util::display::array_value_to_string;
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::GreedyMemoryPool;
@@ -19,6 +18,9 @@ use oxidelake_core::BackendKind;
 use oxidelake_planner::{
     FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget, embedded_optimizer_rules,
 };
+
+use super::fixtures::physical_plan;
+use super::partial_aggregate::sorted_rows;
 
 /// `l`: 40,000 rows, 8 per key 0..5000, every 97th key NULL. `r`: 30,000 rows, 5 per key
 /// 0..6000, every 89th key NULL. Both in two partitions of 1,000-row batches.
@@ -106,37 +108,9 @@ fn session(spill_joins: bool, pool_bytes: Option<usize>) -> SessionContext {
     ctx
 }
 
-fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
-    let mut rows = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = batch
-                .columns()
-                .iter()
-                .map(|c| {
-                    if c.is_null(row) {
-                        "NULL".to_string()
-                    } else {
-                        array_value_to_string(c, row).unwrap()
-                    }
-                })
-                .collect();
-            rows.push(cells.join("|"));
-        }
-    }
-    rows.sort();
-    rows
-}
-
 /// The plan and its rows.
 async fn run(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, Vec<String>) {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(ctx, sql).await;
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
     (plan, sorted_rows(&batches))
 }

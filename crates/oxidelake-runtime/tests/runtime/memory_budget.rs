@@ -151,3 +151,17 @@ async fn set_memory_limit_in_sql_keeps_the_pool_visible_to_telemetry() {
     session.sql(PER_ORDER).await.unwrap();
     assert!(session.host_memory().unwrap().peak > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_memory_limit_in_sql_turns_on_the_spilling_join() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    let join = "SELECT COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey";
+    let plan = session.explain(join).await.unwrap();
+    assert!(!plan.contains("GraceHashJoinExec"), "no limit yet: {plan}");
+    session
+        .sql("SET datafusion.runtime.memory_limit = '64M'")
+        .await
+        .unwrap();
+    let plan = session.explain(join).await.unwrap();
+    assert!(plan.contains("GraceHashJoinExec"), "{plan}");
+}
