@@ -10,9 +10,6 @@
 //! | [`GpuProjectionExec`] | `ProjectionExec` computing arithmetic | `+ - *` over integers, Float64 and Decimal128 with DataFusion's typing and widening casts (ADR-0010) |
 //! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
 //!
-//! [`GraceHashJoinExec`] is a CPU operator: DataFusion's hash join run through spill
-//! files when its build side does not fit the memory pool (under a host memory limit).
-//!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
 //! path of [`GpuVectorDistanceExec`] and of DataFusion's `array_distance` (ADR-0005).
 //!
@@ -36,7 +33,6 @@ mod device_batches;
 mod embedded_projection;
 mod exec_support;
 mod filter;
-mod grace_join;
 mod hash_join;
 mod partial_aggregate;
 mod placement;
@@ -48,7 +44,6 @@ mod vector_distance;
 
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
-pub use grace_join::{FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH};
 pub use hash_join::{GpuHashJoinExec, numbered_key_type};
 pub use oxidelake_device::ops;
 pub use partial_aggregate::{

@@ -6,8 +6,6 @@ use datafusion::error::DataFusionError;
 use oxidelake_core::{EngineError, TelemetryHub};
 use oxidelake_runtime::memory::{HostBudget, PoolKind};
 
-use oxidelake_runtime::cli::tpch::tpch_query;
-
 use super::data::{sorted_rows, tpch_lake};
 
 /// One group per order (150 000 at SF 0.1): the final aggregate's state is what spills.
@@ -54,53 +52,6 @@ async fn an_aggregate_holding_four_times_the_memory_limit_spills_and_returns_the
     );
 }
 
-/// Spill files written by the `GraceHashJoinExec` lines of an EXPLAIN ANALYZE.
-fn grace_join_spill_files(analyzed: &str) -> u64 {
-    analyzed
-        .lines()
-        .filter(|line| line.contains("GraceHashJoinExec"))
-        .filter_map(|line| {
-            let at = line.find("spill_count=")? + "spill_count=".len();
-            let digits: String = line[at..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            digits.parse::<u64>().ok()
-        })
-        .sum()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tpch_q18_holding_four_times_the_memory_limit_spills_its_joins_and_returns_the_unlimited_result()
- {
-    let (_dir, session) = tpch_lake(0.1).await;
-    let q18 = tpch_query(18, 0.1).unwrap().join(";\n");
-    let (unlimited, _) = session.sql_with_spills(&q18).await.unwrap();
-    assert!(!unlimited.is_empty());
-    let peak = session.host_memory().unwrap().peak;
-
-    let budget = peak / 4;
-    session.set_host_budget(&limit(budget)).unwrap();
-    let plan = session.explain(&q18).await.unwrap();
-    assert!(plan.contains("GraceHashJoinExec"), "{plan}");
-    let (limited, spills) = session.sql_with_spills(&q18).await.unwrap();
-    assert_eq!(sorted_rows(&limited), sorted_rows(&unlimited));
-    assert!(
-        spills.files > 0,
-        "{spills:?} under {budget} of {peak} bytes"
-    );
-
-    // The joins themselves spilled, not only the aggregates.
-    let analyzed = session
-        .sql(&format!("EXPLAIN ANALYZE {q18}"))
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&analyzed)
-        .unwrap()
-        .to_string();
-    assert!(grace_join_spill_files(&text) > 0, "{text}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gpu_join_build_side_beyond_the_memory_limit_fails_typed_and_names_the_join() {
     let (_dir, session) = tpch_lake(0.1).await;
@@ -108,19 +59,6 @@ async fn a_gpu_join_build_side_beyond_the_memory_limit_fails_typed_and_names_the
     let plan = session.explain(join).await.unwrap();
     assert!(plan.contains("GpuHashJoinExec"), "{plan}");
     session.set_host_budget(&limit(1 << 20)).unwrap();
-    // A memory limit turns on the spilling join, which runs on the CPU; this test is
-    // about the GPU join's own reservations, so it turns that off again.
-    session
-        .sql("SET oxidelake.memory.spill_joins = false")
-        .await
-        .unwrap();
-    assert!(
-        session
-            .explain(join)
-            .await
-            .unwrap()
-            .contains("GpuHashJoinExec")
-    );
     let err = session.sql(join).await.unwrap_err();
     let EngineError::DataFusion(inner) = &err else {
         panic!("expected a DataFusion error, got {err:?}");
@@ -150,18 +88,4 @@ async fn set_memory_limit_in_sql_keeps_the_pool_visible_to_telemetry() {
     assert_eq!(memory.limit, Some(64 << 20));
     session.sql(PER_ORDER).await.unwrap();
     assert!(session.host_memory().unwrap().peak > 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn set_memory_limit_in_sql_turns_on_the_spilling_join() {
-    let (_dir, session) = tpch_lake(0.1).await;
-    let join = "SELECT COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey";
-    let plan = session.explain(join).await.unwrap();
-    assert!(!plan.contains("GraceHashJoinExec"), "no limit yet: {plan}");
-    session
-        .sql("SET datafusion.runtime.memory_limit = '64M'")
-        .await
-        .unwrap();
-    let plan = session.explain(join).await.unwrap();
-    assert!(plan.contains("GraceHashJoinExec"), "{plan}");
 }
