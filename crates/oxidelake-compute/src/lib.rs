@@ -10,6 +10,12 @@
 //! | [`GpuProjectionExec`] | `ProjectionExec` computing arithmetic | `+ - *` over integers, Float64 and Decimal128 with DataFusion's typing and widening casts (ADR-0010) |
 //! | [`GpuVectorDistanceExec`] | `array_distance` / `l2_distance` / `cosine_distance` projections | `FixedSizeList<Float32>` vs a query |
 //!
+//! [`GraceHashJoinExec`] is a CPU operator: DataFusion's hash join run through spill
+//! files when its build side does not fit the memory pool (under a host memory limit).
+//! [`RepartitionGrantPool`] keeps DataFusion 55.2's `RepartitionExec` off its spill path,
+//! which can deadlock (apache/datafusion#24883); every pool an embedded session installs
+//! is wrapped in it.
+//!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
 //! path of [`GpuVectorDistanceExec`] and of DataFusion's `array_distance` (ADR-0005).
 //!
@@ -33,17 +39,20 @@ mod device_batches;
 mod embedded_projection;
 mod exec_support;
 mod filter;
+mod grace_join;
 mod hash_join;
 mod partial_aggregate;
 mod placement;
 mod predicate_expr;
 mod projection;
+mod repartition_grant;
 mod udf;
 mod value_expr;
 mod vector_distance;
 
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
+pub use grace_join::{FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH};
 pub use hash_join::{GpuHashJoinExec, numbered_key_type};
 pub use oxidelake_device::ops;
 pub use partial_aggregate::{
@@ -51,5 +60,6 @@ pub use partial_aggregate::{
 };
 pub use placement::placement_label;
 pub use projection::{GpuProjectionExec, is_constant};
+pub use repartition_grant::{RepartitionGrantPool, is_repartition_channel};
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

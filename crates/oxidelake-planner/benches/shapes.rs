@@ -143,6 +143,7 @@ fn session(placed: bool, li: &[Vec<RecordBatch>], ord: &[Vec<RecordBatch>]) -> S
     let ctx = if placed {
         let config = config.with_option_extension(OxideOptions {
             placement_target: PlacementTarget::Cuda,
+            ..OxideOptions::default()
         });
         let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(BackendKind::CpuSimd)));
         let state = SessionStateBuilder::new()

@@ -18,7 +18,7 @@ use datafusion::physical_plan::joins::{
     CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
 };
 use datafusion::physical_plan::projection::ProjectionExec;
-use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec, GpuProjectionExec};
+use oxidelake_compute::{GpuFilterExec, GpuHashJoinExec, GpuProjectionExec, GraceHashJoinExec};
 use oxidelake_core::BackendKind;
 
 use crate::eligibility::{computes, cpu_reason, fed_by_device_partial};
@@ -28,7 +28,7 @@ use crate::eligibility::{computes, cpu_reason, fed_by_device_partial};
 pub enum OperatorFamily {
     /// FilterExec / GpuFilterExec.
     Filter,
-    /// Hash, sort-merge, nested-loop and cross joins / GpuHashJoinExec.
+    /// Hash (also spilling), sort-merge, nested-loop and cross joins / GpuHashJoinExec.
     Join,
     /// AggregateExec (final or single), placed when it is a final over a
     /// GpuPartialAggregateExec.
@@ -130,6 +130,7 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
         return Some((OperatorFamily::Join, true));
     }
     if node.is::<HashJoinExec>()
+        || node.is::<GraceHashJoinExec>()
         || node.is::<SortMergeJoinExec>()
         || node.is::<NestedLoopJoinExec>()
         || node.is::<CrossJoinExec>()

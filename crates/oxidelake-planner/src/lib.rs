@@ -8,6 +8,8 @@
 //!   node stayed on the CPU;
 //! - [`PlacementCoverage`], how many filters, joins and aggregates of a plan were placed
 //!   and why the others were not;
+//! - [`GraceJoinRule`], which under a memory limit turns partitioned hash joins into the
+//!   spilling `GraceHashJoinExec` (embedded sessions);
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
 //!   Ballista executors.
 //!
@@ -21,6 +23,7 @@ mod coverage;
 mod eligibility;
 mod error;
 mod explain;
+mod grace;
 mod options;
 mod rule;
 mod target;
@@ -30,6 +33,7 @@ pub use coverage::{OperatorFamily, PlacementCoverage};
 pub use eligibility::{Placement, cpu_reason, place};
 pub use error::CodecError;
 pub use explain::{CpuTarget, explain_with_placement};
+pub use grace::GraceJoinRule;
 pub use options::OxideOptions;
-pub use rule::{HardwarePlacementRule, physical_optimizer_rules};
+pub use rule::{HardwarePlacementRule, embedded_optimizer_rules, physical_optimizer_rules};
 pub use target::{BackendProbe, FixedProbe, PlacementTarget};

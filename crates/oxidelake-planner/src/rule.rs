@@ -74,3 +74,18 @@ pub fn physical_optimizer_rules(
     rules.insert(at, Arc::new(rule));
     rules
 }
+
+/// [`physical_optimizer_rules`] for an embedded session: also the
+/// [`GraceJoinRule`](crate::GraceJoinRule), just before the placement rule, so that under
+/// `oxidelake.memory.spill_joins` the partitioned hash joins spill instead of failing.
+pub fn embedded_optimizer_rules(
+    rule: impl PhysicalOptimizerRule + Send + Sync + 'static,
+) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = physical_optimizer_rules(rule);
+    let at = rules
+        .iter()
+        .position(|r| r.name() == HardwarePlacementRule::NAME)
+        .unwrap_or(rules.len());
+    rules.insert(at, Arc::new(crate::GraceJoinRule));
+    rules
+}

@@ -5,6 +5,7 @@
 mod planner {
     pub mod codec;
     pub mod fixtures;
+    pub mod grace_join;
     pub mod partial_aggregate;
     pub mod placement;
 }

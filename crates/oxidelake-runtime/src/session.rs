@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
@@ -20,7 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_core::{BackendKind, EngineError, TelemetryHub};
 use oxidelake_planner::{
     BackendProbe, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
-    physical_optimizer_rules,
+    embedded_optimizer_rules,
 };
 
 use crate::cluster::{
@@ -94,11 +95,12 @@ impl OxideSession {
             .with_information_schema(true)
             .with_option_extension(OxideOptions {
                 placement_target: target,
+                ..OxideOptions::default()
             });
         let state = SessionStateBuilder::new()
             .with_default_features()
             .with_config(config)
-            .with_physical_optimizer_rules(physical_optimizer_rules(HardwarePlacementRule::new(
+            .with_physical_optimizer_rules(embedded_optimizer_rules(HardwarePlacementRule::new(
                 Arc::clone(&probe),
             )))
             .build();
@@ -167,9 +169,23 @@ impl OxideSession {
             None if env.memory_pool.is::<TelemetryPool>() => return Ok(()),
             None => Arc::clone(&env.memory_pool),
         };
+        // A limited pool turns on the spilling hash join (`GraceHashJoinExec`): without
+        // it a join whose build side passes the limit fails. An unlimited pool leaves the
+        // setting as it is (a user may have set it).
+        let limited = matches!(inner.memory_limit(), MemoryLimit::Finite(_));
+        // Keeps DataFusion's RepartitionExec off its spill path, which can deadlock
+        // under a limit (`RepartitionGrantPool`).
+        let inner = Arc::new(oxidelake_compute::RepartitionGrantPool::new(inner));
         let pool = TelemetryPool::new(inner, TelemetryHub::global());
         let env = builder.with_memory_pool(Arc::new(pool)).build()?;
+        let mut config = state.config().clone();
+        if limited {
+            config
+                .options_mut()
+                .set("oxidelake.memory.spill_joins", "true")?;
+        }
         *state = SessionStateBuilder::from(state.clone())
+            .with_config(config)
             .with_runtime_env(Arc::new(env))
             .build();
         Ok(())

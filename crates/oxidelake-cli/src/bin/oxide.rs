@@ -105,8 +105,8 @@ struct SessionArgs {
     #[arg(long, default_value = "auto")]
     placement: String,
     /// Host memory the query's operators may hold together (e.g. 2G, 512M); beyond it
-    /// sorts and aggregates spill to disk and joins fail with "Resources exhausted".
-    /// Embedded sessions only. Default: no limit.
+    /// sorts, aggregates and hash joins spill to disk (hash joins run on the CPU as
+    /// GraceHashJoinExec). Embedded sessions only. Default: no limit.
     #[arg(long, value_name = "SIZE")]
     memory_limit: Option<String>,
     /// How operators share --memory-limit: fair (each spilling operator an equal share)

@@ -28,12 +28,18 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
-use oxidelake_compute::{GpuHashJoinExec, numbered_key_type};
+use oxidelake_compute::{GpuHashJoinExec, GraceHashJoinExec, numbered_key_type};
 use oxidelake_core::BackendKind;
 
 use super::{Placement, reason_of};
 
 pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Placement> {
+    if node.downcast_ref::<GraceHashJoinExec>().is_some() {
+        // Under a memory limit (`GraceJoinRule`, which runs first).
+        return Some(Placement::Cpu(
+            "spilling join under a memory limit (the GPU join does not spill)".into(),
+        ));
+    }
     let join = node.downcast_ref::<HashJoinExec>()?;
     Some(match rewrite(join, backend) {
         Ok(plan) => Placement::Rewrite(plan),

@@ -31,6 +31,7 @@ pub fn session_with_partitions(
 ) -> SessionContext {
     let options = OxideOptions {
         placement_target: target,
+        ..OxideOptions::default()
     };
     let config = SessionConfig::new()
         .with_target_partitions(partitions)

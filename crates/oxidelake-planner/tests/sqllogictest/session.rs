@@ -67,6 +67,7 @@ pub fn place_for_cuda(ctx: &SessionContext) -> Arc<AtomicUsize> {
         .extensions
         .insert(OxideOptions {
             placement_target: PlacementTarget::Cuda,
+            ..OxideOptions::default()
         });
     *ctx.state_ref().write() = state;
     placed

@@ -6,6 +6,8 @@ use datafusion::error::DataFusionError;
 use oxidelake_core::{EngineError, TelemetryHub};
 use oxidelake_runtime::memory::{HostBudget, PoolKind};
 
+use oxidelake_runtime::cli::tpch::tpch_query;
+
 use super::data::{sorted_rows, tpch_lake};
 
 /// One group per order (150 000 at SF 0.1): the final aggregate's state is what spills.
@@ -52,6 +54,53 @@ async fn an_aggregate_holding_four_times_the_memory_limit_spills_and_returns_the
     );
 }
 
+/// Spill files written by the `GraceHashJoinExec` lines of an EXPLAIN ANALYZE.
+fn grace_join_spill_files(analyzed: &str) -> u64 {
+    analyzed
+        .lines()
+        .filter(|line| line.contains("GraceHashJoinExec"))
+        .filter_map(|line| {
+            let at = line.find("spill_count=")? + "spill_count=".len();
+            let digits: String = line[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q18_holding_four_times_the_memory_limit_spills_its_joins_and_returns_the_unlimited_result()
+ {
+    let (_dir, session) = tpch_lake(0.1).await;
+    let q18 = tpch_query(18, 0.1).unwrap().join(";\n");
+    let (unlimited, _) = session.sql_with_spills(&q18).await.unwrap();
+    assert!(!unlimited.is_empty());
+    let peak = session.host_memory().unwrap().peak;
+
+    let budget = peak / 4;
+    session.set_host_budget(&limit(budget)).unwrap();
+    let plan = session.explain(&q18).await.unwrap();
+    assert!(plan.contains("GraceHashJoinExec"), "{plan}");
+    let (limited, spills) = session.sql_with_spills(&q18).await.unwrap();
+    assert_eq!(sorted_rows(&limited), sorted_rows(&unlimited));
+    assert!(
+        spills.files > 0,
+        "{spills:?} under {budget} of {peak} bytes"
+    );
+
+    // The joins themselves spilled, not only the aggregates.
+    let analyzed = session
+        .sql(&format!("EXPLAIN ANALYZE {q18}"))
+        .await
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&analyzed)
+        .unwrap()
+        .to_string();
+    assert!(grace_join_spill_files(&text) > 0, "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gpu_join_build_side_beyond_the_memory_limit_fails_typed_and_names_the_join() {
     let (_dir, session) = tpch_lake(0.1).await;
@@ -59,6 +108,19 @@ async fn a_gpu_join_build_side_beyond_the_memory_limit_fails_typed_and_names_the
     let plan = session.explain(join).await.unwrap();
     assert!(plan.contains("GpuHashJoinExec"), "{plan}");
     session.set_host_budget(&limit(1 << 20)).unwrap();
+    // A memory limit turns on the spilling join, which runs on the CPU; this test is
+    // about the GPU join's own reservations, so it turns that off again.
+    session
+        .sql("SET oxidelake.memory.spill_joins = false")
+        .await
+        .unwrap();
+    assert!(
+        session
+            .explain(join)
+            .await
+            .unwrap()
+            .contains("GpuHashJoinExec")
+    );
     let err = session.sql(join).await.unwrap_err();
     let EngineError::DataFusion(inner) = &err else {
         panic!("expected a DataFusion error, got {err:?}");
@@ -88,4 +150,51 @@ async fn set_memory_limit_in_sql_keeps_the_pool_visible_to_telemetry() {
     assert_eq!(memory.limit, Some(64 << 20));
     session.sql(PER_ORDER).await.unwrap();
     assert!(session.host_memory().unwrap().peak > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_memory_limit_in_sql_turns_on_the_spilling_join() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    let join = "SELECT COUNT(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey";
+    let plan = session.explain(join).await.unwrap();
+    assert!(!plan.contains("GraceHashJoinExec"), "no limit yet: {plan}");
+    session
+        .sql("SET datafusion.runtime.memory_limit = '64M'")
+        .await
+        .unwrap();
+    let plan = session.explain(join).await.unwrap();
+    assert!(plan.contains("GraceHashJoinExec"), "{plan}");
+}
+
+/// The query of apache/datafusion#24883: on DataFusion 55.2 a stock session runs it under
+/// a 2 MiB limit until, within a few runs, two input tasks of a `RepartitionExec` spill at
+/// once and the query never returns (every thread parked). A session keeps its
+/// repartitions off that spill path (`RepartitionGrantPool`), so every run completes with
+/// the exact answer, with a deadline on each run turning a hang into a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repartitions_under_a_small_memory_limit_do_not_deadlock_on_their_spill_pool() {
+    let session = oxidelake_runtime::OxideSession::local();
+    for setup in [
+        "SET datafusion.execution.target_partitions = 2",
+        "SET datafusion.execution.batch_size = 64",
+        "CREATE TABLE t AS SELECT v % 13 AS g, md5(CAST(v % 337 AS VARCHAR)) AS trace_id \
+         FROM generate_series(1, 40000) AS s(v)",
+        "SET datafusion.runtime.memory_limit = '2M'",
+    ] {
+        session.sql(setup).await.unwrap();
+    }
+    let query = "SELECT g, COUNT(DISTINCT trace_id) AS n FROM t GROUP BY g";
+    for run in 0..12 {
+        let batches = tokio::time::timeout(std::time::Duration::from_secs(60), session.sql(query))
+            .await
+            .unwrap_or_else(|_| panic!("run {run} did not return within 60 s: deadlocked"))
+            .unwrap();
+        // 13 and 337 are coprime: every group sees every one of the 337 trace ids.
+        let rows = sorted_rows(&batches);
+        assert_eq!(rows.len(), 13, "run {run}: {rows:?}");
+        assert!(
+            rows.iter().all(|row| row.ends_with("337")),
+            "run {run}: {rows:?}"
+        );
+    }
 }

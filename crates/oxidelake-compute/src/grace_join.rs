@@ -1,0 +1,197 @@
+//! `GraceHashJoinExec`: a partitioned hash join that spills to disk when its build side
+//! does not fit the session's memory limit.
+//!
+//! DataFusion's `HashJoinExec` holds its whole build side in memory and fails with
+//! `ResourcesExhausted` past the memory pool's limit (TPC-H Q18 at SF 1 under 128 MiB,
+//! for one). Under a host memory limit the session wraps every Partitioned-mode hash
+//! join in this operator (`GraceJoinRule` in `oxidelake-planner`). Output partition `i`:
+//!
+//! 1. collects left (build) partition `i`, reserving what the stock join will reserve for
+//!    each batch (its buffers counted as the stock join counts them, plus a hash table
+//!    entry a row) in a spillable reservation;
+//! 2. if all of it fits, runs the stock join (CollectLeft) over the collected batches and
+//!    the live right stream, handing it the reserved bytes as it builds (`handover`):
+//!    the same join, the same rows, nothing written to disk;
+//! 3. if a batch does not fit, spills: every build row, then every probe row, goes to one
+//!    of [`FAN_OUT`] Arrow IPC files per side by a hash of its join keys, and each pair of
+//!    files is joined in turn by the same steps, one level deeper (a pair too big for
+//!    memory is split again with another hash seed, up to [`MAX_DEPTH`] levels).
+//!
+//! Rows that can match have equal keys, so they land in the same pair, and the union of
+//! the pairs' results is the join's result for every join type: a row with a NULL key
+//! hashes to one pair like any other and is emitted unmatched there by an outer join.
+//! The hash seeds differ from the repartitioning one, so the rows of partition `i` spread
+//! over all the files instead of a fraction of them.
+//!
+//! Not wrapped (the rule leaves them as they are): null-aware anti joins (`NOT IN`: one
+//! NULL on the probe side empties the whole result, which no single pair can see) and
+//! joins with a pushed-down `fetch` (each pair would return up to the limit).
+//!
+//! The spill files count in the operator's `spill_count`, `spilled_bytes` and
+//! `spilled_rows` metrics, which EXPLAIN ANALYZE prints and the runtime adds to the
+//! telemetry hub's spill counters. Spilling breaks the probe side's row order, so the
+//! operator claims no output ordering.
+
+mod handover;
+mod partitioned;
+mod run;
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements, PlanProperties,
+};
+use futures::TryStreamExt;
+
+use run::{GraceInput, JoinSpec};
+
+/// Files per side when a build side is spilled: a build side up to about this many times
+/// the memory it was granted is joined without a second split.
+pub const FAN_OUT: usize = 32;
+
+/// How many times a pair of files may be split again before the join gives up (a single
+/// key with more rows than memory holds cannot be split by any hash).
+pub const MAX_DEPTH: u32 = 3;
+
+/// A Partitioned-mode hash join that joins through spill files when its build side does
+/// not fit in the memory pool; see the module documentation.
+#[derive(Debug)]
+pub struct GraceHashJoinExec {
+    /// The stock join this operator stands for (its inputs are this operator's children).
+    join: Arc<HashJoinExec>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl GraceHashJoinExec {
+    /// Wraps `join`, which must be a Partitioned-mode join that is not null-aware and has
+    /// no `fetch` ([`GraceHashJoinExec::can_wrap`]).
+    pub fn try_new(join: Arc<HashJoinExec>) -> Result<Self> {
+        if let Some(reason) = Self::refusal(&join) {
+            return Err(DataFusionError::Plan(format!(
+                "GraceHashJoinExec cannot stand for this join: {reason}"
+            )));
+        }
+        // Pairs of spill files are joined one after another, so the probe side's order
+        // does not survive a spill: no output ordering is claimed.
+        let mut eq_properties = join.properties().eq_properties.clone();
+        eq_properties.clear_orderings();
+        let properties = PlanProperties::clone(join.properties()).with_eq_properties(eq_properties);
+        Ok(Self {
+            join,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// Whether `join` can be run by this operator.
+    pub fn can_wrap(join: &HashJoinExec) -> bool {
+        Self::refusal(join).is_none()
+    }
+
+    fn refusal(join: &HashJoinExec) -> Option<&'static str> {
+        if *join.partition_mode() != PartitionMode::Partitioned {
+            Some("only Partitioned-mode joins build from one partition's rows")
+        } else if join.null_aware {
+            Some("a null-aware anti join needs every probe row at once")
+        } else if join.fetch().is_some() {
+            Some("a join with a fetch limit would return the limit once per spilled pair")
+        } else {
+            None
+        }
+    }
+
+    /// The stock join it stands for.
+    pub fn join(&self) -> &Arc<HashJoinExec> {
+        &self.join
+    }
+}
+
+impl DisplayAs for GraceHashJoinExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GraceHashJoinExec: fan_out={FAN_OUT}, ")?;
+        self.join.fmt_as(t, f)
+    }
+}
+
+impl ExecutionPlan for GraceHashJoinExec {
+    fn name(&self) -> &str {
+        "GraceHashJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    /// Both sides hash-partitioned on their keys, partition for partition, as the stock
+    /// Partitioned join needs.
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        self.join.input_distribution_requirements()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![self.join.left(), self.join.right()]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false, false]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.join.apply_expressions(f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let join = self
+            .join
+            .builder()
+            .with_new_children(children)?
+            .reset_state()
+            .build()?;
+        Ok(Arc::new(Self::try_new(Arc::new(join))?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = GraceInput {
+            left: self.join.left().execute(partition, Arc::clone(&context))?,
+            right: self.join.right().execute(partition, Arc::clone(&context))?,
+        };
+        let spec = Arc::new(JoinSpec::new(
+            Arc::clone(&self.join),
+            partition,
+            context,
+            &self.metrics,
+        ));
+        let stream = run::grace(spec, input, 0).inspect_ok({
+            let output_rows = datafusion::physical_plan::metrics::MetricBuilder::new(&self.metrics)
+                .output_rows(partition);
+            move |batch| output_rows.add(batch.num_rows())
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.join.schema(),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

@@ -1,0 +1,308 @@
+//! One grace join step: collect the build side if it fits, else split both sides into
+//! pairs of spill files and join each pair the same way, one level deeper.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::record_batch::RecordBatch;
+use datafusion::common::utils::memory::RecordBatchMemoryCounter;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, SpillFile, TaskContext};
+use datafusion::physical_plan::EmptyRecordBatchStream;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, SpillMetrics};
+use datafusion::physical_plan::spill::SpillManager;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::handover::HandoverPool;
+use super::partitioned::{Side, SpillSet};
+use super::{FAN_OUT, MAX_DEPTH};
+
+/// The two inputs of one step.
+pub(super) struct GraceInput {
+    pub(super) left: SendableRecordBatchStream,
+    pub(super) right: SendableRecordBatchStream,
+}
+
+/// What every step of one output partition shares.
+pub(super) struct JoinSpec {
+    join: Arc<HashJoinExec>,
+    partition: usize,
+    context: Arc<TaskContext>,
+    spill_metrics: SpillMetrics,
+    /// Reads spill files back (DataFusion's reader: the IPC stream format, off the
+    /// polling thread, two batches ahead). One per side, for the schemas.
+    left_reader: SpillManager,
+    right_reader: SpillManager,
+}
+
+impl JoinSpec {
+    pub(super) fn new(
+        join: Arc<HashJoinExec>,
+        partition: usize,
+        context: Arc<TaskContext>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> Self {
+        let spill_metrics = SpillMetrics::new(metrics, partition);
+        let reader =
+            |schema| SpillManager::new(context.runtime_env(), spill_metrics.clone(), schema);
+        Self {
+            left_reader: reader(join.left().schema()),
+            right_reader: reader(join.right().schema()),
+            join,
+            partition,
+            spill_metrics,
+            context,
+        }
+    }
+
+    fn reservation(&self, depth: u32) -> MemoryReservation {
+        MemoryConsumer::new(format!(
+            "GraceHashJoinExec[{}] build (level {depth})",
+            self.partition
+        ))
+        .with_can_spill(true)
+        .register(self.context.memory_pool())
+    }
+
+    /// The stock join (CollectLeft) of `build` with the `probe` stream, its build
+    /// reservation served first from `held` (what the step reserved for `build`).
+    fn join_in_memory(
+        &self,
+        build: Vec<(RecordBatch, usize)>,
+        held: MemoryReservation,
+        probe: SendableRecordBatchStream,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let build = build.into_iter().map(|(batch, _)| batch).collect();
+        let left = MemorySourceConfig::try_new_exec(&[build], self.join.left().schema(), None)?;
+        let right = Arc::new(StreamingTableExec::try_new(
+            self.join.right().schema(),
+            vec![Arc::new(OnceStream::new(self.join.right().schema(), probe))
+                as Arc<dyn PartitionStream>],
+            None,
+            Vec::new(),
+            false,
+            None,
+        )?);
+        let join = self
+            .join
+            .builder()
+            .with_new_children(vec![left, right])?
+            .with_partition_mode(PartitionMode::CollectLeft)
+            .reset_state()
+            .recompute_properties()
+            .build()?;
+        let context = HandoverPool::context(&self.context, held);
+        Ok(join.execute(0, context)?.boxed())
+    }
+
+    fn read(
+        &self,
+        side: Side,
+        file: Option<Arc<dyn SpillFile>>,
+    ) -> Result<SendableRecordBatchStream> {
+        let reader = match side {
+            Side::Left => &self.left_reader,
+            Side::Right => &self.right_reader,
+        };
+        match file {
+            Some(file) => reader.read_spill_as_stream(file, None),
+            None => Ok(Box::pin(EmptyRecordBatchStream::new(Arc::clone(
+                reader.schema(),
+            )))),
+        }
+    }
+}
+
+/// Bytes a row costs the stock join beyond its columns: its hash table entry (at most
+/// about 40 bytes for DataFusion's `(u32, u64)` buckets at the worst load), its link in
+/// the chain of equal hashes, and its bit in the visited-rows bitmap of outer joins,
+/// rounded up.
+const ROW_OVERHEAD: usize = 64;
+
+/// What the stock join will reserve for `batch` when it collects it after the batches
+/// `counter` has seen: the buffers not counted yet, counted the way the stock join counts
+/// them (each allocation once, at its capacity; a batch read back from a spill file
+/// points into the chunk the reader decoded), plus [`ROW_OVERHEAD`] a row.
+fn build_cost(counter: &mut RecordBatchMemoryCounter, batch: &RecordBatch) -> usize {
+    counter
+        .count_batch(batch)
+        .saturating_add(batch.num_rows().saturating_mul(ROW_OVERHEAD))
+}
+
+/// The join of `input` at split level `depth`, as a stream of output batches.
+pub(super) fn grace(
+    spec: Arc<JoinSpec>,
+    input: GraceInput,
+    depth: u32,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    futures::stream::once(step(spec, input, depth))
+        .try_flatten()
+        .boxed()
+}
+
+async fn step(
+    spec: Arc<JoinSpec>,
+    input: GraceInput,
+    depth: u32,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let GraceInput { mut left, right } = input;
+    let reservation = spec.reservation(depth);
+    let mut counter = RecordBatchMemoryCounter::new();
+    // Each batch with what it added to the reservation.
+    let mut build: Vec<(RecordBatch, usize)> = Vec::new();
+    let overflow = loop {
+        let Some(batch) = left.try_next().await? else {
+            break None;
+        };
+        let cost = build_cost(&mut counter, &batch);
+        if reservation.try_grow(cost).is_err() {
+            break Some((batch, cost));
+        }
+        build.push((batch, cost));
+    };
+    let Some((overflow, overflow_cost)) = overflow else {
+        // It fits: the stock join takes the reserved bytes over as it builds.
+        return spec.join_in_memory(build, reservation, right);
+    };
+    if depth >= MAX_DEPTH {
+        // Three splits did not make this pair fit, but the pool may be full of other
+        // operators' bytes (repartition channels are granted past the limit) rather than
+        // the pair being too big: join it anyway if it fits the limit on its own.
+        let limit = match spec.context.memory_pool().memory_limit() {
+            MemoryLimit::Finite(bytes) => bytes,
+            MemoryLimit::Infinite | MemoryLimit::Unknown => usize::MAX,
+        };
+        reservation.grow(overflow_cost);
+        build.push((overflow, overflow_cost));
+        while reservation.size() <= limit {
+            let Some(batch) = left.try_next().await? else {
+                tracing::warn!(
+                    partition = spec.partition,
+                    bytes = reservation.size(),
+                    "grace join: a part still beyond the free memory after {MAX_DEPTH} splits; \
+                     joining it in memory past the free bytes of the pool"
+                );
+                return spec.join_in_memory(build, reservation, right);
+            };
+            let cost = build_cost(&mut counter, &batch);
+            reservation.grow(cost);
+            build.push((batch, cost));
+        }
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "GraceHashJoinExec[{}]: after splitting the build side {MAX_DEPTH} times \
+             ({FAN_OUT} ways each) one part still needs more than the whole memory limit \
+             ({limit} bytes); a join key with that many rows cannot be split further. \
+             Raise the memory limit.",
+            spec.partition
+        )));
+    }
+    tracing::debug!(
+        partition = spec.partition,
+        depth,
+        held = reservation.size(),
+        "grace join: build side beyond the memory limit; spilling"
+    );
+    let seed = split_seed(depth);
+    let mut left_files = SpillSet::new(
+        &spec.context,
+        Side::Left,
+        seed,
+        &spec.join,
+        &spec.spill_metrics,
+    )?;
+    for (batch, cost) in build.drain(..) {
+        left_files.write(&batch)?;
+        reservation.shrink(cost.min(reservation.size()));
+    }
+    drop(reservation);
+    left_files.write(&overflow)?;
+    while let Some(batch) = left.try_next().await? {
+        left_files.write(&batch)?;
+    }
+    let left_files = left_files.finish()?;
+
+    let mut right = right;
+    let mut right_files = SpillSet::new(
+        &spec.context,
+        Side::Right,
+        seed,
+        &spec.join,
+        &spec.spill_metrics,
+    )?;
+    while let Some(batch) = right.try_next().await? {
+        right_files.write(&batch)?;
+    }
+    let right_files = right_files.finish()?;
+
+    let pairs = left_files
+        .into_iter()
+        .zip(right_files)
+        .filter(|(l, r)| l.is_some() || r.is_some());
+    let stream = futures::stream::iter(pairs).flat_map(move |(l, r)| {
+        let input = spec.read(Side::Left, l).and_then(|left| {
+            Ok(GraceInput {
+                left,
+                right: spec.read(Side::Right, r)?,
+            })
+        });
+        match input {
+            Ok(input) => grace(Arc::clone(&spec), input, depth + 1),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        }
+    });
+    Ok(stream.boxed())
+}
+
+/// The hash seed of split level `depth`: a different one each level, so a pair split again
+/// spreads over new files, and none equal to DataFusion's repartitioning seed.
+fn split_seed(depth: u32) -> u64 {
+    0x9E37_79B9_7F4A_7C15_u64.wrapping_mul(u64::from(depth) + 1)
+}
+
+/// A [`PartitionStream`] that hands out one stream once.
+struct OnceStream {
+    schema: arrow::datatypes::SchemaRef,
+    stream: Mutex<Option<SendableRecordBatchStream>>,
+}
+
+impl OnceStream {
+    /// `schema` is the plan's (`StreamingTableExec` wants it equal, metadata included).
+    fn new(schema: arrow::datatypes::SchemaRef, stream: SendableRecordBatchStream) -> Self {
+        Self {
+            schema,
+            stream: Mutex::new(Some(stream)),
+        }
+    }
+}
+
+impl std::fmt::Debug for OnceStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnceStream").finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for OnceStream {
+    fn schema(&self) -> &arrow::datatypes::SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let taken = self.stream.lock().ok().and_then(|mut slot| slot.take());
+        taken.unwrap_or_else(|| {
+            Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                futures::stream::once(async {
+                    Err(DataFusionError::Internal(
+                        "GraceHashJoinExec: a probe stream was executed twice".to_string(),
+                    ))
+                }),
+            ))
+        })
+    }
+}

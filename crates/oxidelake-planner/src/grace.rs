@@ -1,0 +1,61 @@
+//! `GraceJoinRule`: under a memory limit, partitioned hash joins become
+//! `GraceHashJoinExec`, which spills instead of failing.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::joins::HashJoinExec;
+use oxidelake_compute::GraceHashJoinExec;
+
+use crate::OxideOptions;
+
+/// Wraps each Partitioned-mode `HashJoinExec` that [`GraceHashJoinExec::can_wrap`] in a
+/// `GraceHashJoinExec` when `oxidelake.memory.spill_joins` is on; changes nothing
+/// otherwise. It runs after DataFusion's join selection (which fixes each join's mode
+/// and sides) and before the placement rule, so a wrapped join stays on the CPU: the GPU
+/// join does not spill yet. Embedded sessions only: the cluster codec does not carry the
+/// wrapper, and executors own their memory.
+#[derive(Debug, Clone, Default)]
+pub struct GraceJoinRule;
+
+impl GraceJoinRule {
+    /// The name DataFusion lists the rule under.
+    pub const NAME: &'static str = "grace_join";
+}
+
+impl PhysicalOptimizerRule for GraceJoinRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !OxideOptions::from_config(config).spill_joins {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| {
+            let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if !GraceHashJoinExec::can_wrap(join) {
+                return Ok(Transformed::no(node));
+            }
+            let join = Arc::new(join.builder().build()?);
+            Ok(Transformed::yes(
+                Arc::new(GraceHashJoinExec::try_new(join)?) as _,
+            ))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,188 @@
+//! `GraceJoinRule` and `GraceHashJoinExec`: with `oxidelake.memory.spill_joins` on and a
+//! memory pool far smaller than the build side, partitioned hash joins of every type
+//! spill through grace partitions and return the stock join's rows.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use datafusion::datasource::MemTable;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use oxidelake_compute::{GraceHashJoinExec, RepartitionGrantPool};
+use oxidelake_core::BackendKind;
+use oxidelake_planner::{
+    FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget, embedded_optimizer_rules,
+};
+
+use super::fixtures::physical_plan;
+use super::partial_aggregate::sorted_rows;
+
+/// `l`: 40,000 rows, 8 per key 0..5000, every 97th key NULL. `r`: 30,000 rows, 5 per key
+/// 0..6000, every 89th key NULL. Both in two partitions of 1,000-row batches.
+fn register_tables(ctx: &SessionContext) {
+    let l_schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("lv", DataType::Int64, false),
+    ]));
+    let r_schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("rv", DataType::Int64, false),
+    ]));
+    let l_batch = |start: i64| {
+        let rows = start..start + 1000;
+        RecordBatch::try_new(
+            Arc::clone(&l_schema),
+            vec![
+                Arc::new(Int64Array::from_iter(
+                    rows.clone().map(|i| (i % 97 != 0).then_some(i % 5000)),
+                )) as ArrayRef,
+                Arc::new(StringArray::from_iter_values(
+                    rows.clone().map(|i| format!("left row {i}")),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.map(|i| i % 13))),
+            ],
+        )
+        .unwrap()
+    };
+    let r_batch = |start: i64| {
+        let rows = start..start + 1000;
+        RecordBatch::try_new(
+            Arc::clone(&r_schema),
+            vec![
+                Arc::new(Int64Array::from_iter(
+                    rows.clone()
+                        .map(|i| (i % 89 != 0).then_some((i * 7) % 6000)),
+                )) as ArrayRef,
+                Arc::new(Int64Array::from_iter_values(rows.map(|i| i % 11))),
+            ],
+        )
+        .unwrap()
+    };
+    let partitions = |count: i64, batch: &dyn Fn(i64) -> RecordBatch| {
+        (0..2)
+            .map(|p| {
+                (0..count / 2)
+                    .map(|b| batch((p * count / 2 + b) * 1000))
+                    .collect()
+            })
+            .collect::<Vec<Vec<RecordBatch>>>()
+    };
+    let l = MemTable::try_new(Arc::clone(&l_schema), partitions(40, &l_batch)).unwrap();
+    let r = MemTable::try_new(Arc::clone(&r_schema), partitions(30, &r_batch)).unwrap();
+    ctx.register_table("l", Arc::new(l)).unwrap();
+    ctx.register_table("r", Arc::new(r)).unwrap();
+}
+
+/// A CPU-placed embedded-style session whose joins are all Partitioned, with
+/// `spill_joins` as given and a greedy pool of `pool_bytes` (unbounded when `None`)
+/// wrapped as an embedded session wraps it.
+fn session(spill_joins: bool, pool_bytes: Option<usize>) -> SessionContext {
+    let mut config = SessionConfig::new()
+        .with_target_partitions(2)
+        .with_batch_size(1000)
+        .with_option_extension(OxideOptions {
+            placement_target: PlacementTarget::Cpu,
+            spill_joins,
+        });
+    let optimizer = &mut config.options_mut().optimizer;
+    optimizer.hash_join_single_partition_threshold = 0;
+    optimizer.hash_join_single_partition_threshold_rows = 0;
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(bytes) = pool_bytes {
+        // As a session's pool is: DataFusion 55.2's RepartitionExec can deadlock when it
+        // spills (`RepartitionGrantPool`), which this pool would make it do.
+        runtime = runtime.with_memory_pool(Arc::new(RepartitionGrantPool::new(Arc::new(
+            GreedyMemoryPool::new(bytes),
+        ))));
+    }
+    let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(BackendKind::CpuSimd)));
+    let state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_runtime_env(Arc::new(runtime.build().unwrap()))
+        .with_physical_optimizer_rules(embedded_optimizer_rules(rule))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    register_tables(&ctx);
+    ctx
+}
+
+/// The plan and its rows; a query that has not returned within two minutes (a deadlock:
+/// each takes well under a second) fails the test instead of hanging it.
+async fn run(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, Vec<String>) {
+    let plan = physical_plan(ctx, sql).await;
+    let running = collect(Arc::clone(&plan), ctx.task_ctx());
+    let batches = tokio::time::timeout(std::time::Duration::from_secs(120), running)
+        .await
+        .unwrap_or_else(|_| panic!("no answer within 120 s (deadlocked?): {sql}"))
+        .unwrap();
+    (plan, sorted_rows(&batches))
+}
+
+/// Spill files written by the plan's grace joins, and how many grace joins it has.
+fn grace_spills(plan: &Arc<dyn ExecutionPlan>) -> (usize, usize) {
+    let own = match plan.downcast_ref::<GraceHashJoinExec>() {
+        Some(_) => (plan.metrics().and_then(|m| m.spill_count()).unwrap_or(0), 1),
+        None => (0, 0),
+    };
+    plan.children()
+        .into_iter()
+        .map(grace_spills)
+        .fold(own, |(f, n), (cf, cn)| (f + cf, n + cn))
+}
+
+const JOINS: [&str; 11] = [
+    "SELECT l.k, l.s, r.rv FROM l JOIN r ON l.k = r.k",
+    "SELECT l.k, l.s, r.rv FROM l LEFT JOIN r ON l.k = r.k",
+    "SELECT l.k, l.s, r.rv FROM l RIGHT JOIN r ON l.k = r.k",
+    "SELECT l.k, l.s, r.k, r.rv FROM l FULL JOIN r ON l.k = r.k",
+    "SELECT l.k, l.s FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.k = l.k)",
+    "SELECT l.k, l.s FROM l WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.k = l.k)",
+    "SELECT l.k, l.s, r.rv FROM l JOIN r ON l.k = r.k AND l.lv < r.rv",
+    "SELECT l.k, l.s, r.k, r.rv FROM l FULL JOIN r ON l.k = r.k AND l.lv < r.rv",
+    // Two key columns.
+    "SELECT l.k, l.s, r.rv FROM l JOIN r ON l.k = r.k AND l.lv = r.rv",
+    // A mark join (EXISTS under OR).
+    "SELECT l.k, l.s FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.k = l.k) OR l.lv = 3",
+    // Utf8View columns, as Parquet scans produce them: their string bytes live in data
+    // buffers beside the views, which the build side's reservation must count.
+    "WITH v AS (SELECT k, arrow_cast(s, 'Utf8View') AS sv FROM l) \
+     SELECT v.k, v.sv, r.rv FROM v JOIN r ON v.k = r.k",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_join_type_spills_through_grace_partitions_under_a_small_pool_with_the_stock_rows() {
+    let stock = session(false, None);
+    let graced = session(true, Some(256 << 10));
+    for sql in JOINS {
+        let (stock_plan, expected) = run(&stock, sql).await;
+        assert_eq!(grace_spills(&stock_plan).1, 0, "the rule is off: {sql}");
+        let (plan, rows) = run(&graced, sql).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        let (files, joins) = grace_spills(&plan);
+        assert!(joins > 0, "{sql}\n{text}");
+        assert!(
+            files > 0,
+            "a 256 KiB pool makes the join spill: {sql}\n{text}"
+        );
+        assert_eq!(rows.len(), expected.len(), "{sql}");
+        assert!(rows == expected, "rows differ: {sql}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_join_whose_build_side_fits_writes_nothing_to_disk() {
+    let stock = session(false, None);
+    let graced = session(true, Some(512 << 20));
+    let sql = JOINS[3];
+    let (_, expected) = run(&stock, sql).await;
+    let (plan, rows) = run(&graced, sql).await;
+    assert_eq!(grace_spills(&plan), (0, 1));
+    assert!(rows == expected);
+}
