@@ -13,7 +13,8 @@
 #      the `cuda` feature, the emulator as libcuda and the real NVRTC; then the detector
 #      with the emulator but without libnvrtc;
 #   3. runs the differential test with OXIDE_BACKEND=cuda: GPU-placed plans executed by
-#      CudaBackend against the CPU plans; then the 22 TPC-H queries at SF 0.01, placed for
+#      CudaBackend against the CPU plans; TPC-H Q18 at SF 0.1 under a small device limit,
+#      its spilling joins' pairs joined on CudaBackend; then the 22 TPC-H queries at SF 0.01, placed for
 #      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache),
 #      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
@@ -82,6 +83,17 @@ OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime 
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "differential test on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
+echo "== spilling joins under a device limit: TPC-H Q18's pairs joined on CudaBackend"
+OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
+  -- --nocapture tpch_q18_under_a_small_device_limit 2>&1 | tee "$LOG_DIR/device_limit.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "the device-limit test on the emulated driver failed (exit $rc)"; exit "$rc"; }
+grep -q "^test result: ok. 1 passed" "$LOG_DIR/device_limit.log" \
+  || { echo "the device-limit test did not run"; exit 1; }
+# The pairs' joins ran on the emulated device, not on the GPU join's CPU path.
+grep -Eq "^emulated launches:.* join_build=[1-9]" "$LOG_DIR/device_limit.log" \
+  || { echo "no join_build launch in the device-limit test"; exit 1; }
+
 echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"
 duckdb_dir="${OXIDE_DUCKDB_PYTHONPATH:-$CACHE_DIR/duckdb}"
 if ! PYTHONPATH="$duckdb_dir" python3 -c "import duckdb" >/dev/null 2>&1; then
@@ -101,7 +113,8 @@ rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
 # Sum the per-process reports and require every kernel to have run.
-python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
+python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/device_limit.log \
+  "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
 import re, sys
 counts = {}
 for path in sys.argv[1:]:

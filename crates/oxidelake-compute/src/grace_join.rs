@@ -27,6 +27,15 @@
 //! NULL on the probe side empties the whole result, which no single pair can see) and
 //! joins with a pushed-down `fetch` (each pair would return up to the limit).
 //!
+//! **On a device.** When the planner places the join for a GPU, the pairs (and a build
+//! side that fits) are joined by the GPU join instead of the stock one ([`PairJoin`],
+//! shown as `pairs=GpuHashJoinExec[cuda]` in EXPLAIN). Their build sides then also claim
+//! the process-wide [`crate::DeviceBudget`] up to `oxidelake.memory.device_limit`: a build
+//! side past the device budget is split through spill files like one past the memory
+//! pool, counted in the `device_budget_splits` metric, so a join of any size reaches the
+//! device in parts that fit. A part still too big after [`MAX_DEPTH`] splits is joined on
+//! the CPU by the stock join.
+//!
 //! The spill files count in the operator's `spill_count`, `spilled_bytes` and
 //! `spilled_rows` metrics, which EXPLAIN ANALYZE prints and the runtime adds to the
 //! telemetry hub's spill counters. Spilling breaks the probe side's row order, so the
@@ -61,12 +70,28 @@ pub const FAN_OUT: usize = 32;
 /// key with more rows than memory holds cannot be split by any hash).
 pub const MAX_DEPTH: u32 = 3;
 
+/// How the joins of the pairs (and of a build side that fits) run, when not as the stock
+/// join: the planner's placement, e.g. on a GPU.
+pub trait PairJoin: fmt::Debug + Send + Sync {
+    /// The plan that joins `join`'s inputs: `join` is the stock join in CollectLeft mode
+    /// over one pair's build rows and probe stream.
+    fn plan(&self, join: HashJoinExec) -> Result<Arc<dyn ExecutionPlan>>;
+
+    /// Its name in EXPLAIN, e.g. `GpuHashJoinExec[cuda]`.
+    fn label(&self) -> String;
+}
+
 /// A Partitioned-mode hash join that joins through spill files when its build side does
 /// not fit in the memory pool; see the module documentation.
 #[derive(Debug)]
 pub struct GraceHashJoinExec {
     /// The stock join this operator stands for (its inputs are this operator's children).
     join: Arc<HashJoinExec>,
+    /// What joins the pairs on a device, when not the stock join.
+    pairs: Option<Arc<dyn PairJoin>>,
+    /// `oxidelake.memory.device_limit`: bytes the process's claims on the
+    /// [`crate::DeviceBudget`] may reach when pairs run on a device (`None`: no limit).
+    device_limit: Option<usize>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -87,9 +112,35 @@ impl GraceHashJoinExec {
         let properties = PlanProperties::clone(join.properties()).with_eq_properties(eq_properties);
         Ok(Self {
             join,
+            pairs: None,
+            device_limit: None,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Joins each pair (and a build side that fits) with `pairs` instead of the stock
+    /// join: the planner's placement on a device.
+    pub fn with_pairs(mut self, pairs: Arc<dyn PairJoin>) -> Self {
+        self.pairs = Some(pairs);
+        self
+    }
+
+    /// Bounds the build side of a pair joined on a device by the device budget:
+    /// the process's claims may reach `limit` bytes.
+    pub fn with_device_limit(mut self, limit: Option<usize>) -> Self {
+        self.device_limit = limit;
+        self
+    }
+
+    /// What joins the pairs on a device, if anything does.
+    pub fn pairs(&self) -> Option<&Arc<dyn PairJoin>> {
+        self.pairs.as_ref()
+    }
+
+    /// The device limit the build sides of device pairs count against.
+    pub fn device_limit(&self) -> Option<usize> {
+        self.device_limit
     }
 
     /// Whether `join` can be run by this operator.
@@ -118,6 +169,12 @@ impl GraceHashJoinExec {
 impl DisplayAs for GraceHashJoinExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "GraceHashJoinExec: fan_out={FAN_OUT}, ")?;
+        if let Some(pairs) = &self.pairs {
+            write!(f, "pairs={}, ", pairs.label())?;
+            if let Some(limit) = self.device_limit {
+                write!(f, "device_limit={limit}, ")?;
+            }
+        }
         self.join.fmt_as(t, f)
     }
 }
@@ -162,7 +219,9 @@ impl ExecutionPlan for GraceHashJoinExec {
             .with_new_children(children)?
             .reset_state()
             .build()?;
-        Ok(Arc::new(Self::try_new(Arc::new(join))?))
+        let mut grace = Self::try_new(Arc::new(join))?.with_device_limit(self.device_limit);
+        grace.pairs = self.pairs.clone();
+        Ok(Arc::new(grace))
     }
 
     fn execute(
@@ -176,6 +235,8 @@ impl ExecutionPlan for GraceHashJoinExec {
         };
         let spec = Arc::new(JoinSpec::new(
             Arc::clone(&self.join),
+            self.pairs.clone(),
+            self.device_limit,
             partition,
             context,
             &self.metrics,

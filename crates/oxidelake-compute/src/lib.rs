@@ -36,6 +36,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod device_batches;
+mod device_budget;
 mod embedded_projection;
 mod exec_support;
 mod filter;
@@ -50,9 +51,12 @@ mod udf;
 mod value_expr;
 mod vector_distance;
 
+pub use device_budget::{DeviceBudget, DeviceClaim};
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
-pub use grace_join::{FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH};
+pub use grace_join::{
+    FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH, PairJoin,
+};
 pub use hash_join::{GpuHashJoinExec, numbered_key_type};
 pub use oxidelake_device::ops;
 pub use partial_aggregate::{

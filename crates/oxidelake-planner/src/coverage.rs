@@ -129,8 +129,11 @@ fn classify(node: &Arc<dyn ExecutionPlan>) -> Option<(OperatorFamily, bool)> {
     if node.is::<GpuHashJoinExec>() {
         return Some((OperatorFamily::Join, true));
     }
+    if let Some(grace) = node.downcast_ref::<GraceHashJoinExec>() {
+        // Placed when its pairs are joined on a device.
+        return Some((OperatorFamily::Join, grace.pairs().is_some()));
+    }
     if node.is::<HashJoinExec>()
-        || node.is::<GraceHashJoinExec>()
         || node.is::<SortMergeJoinExec>()
         || node.is::<NestedLoopJoinExec>()
         || node.is::<CrossJoinExec>()

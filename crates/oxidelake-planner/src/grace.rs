@@ -16,9 +16,10 @@ use crate::OxideOptions;
 /// Wraps each Partitioned-mode `HashJoinExec` that [`GraceHashJoinExec::can_wrap`] in a
 /// `GraceHashJoinExec` when `oxidelake.memory.spill_joins` is on; changes nothing
 /// otherwise. It runs after DataFusion's join selection (which fixes each join's mode
-/// and sides) and before the placement rule, so a wrapped join stays on the CPU: the GPU
-/// join does not spill yet. Embedded sessions only: the cluster codec does not carry the
-/// wrapper, and executors own their memory.
+/// and sides) and before the placement rule, which may then have the pairs joined on a
+/// device (`GraceHashJoinExec::with_pairs`), their build sides bounded by
+/// `oxidelake.memory.device_limit` as well. Embedded sessions only: the cluster codec
+/// does not carry the wrapper, and executors own their memory.
 #[derive(Debug, Clone, Default)]
 pub struct GraceJoinRule;
 
@@ -33,7 +34,8 @@ impl PhysicalOptimizerRule for GraceJoinRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !OxideOptions::from_config(config).spill_joins {
+        let options = OxideOptions::from_config(config);
+        if !options.spill_joins {
             return Ok(plan);
         }
         plan.transform_up(|node| {
@@ -44,9 +46,8 @@ impl PhysicalOptimizerRule for GraceJoinRule {
                 return Ok(Transformed::no(node));
             }
             let join = Arc::new(join.builder().build()?);
-            Ok(Transformed::yes(
-                Arc::new(GraceHashJoinExec::try_new(join)?) as _,
-            ))
+            let grace = GraceHashJoinExec::try_new(join)?.with_device_limit(options.device_limit);
+            Ok(Transformed::yes(Arc::new(grace) as _))
         })
         .data()
     }

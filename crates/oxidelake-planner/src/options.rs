@@ -18,12 +18,18 @@ pub struct OxideOptions {
     /// `GraceHashJoinExec`, which spills its inputs to disk when the build side does not
     /// fit the memory pool. Embedded sessions turn it on with a host memory limit.
     pub spill_joins: bool,
+    /// `oxidelake.memory.device_limit`: the device bytes the build sides of joins run on a
+    /// device under a memory limit may claim together, process-wide (`DeviceBudget`);
+    /// `None` (the default, `none` in SQL): no device limit. A size as `512M` or `2G`.
+    pub device_limit: Option<usize>,
 }
 
 /// The key of the placement target, without the `oxidelake.` prefix.
 const PLACEMENT_TARGET: &str = "placement.target";
 /// The key of the spilling-join switch, without the `oxidelake.` prefix.
 const SPILL_JOINS: &str = "memory.spill_joins";
+/// The key of the device limit, without the `oxidelake.` prefix.
+const DEVICE_LIMIT: &str = "memory.device_limit";
 
 impl ConfigExtension for OxideOptions {
     const PREFIX: &'static str = "oxidelake";
@@ -63,9 +69,29 @@ impl ExtensionOptions for OxideOptions {
                 };
                 Ok(())
             }
+            DEVICE_LIMIT => {
+                let value = value.trim_matches('\'').trim();
+                self.device_limit = if value.is_empty() || value.eq_ignore_ascii_case("none") {
+                    None
+                } else {
+                    Some(
+                        datafusion::prelude::SessionContext::parse_capacity_limit(
+                            "oxidelake.memory.device_limit",
+                            value,
+                        )
+                        .map_err(|_| {
+                            DataFusionError::Configuration(format!(
+                                "oxidelake.{DEVICE_LIMIT} is a size such as 512M or 2G, or none; \
+                                 not {value:?}"
+                            ))
+                        })?,
+                    )
+                };
+                Ok(())
+            }
             other => Err(DataFusionError::Configuration(format!(
                 "unknown option oxidelake.{other} (known: oxidelake.{PLACEMENT_TARGET}, \
-                 oxidelake.{SPILL_JOINS})"
+                 oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT})"
             ))),
         }
     }
@@ -85,6 +111,16 @@ impl ExtensionOptions for OxideOptions {
                 description: "Run partitioned hash joins as GraceHashJoinExec, which spills \
                               both inputs to disk when the build side does not fit the \
                               memory pool (embedded sessions; on with --memory-limit)",
+            },
+            ConfigEntry {
+                key: format!("{}.{DEVICE_LIMIT}", Self::PREFIX),
+                value: Some(match self.device_limit {
+                    Some(bytes) => bytes.to_string(),
+                    None => "none".to_string(),
+                }),
+                description: "Device bytes the build sides of spilling joins placed on a GPU \
+                              may claim together, process-wide; a larger build side is split \
+                              through spill files until its parts fit (none: no limit)",
             },
         ]
     }
@@ -124,6 +160,37 @@ mod tests {
                 .is_err()
         );
         assert!(config.options_mut().set("oxidelake.nope", "1").is_err());
+    }
+
+    #[test]
+    fn the_device_limit_is_a_size_or_none() {
+        let mut config = SessionConfig::new().with_option_extension(OxideOptions::default());
+        assert_eq!(
+            OxideOptions::from_config(config.options()).device_limit,
+            None
+        );
+        let options = config.options_mut();
+        options
+            .set("oxidelake.memory.device_limit", "'256K'")
+            .unwrap();
+        assert_eq!(
+            OxideOptions::from_config(options).device_limit,
+            Some(256 << 10)
+        );
+        options.set("oxidelake.memory.device_limit", "2G").unwrap();
+        assert_eq!(
+            OxideOptions::from_config(options).device_limit,
+            Some(2 << 30)
+        );
+        options
+            .set("oxidelake.memory.device_limit", "none")
+            .unwrap();
+        assert_eq!(OxideOptions::from_config(options).device_limit, None);
+        assert!(
+            options
+                .set("oxidelake.memory.device_limit", "lots")
+                .is_err()
+        );
     }
 
     #[test]

@@ -17,23 +17,33 @@ use datafusion::execution::memory_pool::{
     MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
 };
 
+use crate::device_budget::DeviceClaim;
+
 /// The session's pool, with the bytes of `held` handed to the stock join's build
 /// reservation as it grows; see the module documentation.
 pub(super) struct HandoverPool {
     inner: Arc<dyn MemoryPool>,
     held: Mutex<MemoryReservation>,
+    /// The build side's device claim, returned with the join (when the pool goes).
+    _device: Option<DeviceClaim>,
     name: String,
 }
 
 impl HandoverPool {
-    /// A task context like `context` whose pool hands `held`'s bytes to the stock join.
-    pub(super) fn context(context: &TaskContext, held: MemoryReservation) -> Arc<TaskContext> {
+    /// A task context like `context` whose pool hands `held`'s bytes to the join's build
+    /// reservation, and holds `device` until the join is dropped.
+    pub(super) fn context(
+        context: &TaskContext,
+        held: MemoryReservation,
+        device: Option<DeviceClaim>,
+    ) -> Arc<TaskContext> {
         let runtime = context.runtime_env();
         let inner = Arc::clone(&runtime.memory_pool);
         let pool = Self {
             name: format!("grace_handover({})", inner.name()),
             inner,
             held: Mutex::new(held),
+            _device: device,
         };
         let mut runtime = datafusion::execution::runtime_env::RuntimeEnv::clone(&runtime);
         runtime.memory_pool = Arc::new(pool);
@@ -49,8 +59,10 @@ impl HandoverPool {
         ))
     }
 
+    /// The build reservation of the stock join or of the GPU join.
     fn is_join_build(reservation: &MemoryReservation) -> bool {
-        reservation.consumer().name().starts_with("HashJoinInput")
+        let name = reservation.consumer().name();
+        name.starts_with("HashJoinInput") || name.starts_with("GpuHashJoinExec")
     }
 }
 
@@ -139,7 +151,7 @@ mod tests {
         let session = context(1000);
         let held = MemoryConsumer::new("grace").register(session.memory_pool());
         held.try_grow(800).unwrap();
-        let handed = HandoverPool::context(&session, held);
+        let handed = HandoverPool::context(&session, held, None);
         // Another partition finds no room for the held bytes.
         let other = MemoryConsumer::new("other").register(session.memory_pool());
         assert!(other.try_grow(300).is_err());
@@ -160,7 +172,7 @@ mod tests {
         let session = context(1000);
         let held = MemoryConsumer::new("grace").register(session.memory_pool());
         held.try_grow(800).unwrap();
-        let handed = HandoverPool::context(&session, held);
+        let handed = HandoverPool::context(&session, held, None);
         let output = MemoryConsumer::new("HashJoinOutput").register(handed.memory_pool());
         assert!(output.try_grow(300).is_err());
         output.try_grow(200).unwrap();

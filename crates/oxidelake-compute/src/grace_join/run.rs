@@ -10,18 +10,21 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, SpillFile, TaskContext};
 use datafusion::physical_plan::EmptyRecordBatchStream;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, SpillMetrics};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, SpillMetrics,
+};
 use datafusion::physical_plan::spill::SpillManager;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
+use super::PairJoin;
 use super::handover::HandoverPool;
 use super::partitioned::{Side, SpillSet};
 use super::{FAN_OUT, MAX_DEPTH};
+use crate::device_budget::{DeviceBudget, DeviceClaim};
 
 /// The two inputs of one step.
 pub(super) struct GraceInput {
@@ -32,6 +35,12 @@ pub(super) struct GraceInput {
 /// What every step of one output partition shares.
 pub(super) struct JoinSpec {
     join: Arc<HashJoinExec>,
+    /// What joins pairs on a device; their build sides are claimed from the device
+    /// budget, up to `device_limit`.
+    pairs: Option<Arc<dyn PairJoin>>,
+    device_limit: Option<usize>,
+    /// Splits the device budget caused where the memory pool had room.
+    device_splits: Count,
     partition: usize,
     context: Arc<TaskContext>,
     spill_metrics: SpillMetrics,
@@ -44,10 +53,13 @@ pub(super) struct JoinSpec {
 impl JoinSpec {
     pub(super) fn new(
         join: Arc<HashJoinExec>,
+        pairs: Option<Arc<dyn PairJoin>>,
+        device_limit: Option<usize>,
         partition: usize,
         context: Arc<TaskContext>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> Self {
+        let device_splits = MetricBuilder::new(metrics).counter("device_budget_splits", partition);
         let spill_metrics = SpillMetrics::new(metrics, partition);
         let reader =
             |schema| SpillManager::new(context.runtime_env(), spill_metrics.clone(), schema);
@@ -55,9 +67,30 @@ impl JoinSpec {
             left_reader: reader(join.left().schema()),
             right_reader: reader(join.right().schema()),
             join,
+            pairs,
+            device_limit,
+            device_splits,
             partition,
             spill_metrics,
             context,
+        }
+    }
+
+    /// The device limit, when pairs run on a device under one.
+    fn device_limit(&self) -> Option<usize> {
+        self.pairs.as_ref().and(self.device_limit)
+    }
+
+    /// What the pair join will reserve in the pool for `batch` (see [`build_cost`]).
+    fn build_cost(&self, counter: &mut RecordBatchMemoryCounter, batch: &RecordBatch) -> usize {
+        match self.pairs {
+            None => build_cost(counter, batch),
+            // The GPU join reserves each batch's whole buffers, then the concatenated
+            // batch beside them.
+            Some(_) => batch
+                .get_array_memory_size()
+                .saturating_mul(2)
+                .saturating_add(batch.num_rows().saturating_mul(ROW_OVERHEAD)),
         }
     }
 
@@ -70,12 +103,14 @@ impl JoinSpec {
         .register(self.context.memory_pool())
     }
 
-    /// The stock join (CollectLeft) of `build` with the `probe` stream, its build
-    /// reservation served first from `held` (what the step reserved for `build`).
+    /// The join (CollectLeft) of `build` with the `probe` stream, its build reservation
+    /// served first from `held` (what the step reserved for `build`): the stock join, or
+    /// the device pair join when `device` holds the build side's device claim.
     fn join_in_memory(
         &self,
         build: Vec<(RecordBatch, usize)>,
         held: MemoryReservation,
+        device: Option<DeviceClaim>,
         probe: SendableRecordBatchStream,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let build = build.into_iter().map(|(batch, _)| batch).collect();
@@ -97,8 +132,12 @@ impl JoinSpec {
             .reset_state()
             .recompute_properties()
             .build()?;
-        let context = HandoverPool::context(&self.context, held);
-        Ok(join.execute(0, context)?.boxed())
+        let plan = match (&self.pairs, &device) {
+            (Some(pairs), Some(_)) => pairs.plan(join)?,
+            _ => Arc::new(join),
+        };
+        let context = HandoverPool::context(&self.context, held, device);
+        Ok(plan.execute(0, context)?.boxed())
     }
 
     fn read(
@@ -153,6 +192,8 @@ async fn step(
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     let GraceInput { mut left, right } = input;
     let reservation = spec.reservation(depth);
+    // The build side's claim on the device budget, when pairs run on a device.
+    let mut device = spec.pairs.as_ref().map(|_| DeviceBudget::global().claim());
     let mut counter = RecordBatchMemoryCounter::new();
     // Each batch with what it added to the reservation.
     let mut build: Vec<(RecordBatch, usize)> = Vec::new();
@@ -160,16 +201,25 @@ async fn step(
         let Some(batch) = left.try_next().await? else {
             break None;
         };
-        let cost = build_cost(&mut counter, &batch);
+        let cost = spec.build_cost(&mut counter, &batch);
         if reservation.try_grow(cost).is_err() {
+            break Some((batch, cost));
+        }
+        if let (Some(claim), Some(limit)) = (device.as_mut(), spec.device_limit())
+            && !claim.try_grow(cost, limit)
+        {
+            spec.device_splits.add(1);
+            reservation.shrink(cost);
             break Some((batch, cost));
         }
         build.push((batch, cost));
     };
     let Some((overflow, overflow_cost)) = overflow else {
-        // It fits: the stock join takes the reserved bytes over as it builds.
-        return spec.join_in_memory(build, reservation, right);
+        // It fits: the pair join takes the reserved bytes over as it builds.
+        return spec.join_in_memory(build, reservation, device, right);
     };
+    // Whatever happens next, this build side is not going to the device as it is.
+    drop(device);
     if depth >= MAX_DEPTH {
         // Three splits did not make this pair fit, but the pool may be full of other
         // operators' bytes (repartition channels are granted past the limit) rather than
@@ -188,9 +238,10 @@ async fn step(
                     "grace join: a part still beyond the free memory after {MAX_DEPTH} splits; \
                      joining it in memory past the free bytes of the pool"
                 );
-                return spec.join_in_memory(build, reservation, right);
+                // Not on the device: its budget could not take this part either.
+                return spec.join_in_memory(build, reservation, None, right);
             };
-            let cost = build_cost(&mut counter, &batch);
+            let cost = spec.build_cost(&mut counter, &batch);
             reservation.grow(cost);
             build.push((batch, cost));
         }

@@ -28,17 +28,20 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
-use oxidelake_compute::{GpuHashJoinExec, GraceHashJoinExec, numbered_key_type};
+use oxidelake_compute::{
+    GpuHashJoinExec, GraceHashJoinExec, PairJoin, numbered_key_type, placement_label,
+};
 use oxidelake_core::BackendKind;
 
 use super::{Placement, reason_of};
 
 pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Placement> {
-    if node.downcast_ref::<GraceHashJoinExec>().is_some() {
+    if let Some(grace) = node.downcast_ref::<GraceHashJoinExec>() {
         // Under a memory limit (`GraceJoinRule`, which runs first).
-        return Some(Placement::Cpu(
-            "spilling join under a memory limit (the GPU join does not spill)".into(),
-        ));
+        return Some(match grace_on_device(grace, backend) {
+            Ok(plan) => Placement::Rewrite(plan),
+            Err(reason) => Placement::Cpu(format!("spilling join: {reason}")),
+        });
     }
     let join = node.downcast_ref::<HashJoinExec>()?;
     Some(match rewrite(join, backend) {
@@ -170,6 +173,54 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     Ok(Arc::new(
         ProjectionExec::try_new(exprs, gpu).map_err(reason_of)?,
     ))
+}
+
+/// The spilling join with its pairs joined on the device: each pair (and a build side
+/// that fits) is the stock join in CollectLeft mode over build rows the grace join has
+/// measured against the memory pool and the device budget, so only the join types the
+/// GPU join builds on the left input of qualify; the left outer, semi and anti joins it
+/// runs with the inputs swapped would build on the unmeasured probe side.
+fn grace_on_device(
+    grace: &GraceHashJoinExec,
+    backend: BackendKind,
+) -> Result<Arc<dyn ExecutionPlan>, String> {
+    let join = grace.join();
+    let join_type = *join.join_type();
+    if matches!(
+        join_type,
+        JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti
+    ) {
+        return Err(format!(
+            "{join_type} join (the GPU join would build on the probe side)"
+        ));
+    }
+    rewrite(join, backend)?;
+    let grace = GraceHashJoinExec::try_new(Arc::clone(join))
+        .map_err(reason_of)?
+        .with_device_limit(grace.device_limit())
+        .with_pairs(Arc::new(DevicePairJoin { backend }));
+    Ok(Arc::new(grace))
+}
+
+/// Joins a grace join's pairs with the GPU join.
+#[derive(Debug)]
+struct DevicePairJoin {
+    backend: BackendKind,
+}
+
+impl PairJoin for DevicePairJoin {
+    fn plan(&self, join: HashJoinExec) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        rewrite(&join, self.backend).map_err(|reason| {
+            datafusion::error::DataFusionError::Plan(format!(
+                "a spilled pair cannot be joined by {}: {reason}",
+                self.label()
+            ))
+        })
+    }
+
+    fn label(&self) -> String {
+        placement_label("GpuHashJoinExec", self.backend)
+    }
 }
 
 /// A key's column index and type, or why it is not covered.

@@ -83,13 +83,20 @@ fn register_tables(ctx: &SessionContext) {
 /// `spill_joins` as given and a greedy pool of `pool_bytes` (unbounded when `None`)
 /// wrapped as an embedded session wraps it.
 fn session(spill_joins: bool, pool_bytes: Option<usize>) -> SessionContext {
+    let options = OxideOptions {
+        placement_target: PlacementTarget::Cpu,
+        spill_joins,
+        ..OxideOptions::default()
+    };
+    session_with(options, pool_bytes)
+}
+
+/// [`session`] with the given options.
+fn session_with(options: OxideOptions, pool_bytes: Option<usize>) -> SessionContext {
     let mut config = SessionConfig::new()
         .with_target_partitions(2)
         .with_batch_size(1000)
-        .with_option_extension(OxideOptions {
-            placement_target: PlacementTarget::Cpu,
-            spill_joins,
-        });
+        .with_option_extension(options);
     let optimizer = &mut config.options_mut().optimizer;
     optimizer.hash_join_single_partition_threshold = 0;
     optimizer.hash_join_single_partition_threshold_rows = 0;
@@ -185,4 +192,96 @@ async fn a_grace_join_whose_build_side_fits_writes_nothing_to_disk() {
     let (plan, rows) = run(&graced, sql).await;
     assert_eq!(grace_spills(&plan), (0, 1));
     assert!(rows == expected);
+}
+
+/// `device_budget_splits` of the plan's grace joins.
+fn device_splits(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let own = plan
+        .downcast_ref::<GraceHashJoinExec>()
+        .and_then(|_| plan.metrics())
+        .and_then(|m| m.sum_by_name("device_budget_splits"))
+        .map_or(0, |v| v.as_usize());
+    own + plan
+        .children()
+        .into_iter()
+        .map(device_splits)
+        .sum::<usize>()
+}
+
+/// Placed for cuda (this machine has no GPU: the GPU join runs its CPU path), spilling
+/// joins on, no host limit, and the given device limit.
+fn device_session(device_limit: Option<usize>) -> SessionContext {
+    let options = OxideOptions {
+        placement_target: PlacementTarget::Cuda,
+        spill_joins: true,
+        device_limit,
+    };
+    session_with(options, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_side_beyond_the_device_limit_is_split_until_each_pair_fits_and_joined_on_the_device()
+ {
+    let stock = session(false, None);
+    let device = device_session(Some(256 << 10));
+    // Inner and right joins build on their left input on the device too (DataFusion
+    // plans `l LEFT JOIN r` as a right join building on the smaller `r`).
+    for sql in [JOINS[0], JOINS[1], JOINS[6], JOINS[8]] {
+        let (_, expected) = run(&stock, sql).await;
+        let (plan, rows) = run(&device, sql).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert!(
+            text.contains("pairs=GpuHashJoinExec[cuda], device_limit=262144"),
+            "{sql}\n{text}"
+        );
+        assert!(
+            device_splits(&plan) > 0,
+            "the device limit split it: {sql}\n{text}"
+        );
+        assert!(grace_spills(&plan).0 > 0, "{sql}\n{text}");
+        assert_eq!(rows.len(), expected.len(), "{sql}");
+        assert!(rows == expected, "rows differ: {sql}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_device_limit_device_pairs_fit_and_write_nothing() {
+    let stock = session(false, None);
+    let device = device_session(None);
+    let (_, expected) = run(&stock, JOINS[0]).await;
+    let (plan, rows) = run(&device, JOINS[0]).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("pairs=GpuHashJoinExec[cuda], HashJoinExec"),
+        "{text}"
+    );
+    assert_eq!(grace_spills(&plan), (0, 1));
+    assert_eq!(device_splits(&plan), 0);
+    assert!(rows == expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spilling_left_join_stays_on_the_cpu_and_says_why() {
+    let device = device_session(Some(256 << 10));
+    // `l RIGHT JOIN r`, planned as a left join building on the smaller `r`.
+    let plan = physical_plan(&device, JOINS[2]).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("GraceHashJoinExec: fan_out=32, HashJoinExec"),
+        "{text}"
+    );
+    assert!(!text.contains("pairs="), "{text}");
+    let reason =
+        oxidelake_planner::cpu_reason(&find_grace(&plan).expect("a grace join"), BackendKind::Cuda);
+    assert_eq!(
+        reason.as_deref(),
+        Some("spilling join: Left join (the GPU join would build on the probe side)")
+    );
+}
+
+fn find_grace(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    if plan.is::<GraceHashJoinExec>() {
+        return Some(Arc::clone(plan));
+    }
+    plan.children().into_iter().find_map(find_grace)
 }

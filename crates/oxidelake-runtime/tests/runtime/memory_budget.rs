@@ -56,11 +56,17 @@ async fn an_aggregate_holding_four_times_the_memory_limit_spills_and_returns_the
 
 /// Spill files written by the `GraceHashJoinExec` lines of an EXPLAIN ANALYZE.
 fn grace_join_spill_files(analyzed: &str) -> u64 {
+    grace_join_metric(analyzed, "spill_count")
+}
+
+/// The sum of metric `name` over the `GraceHashJoinExec` lines of an EXPLAIN ANALYZE.
+fn grace_join_metric(analyzed: &str, name: &str) -> u64 {
+    let key = format!("{name}=");
     analyzed
         .lines()
         .filter(|line| line.contains("GraceHashJoinExec"))
         .filter_map(|line| {
-            let at = line.find("spill_count=")? + "spill_count=".len();
+            let at = line.find(&key)? + key.len();
             let digits: String = line[at..]
                 .chars()
                 .take_while(char::is_ascii_digit)
@@ -98,6 +104,56 @@ async fn tpch_q18_holding_four_times_the_memory_limit_spills_its_joins_and_retur
     let text = arrow::util::pretty::pretty_format_batches(&analyzed)
         .unwrap()
         .to_string();
+    assert!(grace_join_spill_files(&text) > 0, "{text}");
+}
+
+/// Placed for cuda under a host limit, TPC-H Q18's joins run their pairs on the device,
+/// and a device limit a fraction of their build sides splits them until each part fits.
+/// On this machine the GPU join runs its CPU path; `scripts/test-cuda-emulated.sh` runs
+/// this test again with `OXIDE_BACKEND=cuda`, where the parts go to the emulated device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_the_unlimited_result()
+ {
+    let (_dir, session) = tpch_lake(0.1).await;
+    let q18 = tpch_query(18, 0.1).unwrap().join(";\n");
+    let (unlimited, _) = session.sql_with_spills(&q18).await.unwrap();
+    assert!(!unlimited.is_empty());
+
+    // A host limit well above the query's needs turns the spilling joins on; the device
+    // limit is what splits them.
+    session.set_host_budget(&limit(1 << 30)).unwrap();
+    session
+        .sql("SET oxidelake.memory.device_limit = '8M'")
+        .await
+        .unwrap();
+    let plan = session.explain(&q18).await.unwrap();
+    assert!(
+        plan.contains("pairs=GpuHashJoinExec[cuda], device_limit=8388608"),
+        "{plan}"
+    );
+    let on_device = std::env::var("OXIDE_BACKEND").is_ok_and(|b| b == "cuda");
+    let uploaded = TelemetryHub::global().snapshot().transfers.h2d_bytes;
+    let (limited, spills) = session.sql_with_spills(&q18).await.unwrap();
+    assert_eq!(sorted_rows(&limited), sorted_rows(&unlimited));
+    assert!(spills.files > 0, "{spills:?}");
+    if on_device {
+        assert!(
+            TelemetryHub::global().snapshot().transfers.h2d_bytes > uploaded,
+            "the pairs' joins copied their rows to the device"
+        );
+    }
+
+    let analyzed = session
+        .sql(&format!("EXPLAIN ANALYZE {q18}"))
+        .await
+        .unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&analyzed)
+        .unwrap()
+        .to_string();
+    assert!(
+        grace_join_metric(&text, "device_budget_splits") > 0,
+        "{text}"
+    );
     assert!(grace_join_spill_files(&text) > 0, "{text}");
 }
 
