@@ -532,6 +532,71 @@ mod tests {
 
     #[test]
     #[ignore = "needs an NVIDIA GPU; run with --features cuda -- --ignored"]
+    fn a_batch_with_more_keys_than_the_first_group_table_is_aggregated_on_the_device() {
+        use arrow::array::{ArrayRef, Float64Array, Int64Array};
+        use arrow::record_batch::RecordBatch;
+
+        use crate::ops::{AggFunc, AggSpec, AggregateArgs};
+
+        let cuda = backend();
+        let cpu = crate::CpuBackend::new();
+        // 20,011 distinct keys and NULLs in 50,000 rows: five times the first table.
+        let rows = 50_000i64;
+        let keys =
+            Int64Array::from_iter((0..rows).map(|i| (i % 97 != 0).then_some(i * 7919 % 20_011)));
+        let ints =
+            Int64Array::from_iter((0..rows).map(|i| (i % 89 != 0).then_some(i % 1000 - 500)));
+        let floats = Float64Array::from_iter_values((0..rows).map(|i| (i % 113) as f64 / 7.0));
+        let batch = RecordBatch::try_from_iter([
+            ("k", Arc::new(keys) as ArrayRef),
+            ("v", Arc::new(ints) as ArrayRef),
+            ("f", Arc::new(floats) as ArrayRef),
+        ])
+        .unwrap();
+        let aggregates = [
+            AggSpec {
+                func: AggFunc::Sum,
+                column: 1,
+            },
+            AggSpec {
+                func: AggFunc::Count,
+                column: 1,
+            },
+            AggSpec {
+                func: AggFunc::Min,
+                column: 2,
+            },
+            AggSpec {
+                func: AggFunc::Max,
+                column: 1,
+            },
+        ];
+        let args = AggregateArgs {
+            batch: &batch,
+            group_column: 0,
+            aggregates: &aggregates,
+        };
+        let run = |b: &dyn GpuBackend| {
+            let stream = b.create_stream().unwrap();
+            let out = b.aggregate(&stream, args).unwrap();
+            let text = arrow::util::pretty::pretty_format_batches(&[out])
+                .unwrap()
+                .to_string();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            lines.sort();
+            lines
+        };
+        let on_device = run(&cuda);
+        // 20,011 groups, the NULL group, a header and four border lines.
+        assert_eq!(on_device.len(), 20_012 + 4);
+        assert!(
+            on_device == run(&cpu),
+            "the device groups differ from the CPU's"
+        );
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU; run with --features cuda -- --ignored"]
     fn cuda_null_count_kernel_matches_the_cpu_backend() {
         let cuda = backend();
         let cpu = crate::CpuBackend::new();

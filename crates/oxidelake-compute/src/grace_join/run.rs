@@ -9,7 +9,6 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, SpillFile, TaskContext};
-use datafusion::physical_plan::EmptyRecordBatchStream;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, SpillMetrics,
@@ -17,6 +16,7 @@ use datafusion::physical_plan::metrics::{
 use datafusion::physical_plan::spill::SpillManager;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::{EmptyRecordBatchStream, ExecutionPlan};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
@@ -41,6 +41,8 @@ pub(super) struct JoinSpec {
     device_limit: Option<usize>,
     /// Splits the device budget caused where the memory pool had room.
     device_splits: Count,
+    /// The operator's metrics, which adopt the pair joins' device metrics.
+    metrics: ExecutionPlanMetricsSet,
     partition: usize,
     context: Arc<TaskContext>,
     spill_metrics: SpillMetrics,
@@ -70,6 +72,7 @@ impl JoinSpec {
             pairs,
             device_limit,
             device_splits,
+            metrics: metrics.clone(),
             partition,
             spill_metrics,
             context,
@@ -137,7 +140,25 @@ impl JoinSpec {
             _ => Arc::new(join),
         };
         let context = HandoverPool::context(&self.context, held, device);
-        Ok(plan.execute(0, context)?.boxed())
+        let stream = plan.execute(0, context)?;
+        self.adopt_device_metrics(&plan);
+        Ok(stream.boxed())
+    }
+
+    /// Registers the metrics of `plan` (a pair join, just executed) that say where it ran
+    /// as this operator's own, so that EXPLAIN ANALYZE and `oxide tui` show whether the
+    /// pairs ran on the device or fell back to the CPU.
+    fn adopt_device_metrics(&self, plan: &Arc<dyn ExecutionPlan>) {
+        if let Some(metrics) = plan.metrics() {
+            for metric in metrics.iter() {
+                if DEVICE_METRICS.contains(&metric.value().name()) {
+                    self.metrics.register(Arc::clone(metric));
+                }
+            }
+        }
+        for child in plan.children() {
+            self.adopt_device_metrics(child);
+        }
     }
 
     fn read(
@@ -157,6 +178,14 @@ impl JoinSpec {
         }
     }
 }
+
+/// The metrics of a GPU operator that say where its batches ran (`exec_support`).
+const DEVICE_METRICS: [&str; 4] = [
+    "no_device",
+    "cpu_fallback_batches",
+    "device_errors",
+    "bytes_moved",
+];
 
 /// Bytes a row costs the stock join beyond its columns: its hash table entry (at most
 /// about 40 bytes for DataFusion's `(u32, u64)` buckets at the worst load), its link in

@@ -27,7 +27,8 @@ use crate::ops::{AggFunc, AggregateArgs, DistanceMetric, JoinMatches, VectorDist
 
 /// Threads per block; a multiple of the warp size, and `FP_BLOCK` in filter_project.cu.
 pub(super) const BLOCK: u32 = 256;
-/// Slots of the device group table (v1 covers low-cardinality keys).
+/// Slots of the first device group table of a batch; one with more keys gets a table of
+/// twice its rows.
 const AGG_CAPACITY: usize = 1 << 12;
 
 pub(super) fn grid(rows: usize) -> LaunchConfig {
@@ -252,6 +253,58 @@ pub(super) fn probe_join_table(
     })
 }
 
+/// The open-addressing group table of one batch on the device.
+struct GroupTable {
+    /// Slots for keys (a power of two); slot `capacity` is the NULL group.
+    capacity: usize,
+    slot_state: CudaSlice<u32>,
+    slot_keys: CudaSlice<i64>,
+    /// Each row's slot.
+    group_of_row: CudaSlice<u32>,
+}
+
+/// Assigns each of `rows` keys a slot in a table of `capacity` (a power of two) slots;
+/// `None` when the batch has more distinct keys than that.
+fn assign_groups(
+    dev: &Dev<'_>,
+    d_keys: &CudaSlice<i64>,
+    d_valid: &CudaSlice<u8>,
+    rows: usize,
+    capacity: usize,
+) -> Result<Option<GroupTable>, EngineError> {
+    let slots = capacity + 1; // + the NULL group
+    let (mut slot_state, mut slot_keys) = (dev.zeros::<u32>(slots)?, dev.zeros::<i64>(slots)?);
+    let (mut group_of_row, mut overflow) = (dev.zeros::<u32>(rows)?, dev.zeros::<u32>(1)?);
+    let (rows_u64, capacity_u64) = (rows as u64, capacity as u64);
+    let f = dev
+        .backend
+        .function(CudaKernel::Aggregation, "agg_assign_groups")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(d_keys)
+        .arg(d_valid)
+        .arg(&rows_u64)
+        .arg(&capacity_u64)
+        .arg(&mut slot_state)
+        .arg(&mut slot_keys)
+        .arg(&mut group_of_row)
+        .arg(&mut overflow);
+    // SAFETY: agg_assign_groups' arguments in order; the slot arrays hold capacity + 1
+    // entries (the last is the NULL group), group_of_row holds `rows`, overflow one u32,
+    // and capacity is a power of two (the kernel masks hashes with capacity - 1).
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_assign_groups"))?;
+    if dev.download(&overflow)?.first().copied().unwrap_or(0) != 0 {
+        return Ok(None);
+    }
+    Ok(Some(GroupTable {
+        capacity,
+        slot_state,
+        slot_keys,
+        group_of_row,
+    }))
+}
+
 pub(super) fn aggregate(
     dev: &Dev<'_>,
     args: AggregateArgs<'_>,
@@ -268,41 +321,44 @@ pub(super) fn aggregate(
         .downcast_ref::<Int64Array>()
         .ok_or_else(|| unsupported("group key is not Int64"))?;
     let rows_u64 = rows as u64;
-    let capacity = AGG_CAPACITY as u64;
-    let slots = AGG_CAPACITY + 1; // + the NULL group
-    let (mut slot_state, mut slot_keys) = (dev.zeros::<u32>(slots)?, dev.zeros::<i64>(slots)?);
-    let (mut group_of_row, mut overflow) = (dev.zeros::<u32>(rows)?, dev.zeros::<u32>(1)?);
     let d_keys = dev.upload(keys.values())?;
     let d_valid = dev.validity(keys.nulls(), rows)?;
-    let f = dev
-        .backend
-        .function(CudaKernel::Aggregation, "agg_assign_groups")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&d_keys)
-        .arg(&d_valid)
-        .arg(&rows_u64)
-        .arg(&capacity)
-        .arg(&mut slot_state)
-        .arg(&mut slot_keys)
-        .arg(&mut group_of_row)
-        .arg(&mut overflow);
-    // SAFETY: agg_assign_groups' arguments in order; the slot arrays hold capacity + 1
-    // entries (the last is the NULL group), group_of_row holds `rows`, overflow one u32.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_assign_groups"))?;
-    if dev.download(&overflow)?.first().copied().unwrap_or(0) != 0 {
-        return Err(unsupported(format!(
-            "more than {AGG_CAPACITY} distinct keys in one batch"
-        )));
-    }
+    // A small table first (most group-bys have few keys); a batch with more distinct keys
+    // than it holds is assigned again in one sized for every row being its own group,
+    // which cannot overflow.
+    let table = match assign_groups(dev, &d_keys, &d_valid, rows, AGG_CAPACITY)? {
+        Some(table) => table,
+        None => {
+            let capacity = rows
+                .saturating_mul(2)
+                .next_power_of_two()
+                .max(AGG_CAPACITY * 2);
+            tracing::debug!(
+                rows,
+                capacity,
+                "device aggregate: more than {AGG_CAPACITY} keys in a batch; a larger table"
+            );
+            assign_groups(dev, &d_keys, &d_valid, rows, capacity)?.ok_or_else(|| {
+                unsupported(format!(
+                    "more than {capacity} distinct keys in a batch of {rows} rows"
+                ))
+            })?
+        }
+    };
+    let GroupTable {
+        capacity,
+        slot_state,
+        slot_keys,
+        group_of_row,
+    } = table;
+    let slots = capacity + 1; // + the NULL group
     let state = dev.download(&slot_state)?;
     let key_values = dev.download(&slot_keys)?;
     let used: Vec<usize> = (0..slots).filter(|s| state[*s] == 2).collect();
     let groups_u64 = slots as u64;
     let mut out_columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(
         used.iter()
-            .map(|s| (*s < AGG_CAPACITY).then_some(key_values[*s]))
+            .map(|s| (*s < capacity).then_some(key_values[*s]))
             .collect::<Vec<_>>(),
     ))];
     for spec in args.aggregates {

@@ -238,6 +238,15 @@ async fn a_build_side_beyond_the_device_limit_is_split_until_each_pair_fits_and_
             device_splits(&plan) > 0,
             "the device limit split it: {sql}\n{text}"
         );
+        // Where the pairs ran is in the grace join's own metrics (on a machine without
+        // a GPU, `no_device` counts every pair join).
+        let grace = find_grace(&plan).unwrap();
+        let metrics = grace.metrics().unwrap();
+        assert!(metrics.sum_by_name("no_device").is_some(), "{sql}");
+        assert!(
+            metrics.sum_by_name("cpu_fallback_batches").is_some(),
+            "{sql}"
+        );
         assert!(grace_spills(&plan).0 > 0, "{sql}\n{text}");
         assert_eq!(rows.len(), expected.len(), "{sql}");
         assert!(rows == expected, "rows differ: {sql}");

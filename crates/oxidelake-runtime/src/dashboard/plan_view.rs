@@ -8,9 +8,14 @@ use datafusion::physical_plan::{ExecutionPlan, displayable};
 use oxidelake_core::BackendKind;
 use oxidelake_tui::{NodeStats, PlanNode};
 
-/// The placement tag of a node: GPU operators print theirs as `Name[cuda]`.
+/// The placement tag of a node: GPU operators print theirs as `Name[cuda]`, a spilling
+/// join whose pairs run on a GPU as `pairs=GpuHashJoinExec[cuda]` in its details.
 pub(crate) fn backend_of(line: &str) -> BackendKind {
-    let head = line.split(':').next().unwrap_or(line);
+    let (head, details) = line.split_once(':').unwrap_or((line, ""));
+    let head = match details.split_once("pairs=") {
+        Some((_, pairs)) if head == "GraceHashJoinExec" => pairs.split(',').next().unwrap_or(pairs),
+        _ => head,
+    };
     if head.ends_with("[cuda]") {
         BackendKind::Cuda
     } else if head.ends_with("[metal]") {
@@ -96,5 +101,16 @@ mod tests {
             BackendKind::Metal
         );
         assert_eq!(backend_of("FilterExec: a@0 < 1"), BackendKind::CpuSimd);
+        assert_eq!(
+            backend_of(
+                "GraceHashJoinExec: fan_out=32, pairs=GpuHashJoinExec[cuda], HashJoinExec: \
+                 mode=Partitioned"
+            ),
+            BackendKind::Cuda
+        );
+        assert_eq!(
+            backend_of("GraceHashJoinExec: fan_out=32, HashJoinExec: mode=Partitioned"),
+            BackendKind::CpuSimd
+        );
     }
 }

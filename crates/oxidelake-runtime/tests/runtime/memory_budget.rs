@@ -155,6 +155,12 @@ async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_
         "{text}"
     );
     assert!(grace_join_spill_files(&text) > 0, "{text}");
+    // The pair joins' metrics say where they ran: on the emulated device, not on the
+    // CPU path of a GPU join that found no device.
+    assert!(text.contains("no_device="), "{text}");
+    if on_device {
+        assert_eq!(grace_join_metric(&text, "no_device"), 0, "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
