@@ -16,8 +16,11 @@
 //!                             └─ promote on access (least recently used leaves first)
 //! ```
 //!
-//! Unsafe code is confined to [`AlignedBuf`] (the global allocator) and, with the `cuda`
-//! feature, to the driver probe and pinned allocation; each block states its invariant.
+//! [`open_files`] raises the process's open-file limit for spill files.
+//!
+//! Unsafe code is confined to [`AlignedBuf`] (the global allocator), the open-file limit
+//! calls and, with the `cuda` feature, to the driver probe and pinned allocation; each
+//! block states its invariant.
 #![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -26,6 +29,7 @@ pub mod cuda_probe;
 mod error;
 mod host;
 pub mod ipc;
+pub mod open_files;
 mod spill;
 
 pub use aligned::AlignedBuf;

@@ -173,6 +173,10 @@ impl OxideSession {
         // it a join whose build side passes the limit fails. An unlimited pool leaves the
         // setting as it is (a user may have set it).
         let limited = matches!(inner.memory_limit(), MemoryLimit::Finite(_));
+        if limited {
+            // Spilling joins keep 64 spill files open per spilling partition.
+            oxidelake_memory::open_files::raise_open_file_limit();
+        }
         // Keeps DataFusion's RepartitionExec off its spill path, which can deadlock
         // under a limit (`RepartitionGrantPool`).
         let inner = Arc::new(oxidelake_compute::RepartitionGrantPool::new(inner));

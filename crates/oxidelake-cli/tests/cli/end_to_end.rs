@@ -295,6 +295,44 @@ fn a_memory_limit_makes_a_large_aggregate_spill_and_says_so_with_the_same_result
     );
 }
 
+/// A spilling join keeps 64 spill files open per partition: on 8 partitions that is more
+/// than a soft limit of 200 open files, which `oxide` raises towards the hard limit when a
+/// memory limit is set (`oxidelake_memory::open_files`), so the join completes.
+#[test]
+#[cfg(unix)]
+fn a_spilling_join_on_eight_partitions_runs_under_a_low_soft_open_file_limit() {
+    let dir = lake();
+    let script = format!(
+        "ulimit -Sn 200 && exec {} sql --format csv --placement cpu --data {} \
+         --memory-limit 4M -c \"SET datafusion.execution.target_partitions = 8\" \
+         -c \"SELECT COUNT(*), SUM(a.v) FROM t a JOIN t b ON a.id = b.id\"",
+        env!("CARGO_BIN_EXE_oxide"),
+        dir.path().display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let sum: i64 = (0..ROWS).map(|id| (id * 7_919) % 1_000).sum();
+    assert!(
+        stdout.contains(&format!("{ROWS},{sum}")),
+        "{stdout}\n{stderr}"
+    );
+    // The join spilled more files than the soft limit the process started with.
+    let files: u64 = stderr
+        .split("Spilled ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(files > 200, "{stderr}");
+}
+
 #[test]
 fn cache_flag_serves_the_query_from_an_ipc_copy_with_the_same_rows() {
     let dir = lake();
