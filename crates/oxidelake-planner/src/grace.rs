@@ -14,8 +14,8 @@ use oxidelake_compute::GraceHashJoinExec;
 use crate::OxideOptions;
 
 /// Wraps each Partitioned-mode `HashJoinExec` that [`GraceHashJoinExec::can_wrap`] in a
-/// `GraceHashJoinExec` when `oxidelake.memory.spill_joins` is on; changes nothing
-/// otherwise. It runs after DataFusion's join selection (which fixes each join's mode
+/// `GraceHashJoinExec` when `oxidelake.memory.spill_joins` is on or
+/// `oxidelake.memory.device_limit` is set; changes nothing otherwise. It runs after DataFusion's join selection (which fixes each join's mode
 /// and sides) and before the placement rule, which may then have the pairs joined on a
 /// device (`GraceHashJoinExec::with_pairs`), their build sides bounded by
 /// `oxidelake.memory.device_limit` as well. Embedded sessions only: the cluster codec
@@ -35,7 +35,9 @@ impl PhysicalOptimizerRule for GraceJoinRule {
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let options = OxideOptions::from_config(config);
-        if !options.spill_joins {
+        // A device limit bounds joins placed on a device through the same splitting, with
+        // or without a host limit.
+        if !options.spill_joins && options.device_limit.is_none() {
             return Ok(plan);
         }
         plan.transform_up(|node| {

@@ -19,8 +19,10 @@ pub struct OxideOptions {
     /// fit the memory pool. Embedded sessions turn it on with a host memory limit.
     pub spill_joins: bool,
     /// `oxidelake.memory.device_limit`: the device bytes the build sides of joins run on a
-    /// device under a memory limit may claim together, process-wide (`DeviceBudget`);
-    /// `None` (the default, `none` in SQL): no device limit. A size as `512M` or `2G`.
+    /// device may claim together, process-wide (`DeviceBudget`). Setting it runs
+    /// partitioned joins as `GraceHashJoinExec` even without a host memory limit, so a
+    /// build side past it is split. `None` (the default, `none` in SQL): no device limit.
+    /// A size as `512M` or `2G`.
     pub device_limit: Option<usize>,
 }
 
@@ -73,6 +75,9 @@ impl ExtensionOptions for OxideOptions {
                 let value = value.trim_matches('\'').trim();
                 self.device_limit = if value.is_empty() || value.eq_ignore_ascii_case("none") {
                     None
+                } else if let Ok(bytes) = value.parse::<usize>() {
+                    // A plain number is bytes (what SHOW prints).
+                    Some(bytes)
                 } else {
                     Some(
                         datafusion::prelude::SessionContext::parse_capacity_limit(
@@ -81,8 +86,8 @@ impl ExtensionOptions for OxideOptions {
                         )
                         .map_err(|_| {
                             DataFusionError::Configuration(format!(
-                                "oxidelake.{DEVICE_LIMIT} is a size such as 512M or 2G, or none; \
-                                 not {value:?}"
+                                "oxidelake.{DEVICE_LIMIT} is a size such as 512M or 2G, a number \
+                                 of bytes, or none; not {value:?}"
                             ))
                         })?,
                     )
@@ -118,9 +123,10 @@ impl ExtensionOptions for OxideOptions {
                     Some(bytes) => bytes.to_string(),
                     None => "none".to_string(),
                 }),
-                description: "Device bytes the build sides of spilling joins placed on a GPU \
-                              may claim together, process-wide; a larger build side is split \
-                              through spill files until its parts fit (none: no limit)",
+                description: "Device bytes the build sides of joins placed on a GPU may \
+                              claim together, process-wide; a larger build side is split \
+                              through spill files until its parts fit (setting it runs \
+                              partitioned joins as GraceHashJoinExec; none: no limit)",
             },
         ]
     }
@@ -181,6 +187,13 @@ mod tests {
         assert_eq!(
             OxideOptions::from_config(options).device_limit,
             Some(2 << 30)
+        );
+        options
+            .set("oxidelake.memory.device_limit", "1048576")
+            .unwrap();
+        assert_eq!(
+            OxideOptions::from_config(options).device_limit,
+            Some(1 << 20)
         );
         options
             .set("oxidelake.memory.device_limit", "none")

@@ -138,6 +138,28 @@ impl OxideSession {
         self.install_pool(Some(budget))
     }
 
+    /// Bounds the device memory the build sides of joins placed on a GPU may claim
+    /// (`oxidelake.memory.device_limit`; `None`: no limit). Embedded sessions only, as
+    /// [`OxideSession::set_host_budget`].
+    pub fn set_device_limit(&self, bytes: Option<usize>) -> Result<(), EngineError> {
+        if let SessionMode::Cluster(url) = &self.mode {
+            return Err(EngineError::InvalidArgument {
+                what: "device limit",
+                detail: format!(
+                    "a device limit applies to embedded sessions; the executors behind {url} manage their own"
+                ),
+            });
+        }
+        let value = bytes.map_or_else(|| "none".to_string(), |b| b.to_string());
+        let state_ref = self.ctx.state_ref();
+        let mut state = state_ref.write();
+        state
+            .config_mut()
+            .options_mut()
+            .set("oxidelake.memory.device_limit", &value)?;
+        Ok(())
+    }
+
     /// What the session's memory pool holds now, its peak and its limit (`None` in
     /// cluster mode, where the memory is the executors').
     pub fn host_memory(&self) -> Option<HostMemory> {

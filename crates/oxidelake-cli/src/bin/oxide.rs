@@ -105,8 +105,9 @@ struct SessionArgs {
     #[arg(long, default_value = "auto")]
     placement: String,
     /// Host memory the query's operators may hold together (e.g. 2G, 512M); beyond it
-    /// sorts, aggregates and hash joins spill to disk (hash joins run on the CPU as
-    /// GraceHashJoinExec). Embedded sessions only. Default: no limit.
+    /// sorts, aggregates and hash joins spill to disk (hash joins run as
+    /// GraceHashJoinExec, their parts on the GPU when placed for one). Embedded sessions
+    /// only. Default: no limit.
     #[arg(long, value_name = "SIZE")]
     memory_limit: Option<String>,
     /// How operators share --memory-limit: fair (each spilling operator an equal share)
@@ -116,6 +117,11 @@ struct SessionArgs {
     /// Disk the spill files may take (e.g. 20G). Default: DataFusion's, 100G.
     #[arg(long, value_name = "SIZE")]
     disk_limit: Option<String>,
+    /// Device memory the build sides of hash joins placed on a GPU may claim together
+    /// (e.g. 8G); a larger build side is split through spill files and joined in parts.
+    /// Also `SET oxidelake.memory.device_limit`. Embedded sessions only. Default: no limit.
+    #[arg(long, value_name = "SIZE")]
+    device_limit: Option<String>,
     /// Keep an Arrow IPC copy of table NAME that queries read instead of its Parquet
     /// (repeatable; rebuilt when the Parquet files change). Also `CACHE TABLE name`.
     #[arg(long = "cache", value_name = "NAME")]
@@ -321,6 +327,10 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
     };
     if let Some(budget) = args.host_budget()? {
         session.set_host_budget(&budget)?;
+    }
+    if let Some(limit) = &args.device_limit {
+        let bytes = parse_size("--device-limit", limit)?;
+        session.set_device_limit(Some(bytes))?;
     }
     if let Some(dir) = &args.data {
         tables::register_data_dir(&session, dir).await?;

@@ -129,6 +129,58 @@ fn generated_data_gives_correct_sums_embedded_and_on_a_scheduler_with_a_worker()
 }
 
 #[test]
+fn device_limit_runs_a_gpu_placed_join_in_parts_with_the_same_answer() {
+    let dir = lake();
+    let query = "SELECT COUNT(*), SUM(a.v) FROM t a JOIN t b ON a.id = b.id";
+    let out = oxide()
+        .args([
+            "explain",
+            "--placement",
+            "cuda",
+            "--device-limit",
+            "8M",
+            "--data",
+        ])
+        .arg(dir.path())
+        .args(["-c", query])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        text.contains("pairs=GpuHashJoinExec[cuda], device_limit=8388608"),
+        "{text}"
+    );
+    let (limited, note) = sql_csv(
+        dir.path(),
+        &["--placement", "cuda", "--device-limit", "8M"],
+        query,
+    );
+    let sum: i64 = (0..ROWS).map(|id| (id * 7_919) % 1_000).sum();
+    assert!(limited.contains(&format!("{ROWS},{sum}")), "{limited}");
+    assert!(
+        note.contains("Spilled"),
+        "the build sides were split: {note}"
+    );
+    let out = oxide()
+        .args([
+            "sql",
+            "--cluster",
+            "df://127.0.0.1:1",
+            "--device-limit",
+            "8M",
+            "-c",
+            "SELECT 1",
+        ])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.contains("device limit applies to embedded sessions"),
+        "{err}"
+    );
+}
+
+#[test]
 fn explain_shows_placement_tags_and_cpu_reasons() {
     let dir = tempfile::tempdir().unwrap();
     oxide()

@@ -220,6 +220,40 @@ fn device_session(device_limit: Option<usize>) -> SessionContext {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_limit_alone_bounds_gpu_joins_through_the_grace_join() {
+    let stock = session(false, None);
+    // No host limit and spill_joins off: the device limit alone wraps the join.
+    let options = OxideOptions {
+        placement_target: PlacementTarget::Cuda,
+        spill_joins: false,
+        device_limit: Some(256 << 10),
+    };
+    let device = session_with(options, None);
+    let (_, expected) = run(&stock, JOINS[0]).await;
+    let (plan, rows) = run(&device, JOINS[0]).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("pairs=GpuHashJoinExec[cuda], device_limit=262144"),
+        "{text}"
+    );
+    assert!(device_splits(&plan) > 0, "{text}");
+    assert!(rows == expected);
+    // Without either setting, the GPU join is placed alone.
+    let plain = session_with(
+        OxideOptions {
+            placement_target: PlacementTarget::Cuda,
+            ..OxideOptions::default()
+        },
+        None,
+    );
+    let text = displayable(physical_plan(&plain, JOINS[0]).await.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(!text.contains("GraceHashJoinExec"), "{text}");
+    assert!(text.contains("GpuHashJoinExec[cuda]"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_side_beyond_the_device_limit_is_split_until_each_pair_fits_and_joined_on_the_device()
  {
     let stock = session(false, None);
