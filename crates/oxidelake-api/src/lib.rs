@@ -1,8 +1,9 @@
 //! # oxidelake-api
 //!
 //! The user-facing DataFrame and SQL API over an `OxideSession` (embedded or cluster),
-//! with `l2_distance` / `cosine_distance` as SQL functions. Optional PyO3 bindings sit
-//! behind the `python` feature, off by default and outside every gate.
+//! with `l2_distance` / `cosine_distance` as SQL functions. The `python` feature (off by
+//! default) adds the `oxidelake` Python module (PyO3), built as a wheel by maturin from
+//! `pyproject.toml` beside this crate (docs/python.md).
 //!
 //! ```text
 //! Session ──read_parquet / table / sql──▶ DataFrame ──filter / select / join /
@@ -23,9 +24,14 @@
 //! Errors: the engine-wide `EngineError`, re-exported as [`Error`].
 //!
 //! See `docs/api.md` for a runnable example.
-#![forbid(unsafe_code)]
+// PyO3's macros expand to unsafe FFI glue: unsafe code is denied everywhere but the
+// `python` module (the `python` feature).
+#![deny(unsafe_code)]
 
 mod dataframe;
+#[cfg(feature = "python")]
+#[allow(unsafe_code)]
+mod python;
 mod session;
 mod vector;
 

@@ -1,12 +1,13 @@
 //! Handing a step's reserved bytes to the stock join that builds from them.
 //!
-//! A grace step reserves its build side while collecting it; the stock join it then runs
-//! reserves the same rows again when it is first polled. Freeing the step's bytes before
-//! that would let another partition take them in between, and the stock join, which
-//! cannot spill, would fail with `ResourcesExhausted` on rows the step had room for. So
-//! the stock join runs with a [`HandoverPool`]: its build reservation (`HashJoinInput`)
-//! is served first from the step's bytes, moved over inside the pool, and only what it
-//! asks beyond them is checked against the session's pool.
+//! A grace step reserves its build side while collecting it; the join it then runs (the
+//! stock join, or the GPU join for device pairs) reserves the same rows again when it is
+//! first polled. Freeing the step's bytes before that would let another partition take
+//! them in between, and the join, which cannot spill, would fail with
+//! `ResourcesExhausted` on rows the step had room for. So the join runs with a
+//! [`HandoverPool`]: its build reservation (`HashJoinInput`, `GpuHashJoinExec…`) is
+//! served first from the step's bytes, moved over inside the pool, and only what it asks
+//! beyond them is checked against the session's pool.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

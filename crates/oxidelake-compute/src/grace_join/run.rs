@@ -251,8 +251,8 @@ async fn step(
     drop(device);
     if depth >= MAX_DEPTH {
         // Three splits did not make this pair fit, but the pool may be full of other
-        // operators' bytes (repartition channels are granted past the limit) rather than
-        // the pair being too big: join it anyway if it fits the limit on its own.
+        // operators' bytes rather than the pair being too big: join it anyway if it fits
+        // the limit on its own.
         let limit = match spec.context.memory_pool().memory_limit() {
             MemoryLimit::Finite(bytes) => bytes,
             MemoryLimit::Infinite | MemoryLimit::Unknown => usize::MAX,
@@ -267,7 +267,7 @@ async fn step(
                     "grace join: a part still beyond the free memory after {MAX_DEPTH} splits; \
                      joining it in memory past the free bytes of the pool"
                 );
-                // Not on the device: its budget could not take this part either.
+                // With the stock join: a part that did not fit is not sent to a device.
                 return spec.join_in_memory(build, reservation, None, right);
             };
             let cost = spec.build_cost(&mut counter, &batch);

@@ -37,7 +37,7 @@ use super::{Placement, reason_of};
 
 pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Placement> {
     if let Some(grace) = node.downcast_ref::<GraceHashJoinExec>() {
-        // Under a memory limit (`GraceJoinRule`, which runs first).
+        // Under a memory or device limit (`GraceJoinRule`, which runs first).
         return Some(match grace_on_device(grace, backend) {
             Ok(plan) => Placement::Rewrite(plan),
             Err(reason) => Placement::Cpu(format!("spilling join: {reason}")),

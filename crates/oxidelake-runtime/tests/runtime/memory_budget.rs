@@ -54,6 +54,17 @@ async fn an_aggregate_holding_four_times_the_memory_limit_spills_and_returns_the
     );
 }
 
+/// The text of `EXPLAIN ANALYZE query` (the query runs).
+async fn explain_analyze(session: &oxidelake_runtime::OxideSession, query: &str) -> String {
+    let analyzed = session
+        .sql(&format!("EXPLAIN ANALYZE {query}"))
+        .await
+        .unwrap();
+    arrow::util::pretty::pretty_format_batches(&analyzed)
+        .unwrap()
+        .to_string()
+}
+
 /// Spill files written by the `GraceHashJoinExec` lines of an EXPLAIN ANALYZE.
 fn grace_join_spill_files(analyzed: &str) -> u64 {
     grace_join_metric(analyzed, "spill_count")
@@ -97,13 +108,7 @@ async fn tpch_q18_holding_four_times_the_memory_limit_spills_its_joins_and_retur
     );
 
     // The joins themselves spilled, not only the aggregates.
-    let analyzed = session
-        .sql(&format!("EXPLAIN ANALYZE {q18}"))
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&analyzed)
-        .unwrap()
-        .to_string();
+    let text = explain_analyze(&session, &q18).await;
     assert!(grace_join_spill_files(&text) > 0, "{text}");
 }
 
@@ -143,13 +148,7 @@ async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_
         );
     }
 
-    let analyzed = session
-        .sql(&format!("EXPLAIN ANALYZE {q18}"))
-        .await
-        .unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&analyzed)
-        .unwrap()
-        .to_string();
+    let text = explain_analyze(&session, &q18).await;
     assert!(
         grace_join_metric(&text, "device_budget_splits") > 0,
         "{text}"
