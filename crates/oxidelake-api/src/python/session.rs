@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use oxidelake_runtime::OxideSession;
+use oxidelake_runtime::{EngineError, OxideSession};
 use pyo3::prelude::*;
 
 use super::frame::DataFrame;
@@ -72,6 +72,14 @@ impl Session {
     /// Sets a session option, as `SET key = 'value'` does
     /// (`set("oxidelake.placement.target", "cuda")`).
     fn set(&self, py: Python<'_>, key: &str, value: &str) -> PyResult<()> {
+        let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+        if key.is_empty() || !key.chars().all(is_name) {
+            let error = EngineError::InvalidArgument {
+                what: "option name",
+                detail: format!("{key:?} is not an option name such as oxidelake.placement.target"),
+            };
+            return Err(super::error::to_py(py, &error));
+        }
         let statement = format!("SET {key} = '{}'", value.replace('\'', "''"));
         let session = Arc::clone(&self.inner);
         wait(py, async move { session.sql(&statement).await.map(drop) })

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use oxidelake_runtime::EngineError;
@@ -29,30 +30,42 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 
 /// Runs `work` to completion with the GIL released. A Ctrl-C (or any pending signal
 /// whose handler raises) cancels it: the task is aborted, which drops the query's
-/// streams and stops its operators, and the signal's exception is raised.
+/// streams and stops its operators at their next batch, and the signal's exception is
+/// raised at once.
+///
+/// The waiting thread sleeps on a channel with an operating-system timeout rather than
+/// on a tokio timer: a query keeps the runtime's worker threads busy, and their timers
+/// would fire late.
 pub(super) fn wait<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send + 'static,
     F: Future<Output = Result<T, EngineError>> + Send + 'static,
 {
     let runtime = runtime()?;
-    let mut task = runtime.spawn(work);
+    let (done, mut result) = std::sync::mpsc::sync_channel(1);
+    let task = runtime.spawn(async move {
+        // The receiver is gone only after a cancellation, when nobody wants the result.
+        let _ = done.send(work.await);
+    });
     loop {
-        let done = py.detach(|| {
-            runtime.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await })
+        // The receiver travels into the GIL-free closure and back (it is Send, not Sync).
+        let (received, receiver) = py.detach(move || {
+            let received = result.recv_timeout(SIGNAL_POLL);
+            (received, result)
         });
-        match done {
-            Ok(Ok(result)) => return result.map_err(|e| super::error::to_py(py, &e)),
-            Ok(Err(join)) => {
-                return Err(super::error::OxideLakeError::new_err(format!(
-                    "the query's task ended abnormally: {join}"
-                )));
-            }
-            Err(_still_running) => {
+        result = receiver;
+        match received {
+            Ok(result) => return result.map_err(|e| super::error::to_py(py, &e)),
+            Err(RecvTimeoutError::Timeout) => {
                 if let Err(interrupt) = py.check_signals() {
                     task.abort();
                     return Err(interrupt);
                 }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(super::error::OxideLakeError::new_err(
+                    "the query's task ended without a result (it panicked)",
+                ));
             }
         }
     }
