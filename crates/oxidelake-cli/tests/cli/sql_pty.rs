@@ -69,7 +69,9 @@ fn ctrl_c_cancels_a_running_query_and_the_prompt_stays() -> termlens::Result<()>
     // Still at the prompt: the next statement runs.
     type_line(&mut t, "SELECT 40 + 2 AS answer;")?;
     t.wait_until(|s| s.contains("| 42     |"))?;
-    // Ctrl-C twice at an empty prompt leaves.
+    // Ctrl-C twice at an empty prompt leaves. Wait for that prompt (the third): a Ctrl-C
+    // sent while the statement is still printing its footer goes to the statement.
+    t.wait_until(|s| s.to_string().matches("oxide>").count() == 3)?;
     t.send(Key::Ctrl('c'))?;
     t.wait_until(|s| s.contains("Ctrl-C again"))?;
     t.send(Key::Ctrl('c'))?;
