@@ -74,6 +74,9 @@ fn ctrl_c_cancels_a_running_query_and_the_prompt_stays() -> termlens::Result<()>
     t.wait_until(|s| s.to_string().matches("oxide>").count() == 3)?;
     t.send(Key::Ctrl('c'))?;
     t.wait_until(|s| s.contains("Ctrl-C again"))?;
+    // And for the prompt after the hint: between two prompts the terminal is not in raw
+    // mode, and a Ctrl-C there is a signal to the process (exit 130), not a key.
+    t.wait_until(|s| s.to_string().matches("oxide>").count() == 4)?;
     t.send(Key::Ctrl('c'))?;
     assert_eq!(t.wait_exit()?.code(), Some(0));
     Ok(())
