@@ -6,6 +6,10 @@
 //!        │ register_parquet, set, explain                 │   (Arrow C stream: no copy)
 //!        ▼                                                └─ to_pandas(), to_polars()
 //! OxideSession (the engine's, placement and all)
+//!
+//! LakeClient(dir) ──execute("INSERT …", [42, File("ep42.mcap")])──▶ InsertOutcome
+//!        │ create_table, sql, gc                                      │ .locations
+//!        └──open(DataLocation)──▶ ObjectFile (verified before the first byte)
 //! ```
 //!
 //! Queries run on a process-wide tokio runtime with the GIL released; the calling thread
@@ -15,6 +19,9 @@
 
 mod error;
 mod frame;
+mod lake;
+mod location;
+mod object_file;
 mod session;
 mod wait;
 
@@ -25,6 +32,11 @@ use pyo3::prelude::*;
 fn oxidelake(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Session>()?;
     m.add_class::<frame::DataFrame>()?;
+    m.add_class::<lake::LakeClient>()?;
+    m.add_class::<lake::InsertOutcome>()?;
+    m.add_class::<location::DataLocation>()?;
+    m.add_class::<location::File>()?;
+    m.add_class::<object_file::ObjectFile>()?;
     m.add("OxideLakeError", m.py().get_type::<error::OxideLakeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

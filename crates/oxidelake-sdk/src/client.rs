@@ -13,7 +13,7 @@ use oxidelake_objects::{
     DataLocation, GcPolicy, GcReport, ManagedObjectStore, ObjectPin, Sha256Digest, VerifiedReader,
     from_array, is_data_location,
 };
-use oxidelake_runtime::OxideSession;
+use oxidelake_runtime::{OxideSession, QueryStream};
 
 use crate::insert::parse_insert;
 use crate::row::{bind, build_row};
@@ -167,11 +167,23 @@ impl LakeClient {
 
     /// Runs SQL over the latest committed snapshot of every table (`ns.table` names).
     pub async fn sql(&self, query: &str) -> Result<Vec<RecordBatch>, SdkError> {
+        self.register_latest_snapshots().await?;
+        Ok(self.session.sql(query).await?)
+    }
+
+    /// [`Self::sql`] as a stream, which also knows the result's schema when it has no
+    /// rows (what the Python bindings hand to pyarrow).
+    pub async fn sql_stream(&self, query: &str) -> Result<QueryStream, SdkError> {
+        self.register_latest_snapshots().await?;
+        Ok(self.session.sql_stream(query).await?)
+    }
+
+    async fn register_latest_snapshots(&self) -> Result<(), SdkError> {
         for name in self.catalog.list_tables()? {
             let snapshot = self.catalog.snapshot(&name, None).await?;
             register_snapshot(self.session.context(), &name.to_string(), &snapshot)?;
         }
-        Ok(self.session.sql(query).await?)
+        Ok(())
     }
 
     /// Opens `location` for reading, verified against its size and digest.

@@ -24,3 +24,11 @@ pub use client::{InsertOutcome, LakeClient, MAX_APPEND_ATTEMPTS};
 pub use error::SdkError;
 pub use insert::{InsertStatement, parse_insert};
 pub use value::{FileUpload, InsertValue};
+
+// The types of LakeClient's signatures and errors, so a caller (the Python bindings of
+// `oxidelake-api`) needs no direct dependency on the crates below the SDK.
+pub use oxidelake_catalog::CatalogError;
+pub use oxidelake_objects::{
+    DataLocation, GcPolicy, GcReport, ObjectError, Sha256Digest, VerifiedReader,
+    parse_retention_hours, verification_error,
+};

@@ -57,7 +57,7 @@ impl Session {
         let (schema, batches) = wait(py, async move {
             let mut stream = session.sql_stream(&query).await?;
             let schema = stream.schema();
-            Ok((schema, stream.collect().await?))
+            Ok::<_, EngineError>((schema, stream.collect().await?))
         })?;
         Ok(DataFrame::new(schema, batches))
     }

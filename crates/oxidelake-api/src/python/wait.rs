@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use oxidelake_runtime::EngineError;
 use pyo3::prelude::*;
+
+use super::error::ErrorKind;
 
 /// How often the waiting thread looks for a pending Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
@@ -36,10 +37,11 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 /// The waiting thread sleeps on a channel with an operating-system timeout rather than
 /// on a tokio timer: a query keeps the runtime's worker threads busy, and their timers
 /// would fire late.
-pub(super) fn wait<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+pub(super) fn wait<T, E, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send + 'static,
-    F: Future<Output = Result<T, EngineError>> + Send + 'static,
+    E: ErrorKind + Send + 'static,
+    F: Future<Output = Result<T, E>> + Send + 'static,
 {
     let runtime = runtime()?;
     let (done, mut result) = std::sync::mpsc::sync_channel(1);

@@ -96,11 +96,11 @@ def test_a_bad_statement_raises_with_its_kind(session):
     assert "no_such_table" in str(raised.value)
 
 
-def test_a_missing_file_raises(session, tmp_path):
+def test_a_missing_parquet_file_raises_with_kind_not_found(session, tmp_path):
     with pytest.raises(oxidelake.OxideLakeError) as raised:
         session.register_parquet("gone", str(tmp_path / "missing.parquet"))
         session.sql("SELECT * FROM gone")
-    assert raised.value.kind in ("io", "plan", "invalid_argument")
+    assert raised.value.kind == "not_found"
     assert "missing.parquet" in str(raised.value)
 
 
