@@ -34,7 +34,10 @@ pub(super) struct InsertOutcome {
 impl InsertOutcome {
     fn __repr__(&self) -> String {
         let uris: Vec<&str> = self.locations.iter().map(|l| l.get().inner.uri()).collect();
-        format!("InsertOutcome(version={}, locations={uris:?})", self.version)
+        format!(
+            "InsertOutcome(version={}, locations={uris:?})",
+            self.version
+        )
     }
 }
 
@@ -56,10 +59,7 @@ impl LakeClient {
     fn create_table(&self, py: Python<'_>, name: String, columns: &str) -> PyResult<i64> {
         let schema = oxidelake_sdk::cli::parse_columns(columns).map_err(|e| to_py(py, &e))?;
         let client = Arc::clone(&self.inner);
-        wait(
-            py,
-            async move { client.create_table(&name, schema).await },
-        )
+        wait(py, async move { client.create_table(&name, schema).await })
     }
 
     /// Executes `INSERT INTO ns.table (c1, …) VALUES (?, …)` with `params`: int, float,
@@ -198,8 +198,7 @@ fn retention_of(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
             type_name(value)
         )));
     };
-    oxidelake_sdk::parse_retention_hours(&hours.to_string())
-        .map_err(|e| to_py(value.py(), &e))
+    oxidelake_sdk::parse_retention_hours(&hours.to_string()).map_err(|e| to_py(value.py(), &e))
 }
 
 fn report_dict<'py>(py: Python<'py>, report: &GcReport) -> PyResult<Bound<'py, PyDict>> {

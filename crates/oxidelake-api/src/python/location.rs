@@ -22,9 +22,7 @@ pub(super) struct DataLocation {
 impl DataLocation {
     #[new]
     fn new(py: Python<'_>, uri: String, mime: String, size: u64, sha256: &str) -> PyResult<Self> {
-        let digest = sha256
-            .parse()
-            .map_err(|e: ObjectError| to_py(py, &e))?;
+        let digest = sha256.parse().map_err(|e: ObjectError| to_py(py, &e))?;
         Ok(Self {
             inner: Location::new(uri, mime, size, digest),
         })

@@ -109,10 +109,7 @@ impl ObjectFile {
 
     /// Closes the file; reading after this raises `ValueError`.
     fn close(&self) {
-        self.reader
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Whether the file is closed.

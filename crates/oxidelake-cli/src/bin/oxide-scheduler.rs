@@ -62,6 +62,11 @@ struct Args {
     /// path the workers can reach.
     #[arg(long = "allowed-root", value_name = "DIR|URL", value_parser = AllowedRoot::parse)]
     allowed_roots: Vec<AllowedRoot>,
+    /// Also serve Arrow Flight SQL on the gRPC port, for ADBC, JDBC and ODBC clients
+    /// (`grpc://host:port`; docs/flight-sql.md). Each client registers its own tables
+    /// (CREATE EXTERNAL TABLE); queries run on the cluster with OxideLake's placement.
+    #[arg(long)]
+    flight_sql: bool,
     /// Mutual TLS: clients and executors must present a certificate the CA signed.
     #[command(flatten)]
     tls: TlsArgs,
@@ -129,6 +134,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_hostname(args.external_host)
         .with_port(args.bind_port)
         .with_scheduler_policy(policy)
+        .with_flight_sql(args.flight_sql)
         .with_override_config_producer(Arc::new(cluster_session_config))
         .with_override_session_builder(Arc::new(move |cfg| {
             scheduler_session_state(cfg, backend, &access)
@@ -142,6 +148,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         placement = %backend,
         executor_timeout_secs = detection.executor_timeout_secs,
         tls = tls.is_some(),
+        flight_sql = args.flight_sql,
         "starting oxide-scheduler"
     );
     let cluster = BallistaCluster::new_from_config(&config).await?;

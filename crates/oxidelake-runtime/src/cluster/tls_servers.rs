@@ -3,7 +3,9 @@
 //! Ballista 55 lets a worker replace its Arrow Flight server (shuffle data) but serves
 //! the scheduler's gRPC through a plain `axum::serve` with no TLS hook. With TLS the
 //! scheduler's services are therefore mounted here on tonic's server: the scheduler's
-//! gRPC service and the Flight proxy, as Ballista mounts them. The REST API and the
+//! gRPC service, and either the Arrow Flight SQL frontend (`--flight-sql`) or the
+//! Flight proxy, as Ballista mounts them (both are Flight services, so only one can be
+//! mounted; the frontend also forwards the proxy's partition tickets). The REST API and the
 //! HTTP health routes are not served at all while TLS is on (docs/cluster.md).
 //!
 //! A push-staged worker also listens for the scheduler's task launches on a gRPC
@@ -21,6 +23,7 @@ use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::utils::create_grpc_server;
 use ballista_executor::ArrowFlightServerProvider;
 use ballista_executor::flight_service::BallistaFlightService;
+use ballista_flight_sql::BallistaFlightSqlService;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::create_scheduler;
@@ -30,8 +33,8 @@ use tonic::service::interceptor::InterceptedService;
 
 use super::tls::ClusterTls;
 
-/// Runs the scheduler's gRPC service (and its Flight proxy, unless disabled) on
-/// `address` over mutual TLS until the process ends.
+/// Runs the scheduler's gRPC service (and its Flight SQL frontend or Flight proxy, as
+/// the config says) on `address` over mutual TLS until the process ends.
 pub async fn serve_scheduler_tls(
     cluster: BallistaCluster,
     address: SocketAddr,
@@ -44,25 +47,33 @@ pub async fn serve_scheduler_tls(
         .map_err(ballista)?;
     let max_decoding = config.grpc_server_max_decoding_message_size as usize;
     let max_encoding = config.grpc_server_max_encoding_message_size as usize;
+    // The Flight SQL frontend submits jobs to the same scheduler.
+    let backend = Arc::new(scheduler.clone());
     let grpc = InterceptedService::new(
         SchedulerGrpcServer::new(scheduler)
             .max_decoding_message_size(max_decoding)
             .max_encoding_message_size(max_encoding),
         record_peer_address,
     );
-    let flight = (config.enable_embedded_flight_proxy).then(|| {
-        let customize = config
-            .override_create_grpc_client_endpoint
-            .clone()
-            .map(|f| Arc::new(BallistaConfigGrpcEndpoint::new(f)));
-        FlightServiceServer::new(BallistaFlightProxyService::new(
-            max_decoding,
-            max_encoding,
-            config.use_tls,
-            customize,
-        ))
-        .max_decoding_message_size(max_decoding)
-        .max_encoding_message_size(max_encoding)
+    let customize = config
+        .override_create_grpc_client_endpoint
+        .clone()
+        .map(|f| Arc::new(BallistaConfigGrpcEndpoint::new(f)));
+    let proxy =
+        BallistaFlightProxyService::new(max_decoding, max_encoding, config.use_tls, customize);
+    let flight_sql = config.flight_sql_enabled().then(|| {
+        let mut service = BallistaFlightSqlService::new(backend, proxy.clone());
+        if let Some(authenticator) = config.override_flight_sql_authenticator.clone() {
+            service = service.with_authenticator(authenticator);
+        }
+        FlightServiceServer::new(service)
+            .max_decoding_message_size(max_decoding)
+            .max_encoding_message_size(max_encoding)
+    });
+    let flight = (!config.flight_sql_enabled() && config.enable_embedded_flight_proxy).then(|| {
+        FlightServiceServer::new(proxy)
+            .max_decoding_message_size(max_decoding)
+            .max_encoding_message_size(max_encoding)
     });
     tonic::transport::Server::builder()
         .tls_config(tls.server_config())
@@ -71,6 +82,7 @@ pub async fn serve_scheduler_tls(
             detail: e.to_string(),
         })?
         .add_service(grpc)
+        .add_optional_service(flight_sql)
         .add_optional_service(flight)
         .serve(address)
         .await
