@@ -30,6 +30,16 @@ use pyo3::prelude::*;
 /// The module `oxidelake`.
 #[pymodule]
 fn oxidelake(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // How the module was compiled, for speed reports: a dev build is several times
+    // slower than a release build (`oxide --version` says the same of the binary).
+    m.add(
+        "build_profile",
+        if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        },
+    )?;
     m.add_class::<session::Session>()?;
     m.add_class::<frame::DataFrame>()?;
     m.add_class::<lake::LakeClient>()?;

@@ -10,16 +10,19 @@ binary of the same build, with `oxide-scheduler` and `oxide-worker` beside it.
 
 import math
 import os
+import pathlib
 import socket
 import subprocess
 import time
 
 import adbc_driver_flightsql.dbapi as flight_sql
+from adbc_driver_flightsql import DatabaseOptions
 import pytest
 
 import oxidelake
 
 OXIDE = os.environ.get("OXIDE_BIN", "oxide")
+SCRIPTS = pathlib.Path(__file__).resolve().parents[4] / "scripts"
 
 # TPC-H Q1 and Q6 with the specification's validation parameters (clause 2.4.x.4).
 Q1 = """
@@ -70,10 +73,10 @@ def wait_for_port(port, process):
     raise AssertionError(f"nothing listens on {port}")
 
 
-@pytest.fixture(scope="module")
-def flight_sql_url(tmp_path_factory):
+def start_cluster(tmp_path_factory, tls_args):
     """`oxide-scheduler --flight-sql --placement cuda` and one worker on ephemeral local
-    ports (without a GPU the worker runs the GPU operators' CPU paths)."""
+    ports (without a GPU the worker runs the GPU operators' CPU paths); yields the
+    scheduler's port and kills both at the end."""
     bin_dir = os.path.dirname(OXIDE)
     work_dir = tmp_path_factory.mktemp("worker")
     work_dir.chmod(0o700)  # the worker refuses a shuffle directory others can read
@@ -82,22 +85,49 @@ def flight_sql_url(tmp_path_factory):
     try:
         scheduler = subprocess.Popen(
             [os.path.join(bin_dir, "oxide-scheduler"), "--bind-port", str(scheduler_port),
-             "--flight-sql", "--placement", "cuda", "--log", "warn"],
+             "--flight-sql", "--placement", "cuda", "--log", "warn", *tls_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         processes.append(scheduler)
         wait_for_port(scheduler_port, scheduler)
         worker = subprocess.Popen(
             [os.path.join(bin_dir, "oxide-worker"), "--scheduler-port", str(scheduler_port),
              "--bind-port", str(flight_port), "--bind-grpc-port", str(grpc_port),
-             "--vcores", "2", "--log", "warn", "--work-dir", str(work_dir)],
+             "--vcores", "2", "--log", "warn", "--work-dir", str(work_dir), *tls_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         processes.append(worker)
         wait_for_port(flight_port, worker)
-        yield f"grpc://127.0.0.1:{scheduler_port}"
+        yield scheduler_port
     finally:
         for process in processes:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def flight_sql_url(tmp_path_factory):
+    for port in start_cluster(tmp_path_factory, []):
+        yield f"grpc://127.0.0.1:{port}"
+
+
+def make_certs(directory, *names):
+    """A CA and member certificates (DNS:localhost, IP:127.0.0.1) from the project's
+    scripts/make-cluster-certs.sh, the way docs/cluster.md tells users to make them."""
+    for name in ("", *names):
+        subprocess.run(["bash", str(SCRIPTS / "make-cluster-certs.sh"), str(directory),
+                        *([name] if name else [])], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory):
+    """The same cluster with mutual TLS; yields the port and the certificate folder,
+    which holds a client certificate `alice` of the cluster's CA."""
+    certs = tmp_path_factory.mktemp("certs")
+    make_certs(certs, "member", "alice")
+    args = lambda name: ["--tls-ca", str(certs / "ca.pem"), "--tls-cert",
+                         str(certs / f"{name}.pem"), "--tls-key", str(certs / f"{name}.key")]
+    # The scheduler and the worker share one certificate (both run on 127.0.0.1).
+    for port in start_cluster(tmp_path_factory, args("member")):
+        yield port, certs
 
 
 def embedded_rows(tpch, query):
@@ -106,8 +136,9 @@ def embedded_rows(tpch, query):
     return session.sql(query).to_arrow().to_pylist()
 
 
-def flight_sql_rows(url, tpch, query):
-    with flight_sql.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+def flight_sql_rows(url, tpch, query, db_kwargs=None):
+    with flight_sql.connect(url, db_kwargs=db_kwargs, autocommit=True) as conn, \
+            conn.cursor() as cur:
         # Flight SQL sessions have their own catalog: the client registers its tables.
         cur.execute(f"CREATE EXTERNAL TABLE IF NOT EXISTS lineitem STORED AS PARQUET "
                     f"LOCATION '{tpch / 'lineitem'}/'")
@@ -160,3 +191,29 @@ def test_oxidelakes_own_functions_resolve_in_flight_sql_sessions(flight_sql_url)
         cur.execute(query)
         got = cur.fetch_arrow_table().to_pylist()
     assert got == oxidelake.Session.local().sql(query).to_arrow().to_pylist() == [{"d": 5.0}]
+
+
+def tls_options(certs, client):
+    options = {DatabaseOptions.TLS_ROOT_CERTS.value: (certs / "ca.pem").read_text()}
+    if client:
+        options[DatabaseOptions.MTLS_CERT_CHAIN.value] = (certs / f"{client}.pem").read_text()
+        options[DatabaseOptions.MTLS_PRIVATE_KEY.value] = (certs / f"{client}.key").read_text()
+    return options
+
+
+def test_flight_sql_over_mutual_tls_answers_a_client_with_a_member_certificate(
+        tpch, tls_cluster):
+    port, certs = tls_cluster
+    got = flight_sql_rows(f"grpc+tls://127.0.0.1:{port}", tpch, Q6, tls_options(certs, "alice"))
+    assert_rows_equal(got, embedded_rows(tpch, Q6))
+
+
+def test_flight_sql_over_mutual_tls_refuses_a_client_without_a_certificate(tls_cluster):
+    port, certs = tls_cluster
+    with pytest.raises(Exception) as refused:
+        with flight_sql.connect(f"grpc+tls://127.0.0.1:{port}",
+                                db_kwargs=tls_options(certs, None), autocommit=True) as conn, \
+                conn.cursor() as cur:
+            cur.execute("SELECT 1")
+    # The TLS handshake itself refuses it, before any SQL is read.
+    assert "tls: certificate required" in str(refused.value), refused.value

@@ -26,7 +26,7 @@ use oxidelake_core::EngineError;
 use oxidelake_runtime::cli::driver::{Driver, Flow};
 use oxidelake_runtime::cli::output::Format;
 use oxidelake_runtime::cli::run::RunOptions;
-use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables};
+use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables, tpch};
 use oxidelake_runtime::cluster::TlsArgs;
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
@@ -218,9 +218,10 @@ struct QueryArgs {
 
 #[derive(Debug, Args)]
 struct GenDataArgs {
-    /// Output directory (one subdirectory per table).
-    #[arg(long)]
-    out: PathBuf,
+    /// Output directory (one subdirectory per table). May be left out with --queries,
+    /// to write only the queries.
+    #[arg(long, required_unless_present = "queries")]
+    out: Option<PathBuf>,
     /// Rows of the synthetic table `t`.
     #[arg(long, default_value_t = 1_000_000)]
     rows: u64,
@@ -233,6 +234,11 @@ struct GenDataArgs {
     /// Page compression: none, lz4 or zstd.
     #[arg(long, default_value = "lz4")]
     compression: String,
+    /// With --tpch: also write the 22 queries, with the specification's validation
+    /// parameters for this scale factor, as DIR/q01.sql … q22.sql (for `oxide sql -f`
+    /// and for other engines; scripts/bench_tpch.py uses them).
+    #[arg(long, value_name = "DIR", requires = "tpch")]
+    queries: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -452,13 +458,18 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
             let compression: ParquetCompression = args.compression.parse()?;
             let options = LakeWriterOptions::default().with_compression(compression);
             if args.tpch {
-                for (table, file) in
-                    gen_data::generate_tpch(&args.out, args.scale_factor, &options)?
-                {
-                    eprintln!("{table}: {} rows, {} bytes", file.rows, file.bytes);
+                if let Some(out) = &args.out {
+                    for (table, file) in gen_data::generate_tpch(out, args.scale_factor, &options)?
+                    {
+                        eprintln!("{table}: {} rows, {} bytes", file.rows, file.bytes);
+                    }
                 }
-            } else {
-                let file = gen_data::generate_synthetic(&args.out, args.rows, &options)?;
+                if let Some(dir) = &args.queries {
+                    let files = tpch::write_tpch_queries(dir, args.scale_factor)?;
+                    eprintln!("queries: {} files in {}", files.len(), dir.display());
+                }
+            } else if let Some(out) = &args.out {
+                let file = gen_data::generate_synthetic(out, args.rows, &options)?;
                 eprintln!("t: {} rows, {} bytes", file.rows, file.bytes);
             }
             Ok(ExitCode::SUCCESS)

@@ -119,3 +119,45 @@ fn tpch_answers_at_scale_factor_1_equal_the_reference_answers() {
         assert!(plan.contains("[cuda]"), "Q{query}:\n{plan}");
     }
 }
+
+#[test]
+fn gen_data_writes_the_22_queries_that_oxide_sql_runs_from_files() {
+    let data = crate::generated::tpch_data(0.1);
+    let queries = tempfile::tempdir().unwrap();
+    // --queries without --out writes the queries only.
+    oxide()
+        .args(["gen-data", "--tpch", "--scale-factor", "0.1", "--queries"])
+        .arg(queries.path())
+        .assert()
+        .success();
+    let mut names: Vec<String> = std::fs::read_dir(queries.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 22, "{names:?}");
+    assert_eq!(
+        (names[0].as_str(), names[21].as_str()),
+        ("q01.sql", "q22.sql")
+    );
+    // Q15 (three statements) and Q6 run from their files; Q6's revenue is one row.
+    let out = oxide()
+        .args(["sql", "--format", "csv", "-q", "--data"])
+        .arg(data.path())
+        .arg("-f")
+        .arg(queries.path().join("q15.sql"))
+        .arg("-f")
+        .arg(queries.path().join("q06.sql"))
+        .timeout(Duration::from_secs(300))
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("s_suppkey"),
+        "Q15's header is missing: {stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "revenue"),
+        "Q6's header is missing: {stdout}"
+    );
+}

@@ -87,6 +87,30 @@ pub fn tpch_query(query: i32, scale_factor: f64) -> Result<Vec<String>, EngineEr
     Ok(statements)
 }
 
+/// Writes the 22 queries at `scale_factor` into `dir` as `q01.sql` … `q22.sql`, each
+/// statement ended by `;` and a new line, so that `oxide sql -f` and other engines
+/// (DuckDB, DataFusion) read the same text. Returns the files written.
+pub fn write_tpch_queries(
+    dir: &std::path::Path,
+    scale_factor: f64,
+) -> Result<Vec<std::path::PathBuf>, EngineError> {
+    let io =
+        |path: &std::path::Path, e: std::io::Error| EngineError::io(path.display().to_string(), e);
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut files = Vec::with_capacity(22);
+    for query in 1..=22 {
+        let path = dir.join(format!("q{query:02}.sql"));
+        let mut text = String::new();
+        for statement in tpch_query(query, scale_factor)? {
+            text.push_str(&statement);
+            text.push_str(";\n");
+        }
+        std::fs::write(&path, text).map_err(|e| io(&path, e))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +130,23 @@ mod tests {
         assert_eq!(tpch_query(15, 1.0).unwrap().len(), 3);
         assert!(tpch_query(3, 1.0).unwrap()[0].ends_with("limit 10"));
         assert!(tpch_query(23, 1.0).is_err());
+    }
+
+    #[test]
+    fn written_query_files_hold_the_statements_each_ended_by_a_semicolon() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_tpch_queries(dir.path(), 0.1).unwrap();
+        assert_eq!(files.len(), 22);
+        assert_eq!(files[14].file_name().unwrap(), "q15.sql");
+        let q15 = std::fs::read_to_string(&files[14]).unwrap();
+        let expected: String = tpch_query(15, 0.1)
+            .unwrap()
+            .iter()
+            .map(|s| format!("{s};\n"))
+            .collect();
+        assert_eq!(q15, expected);
+        // Q11's fraction depends on the scale factor.
+        let q11 = std::fs::read_to_string(&files[10]).unwrap();
+        assert!(q11.contains("0.001"), "{q11}");
     }
 }
