@@ -11,15 +11,16 @@ binary of the same build, with `oxide-scheduler` and `oxide-worker` beside it.
 import math
 import os
 import pathlib
-import socket
 import subprocess
-import time
 
 import adbc_driver_flightsql.dbapi as flight_sql
 from adbc_driver_flightsql import DatabaseOptions
 import pytest
 
 import oxidelake
+from local_cluster import start_cluster
+
+FLIGHT_SQL_SCHEDULER = ["--flight-sql", "--placement", "cuda"]
 
 OXIDE = os.environ.get("OXIDE_BIN", "oxide")
 SCRIPTS = pathlib.Path(__file__).resolve().parents[4] / "scripts"
@@ -55,57 +56,13 @@ def tpch(tmp_path_factory):
     return path
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port, process):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{process.args[0]} exited: {process.returncode}"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}")
-
-
-def start_cluster(tmp_path_factory, tls_args):
-    """`oxide-scheduler --flight-sql --placement cuda` and one worker on ephemeral local
-    ports (without a GPU the worker runs the GPU operators' CPU paths); yields the
-    scheduler's port and kills both at the end."""
-    bin_dir = os.path.dirname(OXIDE)
-    work_dir = tmp_path_factory.mktemp("worker")
-    work_dir.chmod(0o700)  # the worker refuses a shuffle directory others can read
-    scheduler_port, flight_port, grpc_port = free_port(), free_port(), free_port()
-    processes = []
-    try:
-        scheduler = subprocess.Popen(
-            [os.path.join(bin_dir, "oxide-scheduler"), "--bind-port", str(scheduler_port),
-             "--flight-sql", "--placement", "cuda", "--log", "warn", *tls_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(scheduler)
-        wait_for_port(scheduler_port, scheduler)
-        worker = subprocess.Popen(
-            [os.path.join(bin_dir, "oxide-worker"), "--scheduler-port", str(scheduler_port),
-             "--bind-port", str(flight_port), "--bind-grpc-port", str(grpc_port),
-             "--vcores", "2", "--log", "warn", "--work-dir", str(work_dir), *tls_args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(worker)
-        wait_for_port(flight_port, worker)
-        yield scheduler_port
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="module")
 def flight_sql_url(tmp_path_factory):
-    for port in start_cluster(tmp_path_factory, []):
+    """`oxide-scheduler --flight-sql --placement cuda` and one worker (without a GPU the
+    worker runs the GPU operators' CPU paths)."""
+    work_dir = tmp_path_factory.mktemp("worker")
+    work_dir.chmod(0o700)  # the worker refuses a shuffle directory others can read
+    with start_cluster(work_dir, FLIGHT_SQL_SCHEDULER) as port:
         yield f"grpc://127.0.0.1:{port}"
 
 
@@ -125,8 +82,10 @@ def tls_cluster(tmp_path_factory):
     make_certs(certs, "member", "alice")
     args = lambda name: ["--tls-ca", str(certs / "ca.pem"), "--tls-cert",
                          str(certs / f"{name}.pem"), "--tls-key", str(certs / f"{name}.key")]
+    work_dir = tmp_path_factory.mktemp("tls-worker")
+    work_dir.chmod(0o700)
     # The scheduler and the worker share one certificate (both run on 127.0.0.1).
-    for port in start_cluster(tmp_path_factory, args("member")):
+    with start_cluster(work_dir, FLIGHT_SQL_SCHEDULER, args("member")) as port:
         yield port, certs
 
 

@@ -10,7 +10,6 @@ import csv
 import io
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 import oxidelake
+from local_cluster import start_cluster
 
 OXIDE = os.environ.get("OXIDE_BIN", "oxide")
 ROWS = 100_000
@@ -135,49 +135,11 @@ def test_ctrl_c_cancels_a_running_query_and_the_session_stays_usable(session, si
     assert len(session.sql("SELECT 1 AS one")) == 1
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port, process):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{process.args[0]} exited: {process.returncode}"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}")
-
-
 @pytest.fixture()
 def cluster(tmp_path):
     """A scheduler and one worker as processes on ephemeral local ports; killed after."""
-    bin_dir = os.path.dirname(OXIDE)
-    scheduler_port, flight_port, grpc_port = free_port(), free_port(), free_port()
-    processes = []
-    try:
-        scheduler = subprocess.Popen(
-            [os.path.join(bin_dir, "oxide-scheduler"), "--bind-port", str(scheduler_port),
-             "--placement", "cpu", "--log", "warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(scheduler)
-        wait_for_port(scheduler_port, scheduler)
-        worker = subprocess.Popen(
-            [os.path.join(bin_dir, "oxide-worker"), "--scheduler-port", str(scheduler_port),
-             "--bind-port", str(flight_port), "--bind-grpc-port", str(grpc_port),
-             "--vcores", "2", "--log", "warn", "--work-dir", str(tmp_path)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(worker)
-        wait_for_port(flight_port, worker)
-        yield f"df://127.0.0.1:{scheduler_port}"
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
+    with start_cluster(tmp_path, scheduler_args=["--placement", "cpu"]) as port:
+        yield f"df://127.0.0.1:{port}"
 
 
 def test_a_cluster_session_returns_the_rows_of_an_embedded_one(lake, session, cluster):
