@@ -41,10 +41,10 @@ const VERSION: &str = if cfg!(debug_assertions) {
     concat!(
         env!("CARGO_PKG_VERSION"),
         " (dev build: mostly unoptimized, for trying things out; `cargo install --locked \
-         --path crates/oxidelake-cli` gives the fast release build)"
+         --profile fast --path crates/oxidelake-cli` gives an optimised build)"
     )
 } else {
-    concat!(env!("CARGO_PKG_VERSION"), " (release build)")
+    concat!(env!("CARGO_PKG_VERSION"), " (optimised build)")
 };
 
 /// OxideLake: GPU-accelerated analytical SQL over Parquet lakes.

@@ -105,11 +105,11 @@ fn oxide_version_says_which_build_it_is() {
         .success();
     let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     // Debug assertions are what tells the two apart (the dev and test profiles keep
-    // them, release drops them).
+    // them, release and fast drop them).
     let expected = if cfg!(debug_assertions) {
         "(dev build"
     } else {
-        "(release build)"
+        "(optimised build)"
     };
     assert!(
         text.starts_with(&format!("oxide {} {expected}", env!("CARGO_PKG_VERSION"))),
