@@ -14,7 +14,9 @@
 //! files when its build side does not fit the memory pool (under a host memory limit).
 //! [`RepartitionGrantPool`] keeps DataFusion 55.2's `RepartitionExec` off its spill path,
 //! which can deadlock (apache/datafusion#24883); every pool an embedded session installs
-//! is wrapped in it.
+//! is wrapped in it. [`JoinFilterExec`], also a CPU operator, drops the probe rows a hash
+//! join's build side cannot match right above the Parquet scan that reads them, while
+//! that drops enough rows to pay.
 //!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
 //! path of [`GpuVectorDistanceExec`] and of DataFusion's `array_distance` (ADR-0005).
@@ -42,6 +44,7 @@ mod exec_support;
 mod filter;
 mod grace_join;
 mod hash_join;
+mod join_filter;
 mod partial_aggregate;
 mod placement;
 mod predicate_expr;
@@ -58,6 +61,9 @@ pub use grace_join::{
     FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH, PairJoin,
 };
 pub use hash_join::{GpuHashJoinExec, numbered_key_type};
+pub use join_filter::{
+    JoinFilterExec, MAX_KEPT as JOIN_FILTER_MAX_KEPT, SAMPLE_ROWS as JOIN_FILTER_SAMPLE_ROWS,
+};
 pub use oxidelake_device::ops;
 pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,

@@ -10,6 +10,8 @@
 //!   and why the others were not;
 //! - [`GraceJoinRule`], which under a memory limit turns partitioned hash joins into the
 //!   spilling `GraceHashJoinExec` (embedded sessions);
+//! - [`JoinFilterRowsRule`], which lets the filters hash joins learn from their build
+//!   sides drop probe rows while Parquet decodes them (embedded sessions);
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
 //!   Ballista executors.
 //!
@@ -24,6 +26,7 @@ mod eligibility;
 mod error;
 mod explain;
 mod grace;
+mod join_filter_rows;
 mod options;
 mod rule;
 mod target;
@@ -34,6 +37,7 @@ pub use eligibility::{Placement, cpu_reason, place};
 pub use error::CodecError;
 pub use explain::{CpuTarget, explain_with_placement};
 pub use grace::GraceJoinRule;
+pub use join_filter_rows::JoinFilterRowsRule;
 pub use options::OxideOptions;
 pub use rule::{HardwarePlacementRule, embedded_optimizer_rules, physical_optimizer_rules};
 pub use target::{BackendProbe, FixedProbe, PlacementTarget};

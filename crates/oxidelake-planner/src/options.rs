@@ -10,7 +10,7 @@ use crate::PlacementTarget;
 /// OxideLake's session options, registered as a DataFusion config extension so `SET
 /// oxidelake.placement.target = 'cuda'` works and the value travels with the session
 /// config (to a Ballista scheduler, too).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OxideOptions {
     /// `oxidelake.placement.target`: auto | cpu | cuda | metal.
     pub placement_target: PlacementTarget,
@@ -24,6 +24,26 @@ pub struct OxideOptions {
     /// build side past it is split. `None` (the default, `none` in SQL): no device limit.
     /// A size as `512M` or `2G`.
     pub device_limit: Option<usize>,
+    /// `oxidelake.scan.join_filter_rows`: the rows a hash join's build side cannot match
+    /// are filtered right above the Parquet scans that read them
+    /// ([`crate::JoinFilterRowsRule`]). On by default.
+    pub join_filter_rows: bool,
+    /// `oxidelake.scan.join_filter_max_kept`: the largest fraction of its first rows a
+    /// join filter may keep and go on filtering, in per mille (so the options stay `Eq`);
+    /// `None`: the default, [`oxidelake_compute::JOIN_FILTER_MAX_KEPT`].
+    pub join_filter_max_kept_per_mille: Option<u16>,
+}
+
+impl Default for OxideOptions {
+    fn default() -> Self {
+        Self {
+            placement_target: PlacementTarget::default(),
+            spill_joins: false,
+            device_limit: None,
+            join_filter_rows: true,
+            join_filter_max_kept_per_mille: None,
+        }
+    }
 }
 
 /// The key of the placement target, without the `oxidelake.` prefix.
@@ -32,6 +52,21 @@ const PLACEMENT_TARGET: &str = "placement.target";
 const SPILL_JOINS: &str = "memory.spill_joins";
 /// The key of the device limit, without the `oxidelake.` prefix.
 const DEVICE_LIMIT: &str = "memory.device_limit";
+/// The key of the join-filter switch, without the `oxidelake.` prefix.
+const JOIN_FILTER_ROWS: &str = "scan.join_filter_rows";
+/// The key of the join filters' selectivity bound, without the `oxidelake.` prefix.
+const JOIN_FILTER_MAX_KEPT: &str = "scan.join_filter_max_kept";
+
+/// `true`/`on` or `false`/`off`, for the boolean option `key`.
+fn parse_switch(key: &str, value: &str) -> Result<bool> {
+    match value.trim_matches('\'').to_ascii_lowercase().as_str() {
+        "true" | "on" => Ok(true),
+        "false" | "off" => Ok(false),
+        other => Err(DataFusionError::Configuration(format!(
+            "oxidelake.{key} is true or false, not {other:?}"
+        ))),
+    }
+}
 
 impl ConfigExtension for OxideOptions {
     const PREFIX: &'static str = "oxidelake";
@@ -60,15 +95,25 @@ impl ExtensionOptions for OxideOptions {
                 Ok(())
             }
             SPILL_JOINS => {
-                self.spill_joins = match value.trim_matches('\'').to_ascii_lowercase().as_str() {
-                    "true" | "on" => true,
-                    "false" | "off" => false,
-                    other => {
-                        return Err(DataFusionError::Configuration(format!(
-                            "oxidelake.{SPILL_JOINS} is true or false, not {other:?}"
-                        )));
-                    }
+                self.spill_joins = parse_switch(SPILL_JOINS, value)?;
+                Ok(())
+            }
+            JOIN_FILTER_ROWS => {
+                self.join_filter_rows = parse_switch(JOIN_FILTER_ROWS, value)?;
+                Ok(())
+            }
+            JOIN_FILTER_MAX_KEPT => {
+                let value = value.trim_matches('\'').trim();
+                let fraction = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| (0.0..=1.0).contains(f));
+                let Some(fraction) = fraction else {
+                    return Err(DataFusionError::Configuration(format!(
+                        "oxidelake.{JOIN_FILTER_MAX_KEPT} is a fraction from 0 to 1, not {value:?}"
+                    )));
                 };
+                self.join_filter_max_kept_per_mille = Some((fraction * 1000.0).round() as u16);
                 Ok(())
             }
             DEVICE_LIMIT => {
@@ -96,7 +141,8 @@ impl ExtensionOptions for OxideOptions {
             }
             other => Err(DataFusionError::Configuration(format!(
                 "unknown option oxidelake.{other} (known: oxidelake.{PLACEMENT_TARGET}, \
-                 oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT})"
+                 oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT}, \
+                 oxidelake.{JOIN_FILTER_ROWS}, oxidelake.{JOIN_FILTER_MAX_KEPT})"
             ))),
         }
     }
@@ -128,11 +174,32 @@ impl ExtensionOptions for OxideOptions {
                               through spill files until its parts fit (setting it runs \
                               partitioned joins as GraceHashJoinExec; none: no limit)",
             },
+            ConfigEntry {
+                key: format!("{}.{JOIN_FILTER_ROWS}", Self::PREFIX),
+                value: Some(self.join_filter_rows.to_string()),
+                description: "Filter the rows a hash join's build side cannot match right \
+                              above the Parquet scans that read them (JoinFilterExec, \
+                              embedded sessions)",
+            },
+            ConfigEntry {
+                key: format!("{}.{JOIN_FILTER_MAX_KEPT}", Self::PREFIX),
+                value: Some(self.join_filter_max_kept().to_string()),
+                description: "The largest fraction of its first 65,536 rows a join filter \
+                              may keep and go on filtering (JoinFilterExec)",
+            },
         ]
     }
 }
 
 impl OxideOptions {
+    /// `oxidelake.scan.join_filter_max_kept` as a fraction.
+    pub fn join_filter_max_kept(&self) -> f64 {
+        self.join_filter_max_kept_per_mille
+            .map_or(oxidelake_compute::JOIN_FILTER_MAX_KEPT, |p| {
+                f64::from(p) / 1000.0
+            })
+    }
+
     /// The options of a session config (defaults when the extension is not registered).
     pub fn from_config(config: &datafusion::config::ConfigOptions) -> Self {
         config
@@ -221,5 +288,34 @@ mod tests {
                 .set("oxidelake.memory.spill_joins", "maybe")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn join_filters_are_on_by_default_and_their_bound_is_a_fraction() {
+        let mut config = SessionConfig::new().with_option_extension(OxideOptions::default());
+        let options = OxideOptions::from_config(config.options());
+        assert!(options.join_filter_rows);
+        assert_eq!(
+            options.join_filter_max_kept(),
+            oxidelake_compute::JOIN_FILTER_MAX_KEPT
+        );
+        let options = config.options_mut();
+        options
+            .set("oxidelake.scan.join_filter_max_kept", "0.25")
+            .unwrap();
+        options
+            .set("oxidelake.scan.join_filter_rows", "off")
+            .unwrap();
+        let parsed = OxideOptions::from_config(options);
+        assert_eq!(parsed.join_filter_max_kept(), 0.25);
+        assert!(!parsed.join_filter_rows);
+        for bad in ["1.5", "-0.1", "half"] {
+            assert!(
+                options
+                    .set("oxidelake.scan.join_filter_max_kept", bad)
+                    .is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -77,7 +77,9 @@ pub fn physical_optimizer_rules(
 
 /// [`physical_optimizer_rules`] for an embedded session: also the
 /// [`GraceJoinRule`](crate::GraceJoinRule), just before the placement rule, so that under
-/// `oxidelake.memory.spill_joins` the partitioned hash joins spill instead of failing.
+/// `oxidelake.memory.spill_joins` the partitioned hash joins spill instead of failing,
+/// and the [`JoinFilterRowsRule`](crate::JoinFilterRowsRule) last, once DataFusion has
+/// pushed the joins' dynamic filters into the scans.
 pub fn embedded_optimizer_rules(
     rule: impl PhysicalOptimizerRule + Send + Sync + 'static,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -87,5 +89,6 @@ pub fn embedded_optimizer_rules(
         .position(|r| r.name() == HardwarePlacementRule::NAME)
         .unwrap_or(rules.len());
     rules.insert(at, Arc::new(crate::GraceJoinRule));
+    rules.push(Arc::new(crate::JoinFilterRowsRule));
     rules
 }

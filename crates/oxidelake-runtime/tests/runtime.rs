@@ -13,6 +13,7 @@ mod runtime {
     pub mod differential;
     pub mod fuzz;
     pub mod hot_cache;
+    pub mod join_filters;
     pub mod memory_budget;
     pub mod parquet_reads;
     pub mod tpch_oracle;

@@ -215,6 +215,7 @@ fn device_session(device_limit: Option<usize>) -> SessionContext {
         placement_target: PlacementTarget::Cuda,
         spill_joins: true,
         device_limit,
+        ..OxideOptions::default()
     };
     session_with(options, None)
 }
@@ -227,6 +228,7 @@ async fn a_device_limit_alone_bounds_gpu_joins_through_the_grace_join() {
         placement_target: PlacementTarget::Cuda,
         spill_joins: false,
         device_limit: Some(256 << 10),
+        ..OxideOptions::default()
     };
     let device = session_with(options, None);
     let (_, expected) = run(&stock, JOINS[0]).await;

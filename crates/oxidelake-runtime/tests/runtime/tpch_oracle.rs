@@ -1,6 +1,6 @@
 //! All 22 TPC-H queries, placed for CUDA (the GPU operators' CPU paths here, or the
-//! emulated or real device with `OXIDE_BACKEND=cuda`), equal an independent engine:
-//! DuckDB reading the same Parquet files (`scripts/duckdb_query.py`).
+//! emulated or real device with `OXIDE_BACKEND=cuda`) and placed for the CPU, equal an
+//! independent engine: DuckDB reading the same Parquet files (`scripts/duckdb_query.py`).
 //!
 //! Needs a Python with the `duckdb` package: `.ci/run` installs it into its cache and
 //! runs this test with `OXIDE_DUCKDB_PYTHONPATH` set. `OXIDE_TPCH_SF` picks the scale
@@ -48,6 +48,19 @@ fn duckdb_rows(python_path: &str, data: &Path, statements: &[String]) -> Vec<Vec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
 async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
+    all_22_equal_duckdb("cuda").await;
+}
+
+/// Placed for the CPU, the stock operators run, with the join filters of
+/// `JoinFilterExec` above the scans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
+async fn all_22_tpch_queries_placed_for_cpu_equal_duckdb() {
+    all_22_equal_duckdb("cpu").await;
+}
+
+/// Runs the 22 queries placed for `placement` and compares each answer with DuckDB's.
+async fn all_22_equal_duckdb(placement: &str) {
     let python_path = std::env::var("OXIDE_DUCKDB_PYTHONPATH")
         .expect("OXIDE_DUCKDB_PYTHONPATH names the folder holding the duckdb package");
     let sf: f64 = std::env::var("OXIDE_TPCH_SF")
@@ -55,6 +68,10 @@ async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.1);
     let (dir, session) = tpch_lake(sf).await;
+    session
+        .sql(&format!("SET oxidelake.placement.target = '{placement}'"))
+        .await
+        .unwrap();
     let mut compared = 0;
     for query in 1..=22 {
         let statements = tpch_query(query, sf).unwrap();
@@ -81,7 +98,7 @@ async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
             );
         }
         println!(
-            "tpch oracle: Q{query} placed cuda equals DuckDB ({} rows)",
+            "tpch oracle: Q{query} placed {placement} equals DuckDB ({} rows)",
             ours.len()
         );
         compared += 1;

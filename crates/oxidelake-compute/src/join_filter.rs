@@ -1,0 +1,391 @@
+//! `JoinFilterExec`: drops the probe rows a hash join's build side cannot match where
+//! they are read, for as long as that drops enough rows to pay for itself.
+//!
+//! Once a DataFusion 55 hash join has its build side, it fills a *dynamic filter* (the
+//! key range and the key set the probe side can match) and hands it down the probe side
+//! to the Parquet scans. With `datafusion.execution.parquet.pushdown_filters` off (the
+//! lake default: for static filters it costs more than it saves), a scan uses the filter
+//! only to skip row groups by statistics. That skips nothing when the keys are not
+//! clustered, so a semi join that keeps 57 orders (TPC-H Q18) still repartitions and
+//! probes every lineitem row.
+//!
+//! This operator sits on such a scan (or on the `FilterExec` right above it) and applies
+//! its dynamic filters (a scan below several joins gets one from each) one after
+//! another, each to the rows the ones before it kept:
+//! - a filter its join has not filled yet (it reads `true`) is skipped;
+//! - a filled one filters the first [`SAMPLE_ROWS`] rows that reach it. If more than
+//!   `max_kept` of them survive ([`MAX_KEPT`], a tenth, by default), it is dropped for the
+//!   rest of the partition; otherwise it goes on filtering. A filter over a large build
+//!   side is a hash and a lookup per row, about what the join's probe costs, so it pays
+//!   only when it spares the repartition and the probe of most rows: on TPC-H SF 1 a
+//!   filter keeping 15 % of lineitem cost more than it saved (Q5, docs/benchmarks.md);
+//! - once a filter's sample is judged, the filters are ordered by the fraction they
+//!   kept, so the most selective one runs first and the others see only its survivors.
+//!
+//! A dynamic filter only removes rows that cannot join, and the join still checks every
+//! row it gets, so the rows of the query are the same either way. The scan keeps its
+//! whole predicate for pruning row groups and pages. EXPLAIN ANALYZE shows
+//! `rows_checked`, `rows_dropped` and `sampled_unselective` (one for each filter a
+//! partition dropped).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::AsArray;
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_expr::{PhysicalExpr, conjunction};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::exec_support::single_child;
+
+/// Rows filtered before the operator judges whether filtering pays.
+pub const SAMPLE_ROWS: usize = 65_536;
+
+/// The default of the largest fraction of its sampled rows a filter may keep and go on
+/// filtering (`oxidelake.scan.join_filter_max_kept`).
+pub const MAX_KEPT: f64 = 0.1;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct JoinFilterExec {
+    input: Arc<dyn ExecutionPlan>,
+    /// The dynamic filters, their columns those of `input`'s output.
+    filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
+    /// Their conjunction.
+    predicate: Arc<dyn PhysicalExpr>,
+    /// The largest fraction of its sample a filter may keep and go on filtering.
+    max_kept: f64,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl JoinFilterExec {
+    /// Filters `input` by `filters`, whose columns must be those of `input`'s output; a
+    /// filter that keeps more than `max_kept` of its sample is dropped.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
+        max_kept: f64,
+    ) -> Result<Self> {
+        if filters.is_empty() {
+            return Err(DataFusionError::Internal(
+                "JoinFilterExec needs at least one dynamic filter".to_string(),
+            ));
+        }
+        let predicate = conjunction(
+            filters
+                .iter()
+                .map(|f| Arc::clone(f) as Arc<dyn PhysicalExpr>),
+        );
+        let data_type = predicate.data_type(&input.schema())?;
+        if data_type != DataType::Boolean {
+            return Err(DataFusionError::Internal(format!(
+                "JoinFilterExec's filter is {data_type}, not Boolean"
+            )));
+        }
+        Ok(Self {
+            properties: Arc::clone(input.properties()),
+            input,
+            filters,
+            predicate,
+            max_kept,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// The dynamic filters this node evaluates.
+    pub fn filters(&self) -> &[Arc<DynamicFilterPhysicalExpr>] {
+        &self.filters
+    }
+}
+
+impl DisplayAs for JoinFilterExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "JoinFilterExec: max_kept={}, {}",
+                    self.max_kept, self.predicate
+                )
+            }
+            DisplayFormatType::TreeRender => write!(f, "predicate={}", self.predicate),
+        }
+    }
+}
+
+impl ExecutionPlan for JoinFilterExec {
+    fn name(&self) -> &str {
+        "JoinFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        f(&self.predicate)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(JoinFilterExec::try_new(
+            single_child(children, "JoinFilterExec")?,
+            self.filters.clone(),
+            self.max_kept,
+        )?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let mut sampler = Sampler {
+            stages: self
+                .filters
+                .iter()
+                .map(|filter| Stage {
+                    filter: Arc::clone(filter),
+                    mode: Mode::Waiting,
+                    checked: 0,
+                    kept: 0,
+                })
+                .collect(),
+            max_kept: self.max_kept,
+            baseline: BaselineMetrics::new(&self.metrics, partition),
+            rows_checked: MetricBuilder::new(&self.metrics).counter("rows_checked", partition),
+            rows_dropped: MetricBuilder::new(&self.metrics).counter("rows_dropped", partition),
+            unselective: MetricBuilder::new(&self.metrics)
+                .counter("sampled_unselective", partition),
+        };
+        let stream = input
+            .map(move |batch| sampler.step(batch?))
+            .try_filter(|batch| futures::future::ready(batch.num_rows() > 0));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.input.schema(),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// Where one dynamic filter stands in a partition's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// It still reads `true`: the join has not filled it yet.
+    Waiting,
+    /// Filtering the first [`SAMPLE_ROWS`] rows that reach it.
+    Sampling,
+    /// Its sample was selective: filtering every batch.
+    Filtering,
+    /// Its sample was not selective: no longer evaluated.
+    Dropped,
+}
+
+/// One dynamic filter and what it did in this partition.
+struct Stage {
+    filter: Arc<DynamicFilterPhysicalExpr>,
+    mode: Mode,
+    checked: usize,
+    kept: usize,
+}
+
+impl Stage {
+    /// The fraction of its rows it kept so far (1 before it saw any).
+    fn kept_fraction(&self) -> f64 {
+        if self.checked == 0 {
+            1.0
+        } else {
+            self.kept as f64 / self.checked as f64
+        }
+    }
+
+    /// Whether its join has filled it (it no longer reads `true`).
+    fn filled(&self) -> Result<bool> {
+        let current = self.filter.current()?;
+        Ok(!current
+            .downcast_ref::<Literal>()
+            .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true))))
+    }
+}
+
+/// The filters of one partition's stream, applied one after another to what the previous
+/// ones kept, the most selective first.
+struct Sampler {
+    stages: Vec<Stage>,
+    max_kept: f64,
+    baseline: BaselineMetrics,
+    rows_checked: Count,
+    rows_dropped: Count,
+    unselective: Count,
+}
+
+impl Sampler {
+    fn step(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+        let started = Instant::now();
+        let rows_in = batch.num_rows();
+        let mut batch = batch;
+        let mut checked = false;
+        let mut reorder = false;
+        for stage in &mut self.stages {
+            if stage.mode == Mode::Waiting && stage.filled()? {
+                stage.mode = Mode::Sampling;
+            }
+            if matches!(stage.mode, Mode::Waiting | Mode::Dropped) || batch.num_rows() == 0 {
+                continue;
+            }
+            let rows = batch.num_rows();
+            let mask = stage.filter.evaluate(&batch)?.into_array(rows)?;
+            batch = filter_record_batch(&batch, mask.as_boolean())?;
+            checked = true;
+            stage.checked += rows;
+            stage.kept += batch.num_rows();
+            if stage.mode == Mode::Sampling && stage.checked >= SAMPLE_ROWS {
+                stage.mode = if stage.kept_fraction() > self.max_kept {
+                    self.unselective.add(1);
+                    Mode::Dropped
+                } else {
+                    Mode::Filtering
+                };
+                reorder = true;
+            }
+        }
+        if reorder {
+            self.stages
+                .sort_by(|a, b| a.kept_fraction().total_cmp(&b.kept_fraction()));
+        }
+        if checked {
+            self.rows_checked.add(rows_in);
+            self.rows_dropped.add(rows_in - batch.num_rows());
+            self.baseline.elapsed_compute().add_elapsed(started);
+        }
+        self.baseline.record_output(batch.num_rows());
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, Int64Array};
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+    use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+
+    fn batch(start: i64, rows: i64) -> RecordBatch {
+        let a: Arc<dyn Array> = Arc::new(Int64Array::from_iter_values(start..start + rows));
+        RecordBatch::try_from_iter([("a", a)]).unwrap()
+    }
+
+    /// A dynamic filter over column `a`, still `true`.
+    fn unfilled() -> Arc<DynamicFilterPhysicalExpr> {
+        let a: Arc<dyn PhysicalExpr> = Arc::new(Column::new("a", 0));
+        Arc::new(DynamicFilterPhysicalExpr::new(vec![a], lit(true)))
+    }
+
+    /// `a % 10 <op> rest`.
+    fn last_digit(op: Operator, rest: i64) -> Arc<dyn PhysicalExpr> {
+        let a: Arc<dyn PhysicalExpr> = Arc::new(Column::new("a", 0));
+        let digit = Arc::new(BinaryExpr::new(a, Operator::Modulo, lit(10i64)));
+        Arc::new(BinaryExpr::new(digit, op, lit(rest)))
+    }
+
+    /// The values of `start..start + rows` whose last digit is 0.
+    fn tens(start: i64, rows: i64) -> usize {
+        (start..start + rows).filter(|v| v % 10 == 0).count()
+    }
+
+    fn sampler(filters: &[Arc<DynamicFilterPhysicalExpr>]) -> Sampler {
+        let metrics = ExecutionPlanMetricsSet::new();
+        Sampler {
+            stages: filters
+                .iter()
+                .map(|filter| Stage {
+                    filter: Arc::clone(filter),
+                    mode: Mode::Waiting,
+                    checked: 0,
+                    kept: 0,
+                })
+                .collect(),
+            max_kept: MAX_KEPT,
+            baseline: BaselineMetrics::new(&metrics, 0),
+            rows_checked: MetricBuilder::new(&metrics).counter("rows_checked", 0),
+            rows_dropped: MetricBuilder::new(&metrics).counter("rows_dropped", 0),
+            unselective: MetricBuilder::new(&metrics).counter("sampled_unselective", 0),
+        }
+    }
+
+    #[test]
+    fn batches_pass_unchanged_until_the_join_fills_its_filter() {
+        let filter = unfilled();
+        let mut sampler = sampler(&[Arc::clone(&filter)]);
+        assert_eq!(sampler.step(batch(0, 1000)).unwrap().num_rows(), 1000);
+        assert_eq!(sampler.rows_checked.value(), 0);
+        filter.update(last_digit(Operator::Eq, 0)).unwrap();
+        assert_eq!(sampler.step(batch(0, 1000)).unwrap().num_rows(), 100);
+        assert_eq!(sampler.rows_dropped.value(), 900);
+    }
+
+    #[test]
+    fn an_unselective_filter_is_dropped_after_its_sample_and_the_selective_one_goes_first() {
+        let (most, tenth) = (unfilled(), unfilled());
+        most.update(last_digit(Operator::NotEq, 3)).unwrap();
+        tenth.update(last_digit(Operator::Eq, 0)).unwrap();
+        // The unselective filter first: it sees every row until its sample is judged.
+        let mut sampler = sampler(&[Arc::clone(&most), Arc::clone(&tenth)]);
+        let mut start = 0;
+        while sampler.unselective.value() == 0 {
+            let out = sampler.step(batch(start, 8192)).unwrap();
+            assert_eq!(out.num_rows(), tens(start, 8192));
+            start += 8192;
+        }
+        assert_eq!(
+            start as usize, SAMPLE_ROWS,
+            "judged once its sample was full"
+        );
+        assert!(
+            Arc::ptr_eq(&sampler.stages[0].filter, &tenth),
+            "selective first"
+        );
+        assert_eq!(sampler.stages[1].mode, Mode::Dropped);
+        let checked_most = sampler.stages[1].checked;
+        // Later batches are filtered by the selective filter alone, with the same rows.
+        let out = sampler.step(batch(start, 8192)).unwrap();
+        assert_eq!(out.num_rows(), tens(start, 8192));
+        assert_eq!(
+            sampler.stages[1].checked, checked_most,
+            "no longer evaluated"
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! `JoinFilterRowsRule`: puts a [`JoinFilterExec`] on every Parquet scan that receives a
+//! hash join's dynamic filter, so the rows the join cannot match are dropped where they
+//! are read instead of being repartitioned and probed.
+//!
+//! DataFusion 55 hands a hash join's dynamic filter down the probe side to the scans.
+//! With `datafusion.execution.parquet.pushdown_filters` off (the lake default), a scan
+//! uses it only to skip row groups by statistics, which skips nothing when the keys are
+//! not clustered. Turning pushdown on would evaluate the query's static filters in the
+//! decoder as well, which made most TPC-H queries slower here (docs/benchmarks.md), and
+//! so would evaluating the dynamic filters there: the decoder's row selection costs
+//! more than a filter that keeps half the rows saves. [`JoinFilterExec`] evaluates the
+//! dynamic filters after decoding instead, and stops where its first rows show the
+//! filter keeps most of them.
+//!
+//! The node goes on the `FilterExec` right above the scan when there is one, so the
+//! static filter runs first and the dynamic one sees fewer rows; otherwise on the scan.
+//! The scan keeps its predicate for pruning. The rule runs last, after DataFusion's
+//! post-optimisation filter pushdown has put the dynamic filters into the scans, and not
+//! when `pushdown_filters` is on (the decoder applies them then). Off with
+//! `SET oxidelake.scan.join_filter_rows = false`; `oxidelake.scan.join_filter_max_kept`
+//! sets the fraction of its sample a filter may keep and go on filtering.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use arrow::datatypes::Schema;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::config::ConfigOptions;
+use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::Result;
+use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
+use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
+use oxidelake_compute::JoinFilterExec;
+
+use crate::OxideOptions;
+
+/// See the module docs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JoinFilterRowsRule;
+
+impl JoinFilterRowsRule {
+    /// The name DataFusion lists the rule under.
+    pub const NAME: &'static str = "join_filter_rows";
+}
+
+impl PhysicalOptimizerRule for JoinFilterRowsRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = OxideOptions::from_config(config);
+        if config.execution.parquet.pushdown_filters || !options.join_filter_rows {
+            return Ok(plan);
+        }
+        let max_kept = options.join_filter_max_kept();
+        plan.transform_down(|node| {
+            // A FilterExec over such a scan takes the node above itself; the scan below
+            // is then left alone.
+            let scan = match node.downcast_ref::<FilterExec>() {
+                Some(filter) => filter.input(),
+                None => &node,
+            };
+            let Some(filters) = dynamic_filters(scan) else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(filters) = remapped(filters, &node.schema()) else {
+                return Ok(Transformed::no(node));
+            };
+            let wrapped: Arc<dyn ExecutionPlan> =
+                Arc::new(JoinFilterExec::try_new(node, filters, max_kept)?);
+            Ok(Transformed::new(wrapped, true, TreeNodeRecursion::Jump))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// The dynamic filters in the predicate of `node`, if it is a Parquet scan without
+/// row-level pushdown.
+fn dynamic_filters(node: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+    let scan = node.downcast_ref::<DataSourceExec>()?;
+    let files: &dyn Any = scan.data_source().as_ref();
+    let files = files.downcast_ref::<FileScanConfig>()?;
+    let parquet: &dyn Any = files.file_source().as_ref();
+    if parquet
+        .downcast_ref::<ParquetSource>()?
+        .table_parquet_options()
+        .global
+        .pushdown_filters
+    {
+        return None;
+    }
+    let predicate = files.file_source().filter()?;
+    let dynamic: Vec<Arc<dyn PhysicalExpr>> = split_conjunction(&predicate)
+        .into_iter()
+        .filter(|e| e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
+        .cloned()
+        .collect();
+    (!dynamic.is_empty()).then_some(dynamic)
+}
+
+/// `filters` with their columns those of `schema` (matched by name: the scan's predicate
+/// may address the table's columns rather than the projected ones); `None` if a column
+/// is missing there.
+fn remapped(
+    filters: Vec<Arc<dyn PhysicalExpr>>,
+    schema: &Schema,
+) -> Option<Vec<Arc<DynamicFilterPhysicalExpr>>> {
+    filters
+        .into_iter()
+        .map(|filter| {
+            let filter = filter
+                .transform(|e| {
+                    let Some(column) = e.downcast_ref::<Column>() else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let index = schema.index_of(column.name())?;
+                    Ok(Transformed::yes(
+                        Arc::new(Column::new(column.name(), index)) as Arc<dyn PhysicalExpr>,
+                    ))
+                })
+                .data()
+                .ok()?;
+            Arc::downcast::<DynamicFilterPhysicalExpr>(filter as Arc<dyn Any + Send + Sync>).ok()
+        })
+        .collect()
+}

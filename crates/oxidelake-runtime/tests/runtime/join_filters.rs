@@ -1,0 +1,151 @@
+//! The filters hash joins learn from their build sides drop probe rows right above the
+//! Parquet scans (`JoinFilterRowsRule`, `JoinFilterExec`) while that pays, and the
+//! query's rows stay the same.
+
+use std::sync::Arc;
+
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use oxidelake_compute::JoinFilterExec;
+use oxidelake_runtime::OxideSession;
+
+use super::data::{sorted_rows, tpch_lake};
+
+/// Q17's join: 20 parts of 20,000 at SF 0.1 match, so about 600 of 600,000 lineitem
+/// rows can join.
+const PART_JOIN: &str = "SELECT COUNT(*) AS n, SUM(l_extendedprice) AS s FROM lineitem, part \
+     WHERE p_partkey = l_partkey AND p_brand = 'Brand#23' AND p_container = 'MED BOX'";
+
+/// Rows of lineitem at SF 0.1.
+const LINEITEM_ROWS: usize = 600_572;
+
+/// Output rows of the plan's `JoinFilterExec` nodes over a lineitem scan, and of the
+/// lineitem scans themselves, once `plan` has run (`None`: no such node).
+fn lineitem_rows(plan: &Arc<dyn ExecutionPlan>) -> (Option<usize>, usize) {
+    let mut filtered = None;
+    let mut scanned = 0;
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        let line = displayable(node.as_ref()).one_line().to_string();
+        let reads_lineitem = displayable(node.as_ref())
+            .indent(false)
+            .to_string()
+            .contains("lineitem/");
+        let output_rows = || node.metrics().and_then(|m| m.output_rows()).unwrap_or(0);
+        if node.downcast_ref::<JoinFilterExec>().is_some() && reads_lineitem {
+            *filtered.get_or_insert(0) += output_rows();
+        }
+        if node.downcast_ref::<DataSourceExec>().is_some() && line.contains("lineitem/") {
+            scanned += output_rows();
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    (filtered, scanned)
+}
+
+/// The sum of metric `name` over the plan's `JoinFilterExec` nodes.
+fn join_filter_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    let mut sum = 0;
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        if node.downcast_ref::<JoinFilterExec>().is_some() {
+            sum += node
+                .metrics()
+                .and_then(|m| m.sum_by_name(name))
+                .map_or(0, |v| v.as_usize());
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    sum
+}
+
+/// Runs `query` and returns its rows and the plan that ran.
+async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn ExecutionPlan>) {
+    let plan = session.physical_plan(query).await.unwrap();
+    let batches = collect(Arc::clone(&plan), session.context().task_ctx())
+        .await
+        .unwrap();
+    (sorted_rows(&batches), plan)
+}
+
+/// The shared SF 0.1 lake, in a session placed for the CPU (joins placed on a GPU do
+/// not fill dynamic filters).
+async fn cpu_session() -> (super::data::GeneratedData, OxideSession) {
+    let (dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cpu'")
+        .await
+        .unwrap();
+    (dir, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selective_joins_filter_drops_the_probe_rows_it_excludes_above_the_scan() {
+    let (_dir, session) = cpu_session().await;
+    let (filtered_rows, plan) = run(&session, PART_JOIN).await;
+    let (filtered, scanned) = lineitem_rows(&plan);
+    assert_eq!(scanned, LINEITEM_ROWS, "the scan reads every row");
+    let filtered = filtered.expect("a JoinFilterExec over the lineitem scan");
+    assert!(
+        filtered * 100 < scanned,
+        "the join's filter dropped the rows that cannot match: {filtered} of {scanned} left"
+    );
+    assert_eq!(join_filter_metric(&plan, "sampled_unselective"), 0);
+
+    session
+        .sql("SET oxidelake.scan.join_filter_rows = false")
+        .await
+        .unwrap();
+    let (rows, plan) = run(&session, PART_JOIN).await;
+    assert_eq!(
+        lineitem_rows(&plan).0,
+        None,
+        "switched off: no JoinFilterExec"
+    );
+    assert_eq!(filtered_rows, rows, "the same answer either way");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unselective_joins_filter_stops_filtering_after_its_sample() {
+    let (_dir, session) = cpu_session().await;
+    // Every order has lineitems, and half the orders pass: the filter would keep about
+    // half of the lineitem rows.
+    let query = "SELECT COUNT(*), SUM(l_quantity) FROM lineitem, orders \
+         WHERE o_orderkey = l_orderkey AND o_orderkey % 2 = 0";
+    let (rows, plan) = run(&session, query).await;
+    let (filtered, scanned) = lineitem_rows(&plan);
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(filtered.is_some(), "{text}");
+    assert!(
+        join_filter_metric(&plan, "sampled_unselective") >= 1,
+        "a partition saw that the filter keeps most rows and stopped: {text}"
+    );
+    assert!(
+        join_filter_metric(&plan, "rows_checked") < scanned,
+        "rows after the sample were not checked"
+    );
+    session
+        .sql("SET oxidelake.scan.join_filter_rows = false")
+        .await
+        .unwrap();
+    assert_eq!(run(&session, query).await.0, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_querys_own_filters_stay_out_of_the_parquet_decoder() {
+    let (_dir, session) = cpu_session().await;
+    // No join, so no dynamic filter and no JoinFilterExec: the static range is
+    // evaluated by the FilterExec above the scan, which hands on every row of the row
+    // groups it cannot prune.
+    let (_, plan) = run(
+        &session,
+        "SELECT COUNT(*) FROM lineitem WHERE l_quantity < 10",
+    )
+    .await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("FilterExec") && !text.contains("JoinFilterExec"),
+        "{text}"
+    );
+    assert_eq!(lineitem_rows(&plan), (None, LINEITEM_ROWS), "{text}");
+}
