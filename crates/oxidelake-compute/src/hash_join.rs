@@ -21,6 +21,7 @@
 //! semi / anti join with the inputs swapped instead.
 
 mod build_memory;
+mod dynamic_filter;
 mod keys;
 mod radix;
 mod residual;
@@ -37,11 +38,15 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{JoinType, NullEquality};
+use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterDescription, FilterPushdownPhase, FilterPushdownPropagation,
+};
 use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
@@ -59,6 +64,7 @@ use oxidelake_device::JoinTable;
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
+use dynamic_filter::BuildFilter;
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
 // Shared with the partial aggregate's group numbering.
@@ -83,6 +89,19 @@ struct BuildSide {
 }
 
 impl BuildSide {
+    /// Reports this side's key columns (`keys`: their indices in the build input) to the
+    /// join's dynamic filter, if it has one.
+    fn fill(&self, filter: Option<&BuildFilter>, keys: &[usize]) -> Result<()> {
+        let Some(filter) = filter else {
+            return Ok(());
+        };
+        let columns: Vec<ArrayRef> = keys
+            .iter()
+            .map(|k| Arc::clone(self.batch.column(*k)))
+            .collect();
+        filter.report(&columns)
+    }
+
     /// The CPU table, built from the host copy of the build side once.
     fn cpu_table(&self, exec: &ExecBackend) -> Result<&JoinTable> {
         if let Some(table) = self.cpu_table.get() {
@@ -126,6 +145,9 @@ pub struct GpuHashJoinExec {
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
     build: Arc<tokio::sync::OnceCell<Arc<BuildSide>>>,
+    /// The dynamic filter DataFusion's filter pushdown gave this join to fill from its
+    /// build side (`dynamic_filter`), if any.
+    build_filter: Option<Arc<BuildFilter>>,
 }
 
 impl GpuHashJoinExec {
@@ -259,6 +281,7 @@ impl GpuHashJoinExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
             build: Arc::new(tokio::sync::OnceCell::new()),
+            build_filter: None,
         })
     }
 
@@ -266,18 +289,10 @@ impl GpuHashJoinExec {
     /// as the stock join's embedded projection does: columns nobody reads are never
     /// gathered.
     pub fn with_projection(mut self, projection: Option<Vec<usize>>) -> Result<Self> {
-        let stock = stock_join(
-            &self.left,
-            &self.right,
-            &self.on,
-            self.filter.as_ref(),
-            self.join_type,
-            self.mode,
-            projection.clone(),
-        )?;
+        self.projection = projection;
+        let stock = self.stock()?;
         self.schema = stock.schema();
         self.properties = Arc::new(stock.properties().as_ref().clone());
-        self.projection = projection;
         Ok(self)
     }
 
@@ -289,7 +304,7 @@ impl GpuHashJoinExec {
         right: Arc<dyn ExecutionPlan>,
         projection: Option<Vec<usize>>,
     ) -> Result<Self> {
-        Ok(GpuHashJoinExec::try_new_in_mode(
+        let join = GpuHashJoinExec::try_new_in_mode(
             left,
             right,
             self.on.clone(),
@@ -299,7 +314,48 @@ impl GpuHashJoinExec {
             self.placement,
         )?
         .with_projection(projection)?
-        .with_backend(self.backend.clone()))
+        .with_backend(self.backend.clone());
+        Ok(match &self.build_filter {
+            // The same filter (the probe side's scans hold it), with its own reports.
+            Some(f) => join.with_build_filter(Arc::clone(f.filter())),
+            None => join,
+        })
+    }
+
+    /// This join filling `filter` from its build side(s).
+    fn with_build_filter(mut self, filter: Arc<DynamicFilterPhysicalExpr>) -> Self {
+        let probe_schema = self.right.schema();
+        let probe_keys = self
+            .on
+            .iter()
+            .map(|(_, r)| {
+                Arc::new(Column::new(probe_schema.field(*r).name(), *r)) as Arc<dyn PhysicalExpr>
+            })
+            .collect();
+        let builds = match self.mode {
+            PartitionMode::Partitioned => self.left.properties().partitioning.partition_count(),
+            _ => 1,
+        };
+        self.build_filter = Some(Arc::new(BuildFilter::new(
+            filter,
+            probe_keys,
+            probe_schema,
+            builds,
+        )));
+        self
+    }
+
+    /// The stock join this one stands for, with this one's projection.
+    fn stock(&self) -> Result<datafusion::physical_plan::joins::HashJoinExec> {
+        stock_join(
+            &self.left,
+            &self.right,
+            &self.on,
+            self.filter.as_ref(),
+            self.join_type,
+            self.mode,
+            self.projection.clone(),
+        )
     }
 
     /// The output columns, when projected (see [`GpuHashJoinExec::with_projection`]).
@@ -508,12 +564,53 @@ impl ExecutionPlan for GpuHashJoinExec {
         crate::embedded_projection::try_embed(projection, self)
     }
 
+    /// As the stock join: which parent filters reach which input, and (after
+    /// optimisation) a dynamic filter for the probe side where the join type allows one.
+    fn gather_filters_for_pushdown(
+        &self,
+        phase: FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn PhysicalExpr>>,
+        config: &ConfigOptions,
+    ) -> Result<FilterDescription> {
+        self.stock()?
+            .gather_filters_for_pushdown(phase, parent_filters, config)
+    }
+
+    /// Keeps the dynamic filter the probe side took, to fill it from the build side.
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let taken = child_pushdown_result
+            .self_filters
+            .get(1)
+            .and_then(|filters| filters.first())
+            .map(|f| Arc::clone(&f.predicate) as Arc<dyn std::any::Any + Send + Sync>)
+            .and_then(|f| Arc::downcast::<DynamicFilterPhysicalExpr>(f).ok());
+        let mut result = FilterPushdownPropagation::if_any(child_pushdown_result);
+        if let Some(filter) = taken {
+            let join = self
+                .rebuilt(
+                    Arc::clone(&self.left),
+                    Arc::clone(&self.right),
+                    self.projection.clone(),
+                )?
+                .with_build_filter(filter);
+            result = result.with_updated_node(Arc::new(join) as Arc<dyn ExecutionPlan>);
+        }
+        Ok(result)
+    }
+
     fn execute(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let probe = self.right.execute(partition, Arc::clone(&context))?;
+        let build_filter = self.build_filter.clone();
+        let build_keys: Vec<usize> = self.on.iter().map(|(l, _)| *l).collect();
         let batch_size = context.session_config().batch_size().max(1);
         let exec = Arc::new(ExecBackend::new(&self.backend)?);
         let metrics = Arc::new(OperatorMetrics::new(
@@ -541,9 +638,14 @@ impl ExecutionPlan for GpuHashJoinExec {
             // This partition's own build rows, for this partition's probe only.
             PartitionMode::Partitioned => {
                 let reservation = build_memory::reservation(&context, Some(partition));
-                build_with
-                    .collect_and_build(vec![partition], context, reservation)
-                    .boxed()
+                async move {
+                    let side = build_with
+                        .collect_and_build(vec![partition], context, reservation)
+                        .await?;
+                    side.fill(build_filter.as_deref(), &build_keys)?;
+                    Ok(side)
+                }
+                .boxed()
             }
             // Every left partition, collected and indexed once for all output partitions.
             _ => {
@@ -553,7 +655,13 @@ impl ExecutionPlan for GpuHashJoinExec {
                         let reservation = build_memory::reservation(&context, None);
                         let partitions =
                             0..build_with.left.properties().partitioning.partition_count();
-                        build_with.collect_and_build(partitions.collect(), context, reservation)
+                        async move {
+                            let side = build_with
+                                .collect_and_build(partitions.collect(), context, reservation)
+                                .await?;
+                            side.fill(build_filter.as_deref(), &build_keys)?;
+                            Ok(side)
+                        }
                     })
                     .await
                     .cloned()

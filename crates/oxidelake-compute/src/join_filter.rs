@@ -14,11 +14,12 @@
 //! another, each to the rows the ones before it kept:
 //! - a filter its join has not filled yet (it reads `true`) is skipped;
 //! - a filled one filters the first [`SAMPLE_ROWS`] rows that reach it. If more than
-//!   `max_kept` of them survive ([`MAX_KEPT`], a tenth, by default), it is dropped for the
+//!   `max_kept` of them survive ([`MAX_KEPT`], a half, by default), it is dropped for the
 //!   rest of the partition; otherwise it goes on filtering. A filter over a large build
 //!   side is a hash and a lookup per row, about what the join's probe costs, so it pays
-//!   only when it spares the repartition and the probe of most rows: on TPC-H SF 1 a
-//!   filter keeping 15 % of lineitem cost more than it saved (Q5, docs/benchmarks.md);
+//!   only when it spares the repartition and the probe of many rows. On TPC-H SF 1 a
+//!   bound of a tenth was slower than a half, and a bound on a filter's measured cost
+//!   per dropped row did not help either (docs/benchmarks.md);
 //! - once a filter's sample is judged, the filters are ordered by the fraction they
 //!   kept, so the most selective one runs first and the others see only its survivors.
 //!
@@ -56,7 +57,7 @@ pub const SAMPLE_ROWS: usize = 65_536;
 
 /// The default of the largest fraction of its sampled rows a filter may keep and go on
 /// filtering (`oxidelake.scan.join_filter_max_kept`).
-pub const MAX_KEPT: f64 = 0.1;
+pub const MAX_KEPT: f64 = 0.5;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -168,24 +169,7 @@ impl ExecutionPlan for JoinFilterExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
-        let mut sampler = Sampler {
-            stages: self
-                .filters
-                .iter()
-                .map(|filter| Stage {
-                    filter: Arc::clone(filter),
-                    mode: Mode::Waiting,
-                    checked: 0,
-                    kept: 0,
-                })
-                .collect(),
-            max_kept: self.max_kept,
-            baseline: BaselineMetrics::new(&self.metrics, partition),
-            rows_checked: MetricBuilder::new(&self.metrics).counter("rows_checked", partition),
-            rows_dropped: MetricBuilder::new(&self.metrics).counter("rows_dropped", partition),
-            unselective: MetricBuilder::new(&self.metrics)
-                .counter("sampled_unselective", partition),
-        };
+        let mut sampler = Sampler::new(&self.filters, self.max_kept, &self.metrics, partition);
         let stream = input
             .map(move |batch| sampler.step(batch?))
             .try_filter(|batch| futures::future::ready(batch.num_rows() > 0));
@@ -252,6 +236,32 @@ struct Sampler {
 }
 
 impl Sampler {
+    /// Partition `partition`'s sampler of `filters`, reporting to `metrics`.
+    fn new(
+        filters: &[Arc<DynamicFilterPhysicalExpr>],
+        max_kept: f64,
+        metrics: &ExecutionPlanMetricsSet,
+        partition: usize,
+    ) -> Self {
+        let counter = |name: &'static str| MetricBuilder::new(metrics).counter(name, partition);
+        Self {
+            stages: filters
+                .iter()
+                .map(|filter| Stage {
+                    filter: Arc::clone(filter),
+                    mode: Mode::Waiting,
+                    checked: 0,
+                    kept: 0,
+                })
+                .collect(),
+            max_kept,
+            baseline: BaselineMetrics::new(metrics, partition),
+            rows_checked: counter("rows_checked"),
+            rows_dropped: counter("rows_dropped"),
+            unselective: counter("sampled_unselective"),
+        }
+    }
+
     fn step(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let started = Instant::now();
         let rows_in = batch.num_rows();
@@ -327,23 +337,7 @@ mod tests {
     }
 
     fn sampler(filters: &[Arc<DynamicFilterPhysicalExpr>]) -> Sampler {
-        let metrics = ExecutionPlanMetricsSet::new();
-        Sampler {
-            stages: filters
-                .iter()
-                .map(|filter| Stage {
-                    filter: Arc::clone(filter),
-                    mode: Mode::Waiting,
-                    checked: 0,
-                    kept: 0,
-                })
-                .collect(),
-            max_kept: MAX_KEPT,
-            baseline: BaselineMetrics::new(&metrics, 0),
-            rows_checked: MetricBuilder::new(&metrics).counter("rows_checked", 0),
-            rows_dropped: MetricBuilder::new(&metrics).counter("rows_dropped", 0),
-            unselective: MetricBuilder::new(&metrics).counter("sampled_unselective", 0),
-        }
+        Sampler::new(filters, MAX_KEPT, &ExecutionPlanMetricsSet::new(), 0)
     }
 
     #[test]

@@ -68,15 +68,19 @@ async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn Execu
     (sorted_rows(&batches), plan)
 }
 
-/// The shared SF 0.1 lake, in a session placed for the CPU (joins placed on a GPU do
-/// not fill dynamic filters).
-async fn cpu_session() -> (super::data::GeneratedData, OxideSession) {
+/// The shared SF 0.1 lake in a session placed for `placement`.
+async fn session(placement: &str) -> (super::data::GeneratedData, OxideSession) {
     let (dir, session) = tpch_lake(0.1).await;
     session
-        .sql("SET oxidelake.placement.target = 'cpu'")
+        .sql(&format!("SET oxidelake.placement.target = '{placement}'"))
         .await
         .unwrap();
     (dir, session)
+}
+
+/// [`session`] placed for the CPU.
+async fn cpu_session() -> (super::data::GeneratedData, OxideSession) {
+    session("cpu").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,6 +107,24 @@ async fn a_selective_joins_filter_drops_the_probe_rows_it_excludes_above_the_sca
         "switched off: no JoinFilterExec"
     );
     assert_eq!(filtered_rows, rows, "the same answer either way");
+}
+
+/// Placed for cuda (the GPU join's CPU path on this machine; the same plan on a GPU),
+/// the GPU join fills the dynamic filter from its build side as the stock join does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_placed_on_a_gpu_fills_its_filter_and_the_probe_rows_are_dropped_the_same_way() {
+    let (_dir, session) = session("cuda").await;
+    let (rows, plan) = run(&session, PART_JOIN).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(text.contains("GpuHashJoinExec"), "{text}");
+    let (filtered, scanned) = lineitem_rows(&plan);
+    let filtered = filtered.expect("a JoinFilterExec over the lineitem scan");
+    assert!(
+        filtered * 100 < scanned,
+        "the GPU join's filter dropped the rows that cannot match: {filtered} of {scanned} left"
+    );
+    let (_dir, cpu) = cpu_session().await;
+    assert_eq!(run(&cpu, PART_JOIN).await.0, rows);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
