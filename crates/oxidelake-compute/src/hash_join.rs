@@ -91,15 +91,15 @@ struct BuildSide {
 impl BuildSide {
     /// Reports this side's key columns (`keys`: their indices in the build input) to the
     /// join's dynamic filter, if it has one.
-    fn fill(&self, filter: Option<&BuildFilter>, keys: &[usize]) -> Result<()> {
+    fn fill(&self, filter: Option<&BuildFilter>, keys: &[usize]) {
         let Some(filter) = filter else {
-            return Ok(());
+            return;
         };
         let columns: Vec<ArrayRef> = keys
             .iter()
             .map(|k| Arc::clone(self.batch.column(*k)))
             .collect();
-        filter.report(&columns)
+        filter.report(&columns);
     }
 
     /// The CPU table, built from the host copy of the build side once.
@@ -642,7 +642,7 @@ impl ExecutionPlan for GpuHashJoinExec {
                     let side = build_with
                         .collect_and_build(vec![partition], context, reservation)
                         .await?;
-                    side.fill(build_filter.as_deref(), &build_keys)?;
+                    side.fill(build_filter.as_deref(), &build_keys);
                     Ok(side)
                 }
                 .boxed()
@@ -659,7 +659,7 @@ impl ExecutionPlan for GpuHashJoinExec {
                             let side = build_with
                                 .collect_and_build(partitions.collect(), context, reservation)
                                 .await?;
-                            side.fill(build_filter.as_deref(), &build_keys)?;
+                            side.fill(build_filter.as_deref(), &build_keys);
                             Ok(side)
                         }
                     })

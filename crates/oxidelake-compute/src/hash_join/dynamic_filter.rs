@@ -45,6 +45,8 @@ pub(crate) struct BuildFilter {
 
 #[derive(Debug, Default)]
 struct Reports {
+    /// A report could not be used: the filter stays `true`.
+    failed: bool,
     seen: usize,
     rows: usize,
     /// Per key column, the build keys reported so far, while they are few enough to list.
@@ -81,12 +83,23 @@ impl BuildFilter {
     }
 
     /// Adds one build side's key columns (in key order); the last of the expected builds
-    /// fills the filter.
-    pub(crate) fn report(&self, keys: &[ArrayRef]) -> Result<()> {
+    /// fills the filter. A filter that cannot be made (a key type the range or the list
+    /// does not cover) is left reading `true`: it then drops nothing, which is always
+    /// correct, and the query goes on.
+    pub(crate) fn report(&self, keys: &[ArrayRef]) {
+        if let Err(e) = self.try_report(keys) {
+            tracing::warn!(error = %e, "a join's dynamic filter was left unfilled");
+        }
+    }
+
+    fn try_report(&self, keys: &[ArrayRef]) -> Result<()> {
         let mut reports = self
             .reports
             .lock()
             .map_err(|_| DataFusionError::Internal("a join filter's lock was poisoned".into()))?;
+        if reports.failed {
+            return Ok(());
+        }
         let rows = keys.first().map_or(0, |k| k.len());
         reports.seen += 1;
         reports.rows += rows;
@@ -98,16 +111,27 @@ impl BuildFilter {
                 list.push(Arc::clone(key));
             }
         }
-        for (bounds, key) in reports.bounds.iter_mut().zip(keys) {
-            *bounds = widened(bounds.take(), key)?;
+        let filled = (|| {
+            for (bounds, key) in reports.bounds.iter_mut().zip(keys) {
+                *bounds = widened(bounds.take(), key)?;
+            }
+            if reports.seen < self.builds {
+                return Ok(None);
+            }
+            self.expression(&reports).map(Some)
+        })();
+        match filled {
+            Ok(Some(expr)) => {
+                self.filter.update(expr)?;
+                self.filter.mark_complete();
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                reports.failed = true;
+                Err(e)
+            }
         }
-        if reports.seen < self.builds {
-            return Ok(());
-        }
-        let expr = self.expression(&reports)?;
-        self.filter.update(expr)?;
-        self.filter.mark_complete();
-        Ok(())
     }
 
     /// The filter of all reported builds.
@@ -211,17 +235,13 @@ mod tests {
     fn a_partitioned_join_fills_its_filter_with_every_partitions_keys_once_all_have_built() {
         let (filter, schema) = setup(2);
         let probe = || (0..20).map(Some).chain([None]).collect::<Vec<_>>();
-        filter
-            .report(&[Arc::new(Int64Array::from(vec![Some(3), None, Some(7)])) as ArrayRef])
-            .unwrap();
+        filter.report(&[Arc::new(Int64Array::from(vec![Some(3), None, Some(7)])) as ArrayRef]);
         assert_eq!(
             kept(&filter, &schema, probe()).len(),
             21,
             "still true: every row"
         );
-        filter
-            .report(&[Arc::new(Int64Array::from(vec![12, 5])) as ArrayRef])
-            .unwrap();
+        filter.report(&[Arc::new(Int64Array::from(vec![12, 5])) as ArrayRef]);
         assert_eq!(kept(&filter, &schema, probe()), vec![3, 5, 7, 12]);
     }
 
@@ -229,7 +249,7 @@ mod tests {
     fn a_large_build_side_fills_its_filter_with_the_key_range_alone() {
         let (filter, schema) = setup(1);
         let keys = Int64Array::from_iter_values((0..IN_LIST_MAX_ROWS as i64 + 1).map(|k| k * 2));
-        filter.report(&[Arc::new(keys) as ArrayRef]).unwrap();
+        filter.report(&[Arc::new(keys) as ArrayRef]);
         let max = IN_LIST_MAX_ROWS as i64 * 2;
         assert_eq!(
             kept(
@@ -245,9 +265,16 @@ mod tests {
     #[test]
     fn a_build_side_without_keys_drops_every_probe_row() {
         let (filter, schema) = setup(1);
-        filter
-            .report(&[Arc::new(Int64Array::from(vec![None, None])) as ArrayRef])
-            .unwrap();
+        filter.report(&[Arc::new(Int64Array::from(vec![None, None])) as ArrayRef]);
         assert!(kept(&filter, &schema, vec![Some(1), None]).is_empty());
+    }
+
+    #[test]
+    fn keys_the_filter_cannot_cover_leave_it_true_and_the_query_going() {
+        let (filter, schema) = setup(1);
+        // A key column of another type than the probe key: no IN list can compare them.
+        let strings: ArrayRef = Arc::new(arrow::array::StringArray::from(vec!["a", "b"]));
+        filter.report(&[strings]);
+        assert_eq!(kept(&filter, &schema, vec![Some(1), Some(2)]), vec![1, 2]);
     }
 }
