@@ -31,19 +31,23 @@
 //! side that fits) are joined by the GPU join instead of the stock one ([`PairJoin`],
 //! shown as `pairs=GpuHashJoinExec[cuda]` in EXPLAIN). Their build sides then also claim
 //! the process-wide [`crate::DeviceBudget`] up to `oxidelake.memory.device_limit`: a build
-//! side past the device budget is split through spill files like one past the memory
-//! pool, counted in the `device_budget_splits` metric, so a join of any size reaches the
-//! device in parts that fit. A part still too big after [`MAX_DEPTH`] splits is joined on
-//! the CPU by the stock join.
+//! side past the device budget is split like one past the memory pool, counted in the
+//! `device_budget_splits` metric, so a join of any size reaches the device in parts that
+//! fit. Such a split keeps its parts in host memory first (`tiered`: through
+//! `oxidelake_memory::SpillManager`, within half of the pool's free bytes, the
+//! `held_in_host_bytes` metric) and demotes them to Arrow IPC files only past that, where
+//! a split for the memory pool writes both sides to disk. A part still too big after
+//! [`MAX_DEPTH`] splits is joined on the CPU by the stock join.
 //!
-//! The spill files count in the operator's `spill_count`, `spilled_bytes` and
-//! `spilled_rows` metrics, which EXPLAIN ANALYZE prints and the runtime adds to the
-//! telemetry hub's spill counters. Spilling breaks the probe side's row order, so the
+//! The spill files, and the parts demoted to disk, count in the operator's `spill_count`,
+//! `spilled_bytes` and `spilled_rows` metrics, which EXPLAIN ANALYZE prints and the
+//! runtime adds to the telemetry hub's spill counters. Spilling breaks the probe side's row order, so the
 //! operator claims no output ordering.
 
 mod handover;
 mod partitioned;
 mod run;
+mod tiered;
 
 use std::fmt;
 use std::sync::Arc;

@@ -35,4 +35,4 @@ mod spill;
 pub use aligned::AlignedBuf;
 pub use error::MemoryError;
 pub use host::{HostAllocator, HostMemory, MemoryClass};
-pub use spill::{BatchId, SpillConfig, SpillManager};
+pub use spill::{BatchId, DiskWrites, SpillConfig, SpillManager};

@@ -144,6 +144,23 @@ pub struct SpillManager {
     telemetry: Arc<TelemetryHub>,
     instance: u64,
     state: tokio::sync::Mutex<State>,
+    /// Spill files written (registrations straight to disk and demotions to it).
+    disk_writes: AtomicU64,
+    /// Bytes of those files.
+    disk_write_bytes: AtomicU64,
+    /// Rows of those files.
+    disk_write_rows: AtomicU64,
+}
+
+/// What a [`SpillManager`] has written to its disk tier so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskWrites {
+    /// Spill files written.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Their rows.
+    pub rows: u64,
 }
 
 impl fmt::Debug for SpillManager {
@@ -152,6 +169,22 @@ impl fmt::Debug for SpillManager {
             .field("config", &self.config)
             .field("instance", &self.instance)
             .finish_non_exhaustive()
+    }
+}
+
+/// A manager dropped with batches still registered (a query cancelled between writing
+/// and reading its parts) takes their bytes out of the hub's tier gauges; its spill files
+/// stay where its store put them, for the owner of the directory to remove.
+impl Drop for SpillManager {
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        for tier in [MemoryTier::Device, MemoryTier::Host, MemoryTier::Disk] {
+            let held = state.used[slot(tier)];
+            if held > 0 {
+                self.telemetry
+                    .add_tier_bytes(tier, -i64::try_from(held).unwrap_or(i64::MAX));
+            }
+        }
     }
 }
 
@@ -170,6 +203,9 @@ impl SpillManager {
             telemetry,
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             state: tokio::sync::Mutex::new(State::default()),
+            disk_writes: AtomicU64::new(0),
+            disk_write_bytes: AtomicU64::new(0),
+            disk_write_rows: AtomicU64::new(0),
         })
     }
 
@@ -271,6 +307,53 @@ impl SpillManager {
         tracing::debug!(id = id.0, bytes, "promoted batch disk -> host");
         self.rebalance(&mut state, Some(id.0)).await?;
         Ok(batch)
+    }
+
+    /// Returns the batch and forgets it, as [`SpillManager::get`] then
+    /// [`SpillManager::release`] would, but a batch on disk is read back without being
+    /// promoted: a caller that reads each batch once (a spilled partition joined and
+    /// dropped) would otherwise demote a colder batch to make room for one it is about
+    /// to drop.
+    pub async fn take(&self, id: BatchId) -> Result<RecordBatch, MemoryError> {
+        let mut state = self.state.lock().await;
+        let entry = state
+            .entries
+            .remove(&id.0)
+            .ok_or(MemoryError::UnknownBatch(id.0))?;
+        state.used[slot(entry.tier)] -= entry.bytes;
+        self.telemetry
+            .add_tier_bytes(entry.tier, -(entry.bytes as i64));
+        match entry.data {
+            Data::Memory(batch) => Ok(batch),
+            Data::Disk { path, info } => {
+                let started = Instant::now();
+                let read = match self.read_object(&path).await {
+                    Ok(raw) => ipc_file::decode(Buffer::from(raw), &info, path.as_ref()),
+                    Err(e) => Err(e),
+                };
+                // The entry is gone either way, so is its file.
+                self.delete_object(&path).await;
+                let batch = read?;
+                self.telemetry.record_promotion(
+                    MemoryTier::Disk,
+                    MemoryTier::Host,
+                    entry.bytes,
+                    info.file_bytes,
+                    started.elapsed(),
+                );
+                Ok(batch)
+            }
+        }
+    }
+
+    /// The spill files this manager has written so far (the disk tier's traffic,
+    /// whether the batches are still there or not).
+    pub fn disk_writes(&self) -> DiskWrites {
+        DiskWrites {
+            files: self.disk_writes.load(Ordering::Relaxed),
+            bytes: self.disk_write_bytes.load(Ordering::Relaxed),
+            rows: self.disk_write_rows.load(Ordering::Relaxed),
+        }
     }
 
     /// Forgets the batch and deletes its spill file, if any.
@@ -397,6 +480,11 @@ impl SpillManager {
                 path: path.to_string(),
                 source,
             })?;
+        self.disk_writes.fetch_add(1, Ordering::Relaxed);
+        self.disk_write_bytes
+            .fetch_add(info.file_bytes, Ordering::Relaxed);
+        self.disk_write_rows
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         Ok(info)
     }
 

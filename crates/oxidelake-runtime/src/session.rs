@@ -51,13 +51,16 @@ pub enum SessionMode {
     Cluster(String),
 }
 
-/// What one query spilled to disk.
+/// What one query spilled to disk, and what it set aside in host memory instead.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpillSummary {
     /// Spill files written.
     pub files: u64,
     /// Bytes written to them.
     pub bytes: u64,
+    /// Bytes of joins split for the device limit that waited in host memory rather than
+    /// on disk (`held_in_host_bytes` of the grace joins).
+    pub held_in_host_bytes: u64,
 }
 
 /// A query session, embedded or connected to a cluster, with the placement rule, the

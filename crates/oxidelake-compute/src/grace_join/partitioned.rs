@@ -33,26 +33,16 @@ struct PartFile {
     writer: StreamWriter<BufWriter<Box<dyn SpillWriter>>>,
 }
 
-/// The [`FAN_OUT`] spill files of one side, opened as rows arrive for them.
-pub(super) struct SpillSet {
-    context: Arc<TaskContext>,
-    side: Side,
-    schema: SchemaRef,
+/// Routes the rows of one side to [`FAN_OUT`] parts by a seeded hash of their join keys.
+pub(super) struct PartRouter {
     keys: Vec<PhysicalExprRef>,
     hasher: RandomState,
-    metrics: SpillMetrics,
-    parts: Vec<Option<PartFile>>,
     hashes: Vec<u64>,
 }
 
-impl SpillSet {
-    pub(super) fn new(
-        context: &Arc<TaskContext>,
-        side: Side,
-        seed: u64,
-        join: &HashJoinExec,
-        metrics: &SpillMetrics,
-    ) -> Result<Self> {
+impl PartRouter {
+    /// The router of `side` of `join`, with that side's schema.
+    pub(super) fn new(side: Side, seed: u64, join: &HashJoinExec) -> (SchemaRef, Self) {
         let (schema, keys) = match side {
             Side::Left => (
                 join.left().schema(),
@@ -63,23 +53,20 @@ impl SpillSet {
                 join.on().iter().map(|(_, r)| Arc::clone(r)).collect(),
             ),
         };
-        Ok(Self {
-            context: Arc::clone(context),
-            side,
-            schema,
+        let router = Self {
             keys,
             hasher: RandomState::with_seed(seed),
-            metrics: metrics.clone(),
-            parts: (0..FAN_OUT).map(|_| None).collect(),
             hashes: Vec::new(),
-        })
+        };
+        (schema, router)
     }
 
-    /// Writes each row of `batch` to the file of its part.
-    pub(super) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
+    /// The rows of `batch` ordered by part (a counting sort), and where each part starts
+    /// in that order: part `p`'s rows are `order[starts[p]..starts[p + 1]]`.
+    pub(super) fn route(
+        &mut self,
+        batch: &RecordBatch,
+    ) -> Result<(Vec<u32>, [usize; FAN_OUT + 1])> {
         let keys = self
             .keys
             .iter()
@@ -89,7 +76,6 @@ impl SpillSet {
         self.hashes.resize(batch.num_rows(), 0);
         create_hashes(&keys, &self.hasher, &mut self.hashes)?;
 
-        // The rows ordered by part (a counting sort), so one `take` serves every part.
         let part_of = |h: u64| (h >> 32) as usize % FAN_OUT;
         let mut starts = [0usize; FAN_OUT + 1];
         for h in &self.hashes {
@@ -107,6 +93,46 @@ impl SpillSet {
             })?;
             next[p] += 1;
         }
+        Ok((order, starts))
+    }
+}
+
+/// The [`FAN_OUT`] spill files of one side, opened as rows arrive for them.
+pub(super) struct SpillSet {
+    context: Arc<TaskContext>,
+    side: Side,
+    schema: SchemaRef,
+    router: PartRouter,
+    metrics: SpillMetrics,
+    parts: Vec<Option<PartFile>>,
+}
+
+impl SpillSet {
+    pub(super) fn new(
+        context: &Arc<TaskContext>,
+        side: Side,
+        seed: u64,
+        join: &HashJoinExec,
+        metrics: &SpillMetrics,
+    ) -> Result<Self> {
+        let (schema, router) = PartRouter::new(side, seed, join);
+        Ok(Self {
+            context: Arc::clone(context),
+            side,
+            schema,
+            router,
+            metrics: metrics.clone(),
+            parts: (0..FAN_OUT).map(|_| None).collect(),
+        })
+    }
+
+    /// Writes each row of `batch` to the file of its part.
+    pub(super) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        // One `take` in part order serves every part as a slice.
+        let (order, starts) = self.router.route(batch)?;
         let sorted = take_record_batch(batch, &UInt32Array::from(order))?;
         for p in 0..FAN_OUT {
             let (start, end) = (starts[p], starts[p + 1]);
@@ -166,7 +192,7 @@ impl SpillSet {
 /// `batch` with its string and binary view columns copied to buffers of their own: a
 /// slice of a view array still points into every buffer of the whole array, which the
 /// IPC writer would write out once per slice.
-fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {
+pub(super) fn compact_views(batch: &RecordBatch) -> Result<RecordBatch> {
     let columns = batch
         .columns()
         .iter()

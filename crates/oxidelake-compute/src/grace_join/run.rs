@@ -1,5 +1,6 @@
 //! One grace join step: collect the build side if it fits, else split both sides into
-//! pairs of spill files and join each pair the same way, one level deeper.
+//! pairs of spill files (or, when the device limit rather than the pool refused it, of
+//! parts held in host memory) and join each pair the same way, one level deeper.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::PairJoin;
 use super::handover::HandoverPool;
 use super::partitioned::{Side, SpillSet};
+use super::tiered::TieredWriter;
 use super::{FAN_OUT, MAX_DEPTH};
 use crate::device_budget::{DeviceBudget, DeviceClaim};
 
@@ -41,6 +43,8 @@ pub(super) struct JoinSpec {
     device_limit: Option<usize>,
     /// Splits the device budget caused where the memory pool had room.
     device_splits: Count,
+    /// Bytes of those splits' parts held in host memory rather than written to disk.
+    held_in_host: Count,
     /// The operator's metrics, which adopt the pair joins' device metrics.
     metrics: ExecutionPlanMetricsSet,
     partition: usize,
@@ -62,6 +66,7 @@ impl JoinSpec {
         metrics: &ExecutionPlanMetricsSet,
     ) -> Self {
         let device_splits = MetricBuilder::new(metrics).counter("device_budget_splits", partition);
+        let held_in_host = MetricBuilder::new(metrics).counter("held_in_host_bytes", partition);
         let spill_metrics = SpillMetrics::new(metrics, partition);
         let reader =
             |schema| SpillManager::new(context.runtime_env(), spill_metrics.clone(), schema);
@@ -72,6 +77,7 @@ impl JoinSpec {
             pairs,
             device_limit,
             device_splits,
+            held_in_host,
             metrics: metrics.clone(),
             partition,
             spill_metrics,
@@ -232,18 +238,18 @@ async fn step(
         };
         let cost = spec.build_cost(&mut counter, &batch);
         if reservation.try_grow(cost).is_err() {
-            break Some((batch, cost));
+            break Some((batch, cost, Split::ForMemory));
         }
         if let (Some(claim), Some(limit)) = (device.as_mut(), spec.device_limit())
             && !claim.try_grow(cost, limit)
         {
             spec.device_splits.add(1);
             reservation.shrink(cost);
-            break Some((batch, cost));
+            break Some((batch, cost, Split::ForDevice));
         }
         build.push((batch, cost));
     };
-    let Some((overflow, overflow_cost)) = overflow else {
+    let Some((overflow, overflow_cost, split)) = overflow else {
         // It fits: the pair join takes the reserved bytes over as it builds.
         return spec.join_in_memory(build, reservation, device, right);
     };
@@ -282,13 +288,20 @@ async fn step(
             spec.partition
         )));
     }
+    let seed = split_seed(depth);
+    if split == Split::ForDevice {
+        // The pool had room for what was collected: the parts go to host memory first.
+        reservation.free();
+        drop(reservation);
+        build.push((overflow, overflow_cost));
+        return split_for_device(spec, build, left, right, depth, seed).await;
+    }
     tracing::debug!(
         partition = spec.partition,
         depth,
         held = reservation.size(),
         "grace join: build side beyond the memory limit; spilling"
     );
-    let seed = split_seed(depth);
     let mut left_files = SpillSet::new(
         &spec.context,
         Side::Left,
@@ -337,6 +350,62 @@ async fn step(
         }
     });
     Ok(stream.boxed())
+}
+
+/// Splits a build side the device budget refused (and its probe side) into parts held
+/// in host memory while the pool has room (`tiered`), then joins each pair one level
+/// deeper.
+async fn split_for_device(
+    spec: Arc<JoinSpec>,
+    build: Vec<(RecordBatch, usize)>,
+    mut left: SendableRecordBatchStream,
+    mut right: SendableRecordBatchStream,
+    depth: u32,
+    seed: u64,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    tracing::debug!(
+        partition = spec.partition,
+        depth,
+        "grace join: build side beyond the device limit; splitting it in host memory"
+    );
+    let mut parts = TieredWriter::new(
+        &spec.context,
+        &spec.join,
+        seed,
+        spec.partition,
+        depth,
+        spec.held_in_host.clone(),
+        &spec.spill_metrics,
+    )?;
+    for (batch, _) in build {
+        parts.add(Side::Left, &batch).await?;
+    }
+    while let Some(batch) = left.try_next().await? {
+        parts.add(Side::Left, &batch).await?;
+    }
+    while let Some(batch) = right.try_next().await? {
+        parts.add(Side::Right, &batch).await?;
+    }
+    let parts = parts.finish();
+    let pairs: Vec<usize> = (0..FAN_OUT).filter(|p| parts.has_rows(*p)).collect();
+    let stream = futures::stream::iter(pairs).flat_map(move |p| {
+        let input = GraceInput {
+            left: parts.stream(Side::Left, p),
+            right: parts.stream(Side::Right, p),
+        };
+        grace(Arc::clone(&spec), input, depth + 1)
+    });
+    Ok(stream.boxed())
+}
+
+/// Why a build side was split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// The memory pool refused it: both sides go to disk.
+    ForMemory,
+    /// The device budget refused it while the pool had room: both sides go to host
+    /// memory first ([`TieredWriter`]).
+    ForDevice,
 }
 
 /// The hash seed of split level `depth`: a different one each level, so a pair split again

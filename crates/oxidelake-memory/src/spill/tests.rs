@@ -119,6 +119,60 @@ async fn releasing_batches_returns_their_bytes_and_deletes_spill_files() {
 }
 
 #[tokio::test]
+async fn taking_a_spilled_batch_reads_it_back_without_demoting_others_and_counts_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = batch(0, 32).get_array_memory_size() as u64;
+    let (mgr, hub) = manager(dir.path(), 2 * one);
+    let originals: Vec<RecordBatch> = (1..=3).map(|i| batch(i, 32)).collect();
+    let mut ids = Vec::new();
+    for b in &originals {
+        ids.push(mgr.register(b.clone(), MemoryTier::Host).await.unwrap());
+    }
+    assert_eq!(mgr.tier_of(ids[0]).await, Some(MemoryTier::Disk));
+    // Each registration past the first pushed the one before it out.
+    assert_eq!(mgr.tier_of(ids[1]).await, Some(MemoryTier::Disk));
+    let writes = mgr.disk_writes();
+    assert_eq!((writes.files, writes.rows), (2, 64));
+    assert!(writes.bytes > 0);
+    let file = mgr.spill_file(ids[0]).await.unwrap();
+    let host_before = mgr.used_bytes(MemoryTier::Host).await;
+    let demotions_before = hub.snapshot().spill.demotions;
+
+    assert_eq!(mgr.take(ids[0]).await.unwrap(), originals[0]);
+    assert!(!dir.path().join(file.as_ref()).exists());
+    assert_eq!(mgr.tier_of(ids[0]).await, None);
+    // Only the second batch is left on disk.
+    assert_eq!(mgr.used_bytes(MemoryTier::Disk).await, one);
+    // Not promoted: the host tier holds what it held, and nothing was pushed out.
+    assert_eq!(mgr.used_bytes(MemoryTier::Host).await, host_before);
+    assert_eq!(hub.snapshot().spill.demotions, demotions_before);
+    assert_eq!(mgr.tier_of(ids[2]).await, Some(MemoryTier::Host));
+    // A batch in memory is handed over and forgotten.
+    assert_eq!(mgr.take(ids[2]).await.unwrap(), originals[2]);
+    assert_eq!(mgr.used_bytes(MemoryTier::Host).await, host_before - one);
+    assert!(matches!(
+        mgr.take(ids[2]).await,
+        Err(MemoryError::UnknownBatch(_))
+    ));
+    assert_eq!(mgr.disk_writes(), writes);
+}
+
+#[tokio::test]
+async fn a_manager_dropped_with_batches_held_takes_them_out_of_the_hubs_gauges() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = batch(0, 32).get_array_memory_size() as u64;
+    let (mgr, hub) = manager(dir.path(), 2 * one);
+    for i in 1..=3 {
+        mgr.register(batch(i, 32), MemoryTier::Host).await.unwrap();
+    }
+    let held = hub.snapshot().memory;
+    assert!(held.host_bytes > 0 && held.disk_bytes > 0, "{held:?}");
+    drop(mgr);
+    let after = hub.snapshot().memory;
+    assert_eq!((after.host_bytes, after.disk_bytes), (0, 0));
+}
+
+#[tokio::test]
 async fn device_tier_overflow_cascades_through_host_to_disk() {
     let dir = tempfile::tempdir().unwrap();
     let one = batch(0, 32).get_array_memory_size() as u64;

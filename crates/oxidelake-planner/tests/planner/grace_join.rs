@@ -196,15 +196,20 @@ async fn a_grace_join_whose_build_side_fits_writes_nothing_to_disk() {
 
 /// `device_budget_splits` of the plan's grace joins.
 fn device_splits(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    grace_metric(plan, "device_budget_splits")
+}
+
+/// The metric `name` summed over the plan's grace joins.
+fn grace_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
     let own = plan
         .downcast_ref::<GraceHashJoinExec>()
         .and_then(|_| plan.metrics())
-        .and_then(|m| m.sum_by_name("device_budget_splits"))
+        .and_then(|m| m.sum_by_name(name))
         .map_or(0, |v| v.as_usize());
     own + plan
         .children()
         .into_iter()
-        .map(device_splits)
+        .map(|child| grace_metric(child, name))
         .sum::<usize>()
 }
 
@@ -283,8 +288,43 @@ async fn a_build_side_beyond_the_device_limit_is_split_until_each_pair_fits_and_
             metrics.sum_by_name("cpu_fallback_batches").is_some(),
             "{sql}"
         );
-        assert!(grace_spills(&plan).0 > 0, "{sql}\n{text}");
+        // With no host limit, the split parts wait in host memory: nothing goes to disk.
+        assert!(
+            grace_metric(&plan, "held_in_host_bytes") > 0,
+            "{sql}\n{text}"
+        );
+        assert_eq!(grace_spills(&plan).0, 0, "{sql}\n{text}");
         assert_eq!(rows.len(), expected.len(), "{sql}");
+        assert!(rows == expected, "rows differ: {sql}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_split_holds_its_parts_in_host_memory_and_demotes_them_to_disk_past_its_share_of_the_pool()
+ {
+    let stock = session(false, None);
+    let options = OxideOptions {
+        placement_target: PlacementTarget::Cuda,
+        spill_joins: true,
+        device_limit: Some(256 << 10),
+        ..OxideOptions::default()
+    };
+    // Room in the pool for what a build side collects before the device limit stops it,
+    // but not for all of both sides' parts: the host tier gets half of the free bytes.
+    let device = session_with(options, Some(2 << 20));
+    for sql in [JOINS[0], JOINS[6]] {
+        let (_, expected) = run(&stock, sql).await;
+        let (plan, rows) = run(&device, sql).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert!(device_splits(&plan) > 0, "{sql}\n{text}");
+        assert!(
+            grace_metric(&plan, "held_in_host_bytes") > 0,
+            "{sql}\n{text}"
+        );
+        assert!(
+            grace_spills(&plan).0 > 0,
+            "parts past the host tier's share went to disk: {sql}\n{text}"
+        );
         assert!(rows == expected, "rows differ: {sql}");
     }
 }

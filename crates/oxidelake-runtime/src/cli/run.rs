@@ -119,18 +119,28 @@ fn summary_line(
     line
 }
 
-/// " Spilled 3 files (12.5 MiB) to disk." when the query spilled, else nothing: a user
-/// who set a memory limit learns it was reached without reading EXPLAIN ANALYZE.
+/// " Spilled 3 files (12.5 MiB) to disk." when the query spilled, and " Held 4.0 MiB of
+/// joins split for the device limit in host memory." when a device split kept its parts
+/// in memory; nothing otherwise. A user who set a memory or device limit learns it was
+/// reached without reading EXPLAIN ANALYZE.
 fn spill_note(spills: SpillSummary) -> String {
-    if spills.files == 0 {
-        return String::new();
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let mut note = String::new();
+    if spills.held_in_host_bytes > 0 {
+        note.push_str(&format!(
+            " Held {:.1} MiB of joins split for the device limit in host memory.",
+            mib(spills.held_in_host_bytes)
+        ));
     }
-    format!(
-        " Spilled {} file{} ({:.1} MiB) to disk.",
-        spills.files,
-        if spills.files == 1 { "" } else { "s" },
-        spills.bytes as f64 / (1024.0 * 1024.0)
-    )
+    if spills.files > 0 {
+        note.push_str(&format!(
+            " Spilled {} file{} ({:.1} MiB) to disk.",
+            spills.files,
+            if spills.files == 1 { "" } else { "s" },
+            mib(spills.bytes)
+        ));
+    }
+    note
 }
 
 #[cfg(test)]
@@ -138,13 +148,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_spill_note_appears_only_when_a_query_spilled() {
+    fn the_spill_note_appears_only_when_a_query_spilled_or_held_split_parts_in_memory() {
         assert_eq!(spill_note(SpillSummary::default()), "");
         let note = spill_note(SpillSummary {
             files: 2,
             bytes: 3 << 20,
+            held_in_host_bytes: 0,
         });
         assert_eq!(note, " Spilled 2 files (3.0 MiB) to disk.");
+        let note = spill_note(SpillSummary {
+            files: 1,
+            bytes: 1 << 20,
+            held_in_host_bytes: 4 << 20,
+        });
+        assert_eq!(
+            note,
+            " Held 4.0 MiB of joins split for the device limit in host memory. \
+             Spilled 1 file (1.0 MiB) to disk."
+        );
     }
 
     #[test]

@@ -5,18 +5,21 @@ use std::sync::Arc;
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::{MemoryTier, TelemetryHub};
 
-/// Spill files and bytes over every operator of `plan`, so far.
-fn plan_spills(plan: &Arc<dyn ExecutionPlan>) -> (u64, u64) {
-    let own = plan.metrics().map_or((0, 0), |m| {
+/// Spill files, spilled bytes and bytes held in host memory instead of spilled, over
+/// every operator of `plan`, so far.
+fn plan_spills(plan: &Arc<dyn ExecutionPlan>) -> (u64, u64, u64) {
+    let own = plan.metrics().map_or((0, 0, 0), |m| {
         (
             m.spill_count().unwrap_or(0) as u64,
             m.spilled_bytes().unwrap_or(0) as u64,
+            m.sum_by_name("held_in_host_bytes")
+                .map_or(0, |v| v.as_usize() as u64),
         )
     });
     plan.children()
         .into_iter()
         .map(plan_spills)
-        .fold(own, |(f, b), (cf, cb)| (f + cf, b + cb))
+        .fold(own, |(f, b, h), (cf, cb, ch)| (f + cf, b + cb, h + ch))
 }
 
 /// What of one query's spills the hub has been told, so each observation adds only what
@@ -25,6 +28,7 @@ fn plan_spills(plan: &Arc<dyn ExecutionPlan>) -> (u64, u64) {
 pub(crate) struct SpillAccount {
     files: u64,
     bytes: u64,
+    held_in_host_bytes: u64,
     /// The disk manager's usage last added to the hub's disk gauge.
     disk_bytes: u64,
 }
@@ -32,7 +36,8 @@ pub(crate) struct SpillAccount {
 impl SpillAccount {
     /// Adds the spills `plan` made since the last call to `hub`'s counters.
     pub(crate) fn observe(&mut self, plan: &Arc<dyn ExecutionPlan>, hub: &TelemetryHub) {
-        let (files, bytes) = plan_spills(plan);
+        let (files, bytes, held) = plan_spills(plan);
+        self.held_in_host_bytes = self.held_in_host_bytes.max(held);
         if files > self.files || bytes > self.bytes {
             hub.record_spill_files(
                 files.saturating_sub(self.files),
@@ -64,5 +69,10 @@ impl SpillAccount {
     /// Spilled bytes seen so far.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes held in host memory instead of spilled, seen so far.
+    pub(crate) fn held_in_host_bytes(&self) -> u64 {
+        self.held_in_host_bytes
     }
 }

@@ -96,6 +96,7 @@ impl QueryStream {
         SpillSummary {
             files: self.spills.files(),
             bytes: self.spills.bytes(),
+            held_in_host_bytes: self.spills.held_in_host_bytes(),
         }
     }
 

@@ -125,6 +125,29 @@ async fn tpch_q18_holding_four_times_the_memory_limit_spills_its_joins_and_retur
 /// On this machine the GPU join runs its CPU path; `scripts/test-cuda-emulated.sh` runs
 /// this test again with `OXIDE_BACKEND=cuda`, where the parts go to the emulated device.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q18_split_for_the_device_demotes_its_parts_to_disk_past_its_share_of_a_small_pool() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    let q18 = tpch_query(18, 0.1).unwrap().join(";\n");
+    let (unlimited, _) = session.sql_with_spills(&q18).await.unwrap();
+    // A pool with room for what a build side collects before the device limit stops
+    // it, but not for both sides' parts in its host tier (half of the free bytes).
+    session.set_host_budget(&limit(48 << 20)).unwrap();
+    session
+        .sql("SET oxidelake.memory.device_limit = '4M'")
+        .await
+        .unwrap();
+    let (limited, spills) = session.sql_with_spills(&q18).await.unwrap();
+    assert_eq!(sorted_rows(&limited), sorted_rows(&unlimited));
+    assert!(spills.held_in_host_bytes > 0, "{spills:?}");
+    assert!(spills.files > 0, "{spills:?}");
+    let text = explain_analyze(&session, &q18).await;
+    assert!(
+        grace_join_metric(&text, "device_budget_splits") > 0,
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_the_unlimited_result()
  {
     let (_dir, session) = tpch_lake(0.1).await;
@@ -148,7 +171,9 @@ async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_
     let uploaded = TelemetryHub::global().snapshot().transfers.h2d_bytes;
     let (limited, spills) = session.sql_with_spills(&q18).await.unwrap();
     assert_eq!(sorted_rows(&limited), sorted_rows(&unlimited));
-    assert!(spills.files > 0, "{spills:?}");
+    // The pool had room: the split parts waited in host memory, not on disk.
+    assert!(spills.held_in_host_bytes > 0, "{spills:?}");
+    assert_eq!(spills.files, 0, "{spills:?}");
     if on_device {
         assert!(
             TelemetryHub::global().snapshot().transfers.h2d_bytes > uploaded,
@@ -161,7 +186,8 @@ async fn tpch_q18_under_a_small_device_limit_joins_its_parts_on_the_device_with_
         grace_join_metric(&text, "device_budget_splits") > 0,
         "{text}"
     );
-    assert!(grace_join_spill_files(&text) > 0, "{text}");
+    assert!(grace_join_metric(&text, "held_in_host_bytes") > 0, "{text}");
+    assert_eq!(grace_join_spill_files(&text), 0, "{text}");
     // The pair joins' metrics say where they ran: on the emulated device, not on the
     // CPU path of a GPU join that found no device.
     assert!(text.contains("no_device="), "{text}");
