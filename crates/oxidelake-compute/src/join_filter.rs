@@ -38,11 +38,13 @@ use arrow::compute::filter_record_batch;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_expr::expressions::{CaseExpr, DynamicFilterPhysicalExpr, Literal};
 use datafusion::physical_expr::{PhysicalExpr, conjunction};
+use datafusion::physical_plan::joins::HashTableLookupExpr;
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
@@ -69,6 +71,8 @@ pub struct JoinFilterExec {
     predicate: Arc<dyn PhysicalExpr>,
     /// The largest fraction of its sample a filter may keep and go on filtering.
     max_kept: f64,
+    /// Whether filters filled by Partitioned-mode joins are applied.
+    partitioned: bool,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -103,8 +107,21 @@ impl JoinFilterExec {
             filters,
             predicate,
             max_kept,
+            partitioned: true,
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Whether the hash-table lookups of Partitioned-mode joins are applied (`true` by
+    /// default). DataFusion fills such a join's filter with a `CASE` over the
+    /// repartitioning hash whose branches test the key range and then look the row up in
+    /// that partition's hash table (or, for a small build partition, in a key list): a
+    /// hash and a lookup per row, about what the repartition and probe they spare cost.
+    /// When off, a filter of that form with lookups is skipped once filled (counted in
+    /// `skipped_partitioned`); one with key lists only is applied like any other.
+    pub fn with_partitioned(mut self, partitioned: bool) -> Self {
+        self.partitioned = partitioned;
+        self
     }
 
     /// The dynamic filters this node evaluates.
@@ -156,11 +173,14 @@ impl ExecutionPlan for JoinFilterExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(JoinFilterExec::try_new(
-            single_child(children, "JoinFilterExec")?,
-            self.filters.clone(),
-            self.max_kept,
-        )?))
+        Ok(Arc::new(
+            JoinFilterExec::try_new(
+                single_child(children, "JoinFilterExec")?,
+                self.filters.clone(),
+                self.max_kept,
+            )?
+            .with_partitioned(self.partitioned),
+        ))
     }
 
     fn execute(
@@ -170,6 +190,7 @@ impl ExecutionPlan for JoinFilterExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let mut sampler = Sampler::new(&self.filters, self.max_kept, &self.metrics, partition);
+        sampler.partitioned = self.partitioned;
         let stream = input
             .map(move |batch| sampler.step(batch?))
             .try_filter(|batch| futures::future::ready(batch.num_rows() > 0));
@@ -215,13 +236,34 @@ impl Stage {
         }
     }
 
-    /// Whether its join has filled it (it no longer reads `true`).
-    fn filled(&self) -> Result<bool> {
+    /// Whether its join has filled it (it no longer reads `true`), and in which form.
+    fn filled(&self) -> Result<Option<Form>> {
         let current = self.filter.current()?;
-        Ok(!current
+        if current
             .downcast_ref::<Literal>()
-            .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true))))
+            .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
+        {
+            return Ok(None);
+        }
+        let per_partition = current.downcast_ref::<CaseExpr>().is_some();
+        let looks_up = current.exists(|e| Ok(e.downcast_ref::<HashTableLookupExpr>().is_some()))?;
+        Ok(Some(if per_partition && looks_up {
+            Form::PartitionLookups
+        } else {
+            Form::Other
+        }))
     }
+}
+
+/// What a filled dynamic filter looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// A Partitioned-mode join's `CASE` over the repartitioning hash whose branches look
+    /// rows up in the partitions' hash tables (build sides too large for a key list).
+    PartitionLookups,
+    /// Anything else: a CollectLeft join's key range with a key list or a hash-table
+    /// lookup, or a Partitioned-mode join's `CASE` over key lists.
+    Other,
 }
 
 /// The filters of one partition's stream, applied one after another to what the previous
@@ -229,10 +271,13 @@ impl Stage {
 struct Sampler {
     stages: Vec<Stage>,
     max_kept: f64,
+    /// Whether Partitioned-mode joins' filters are applied.
+    partitioned: bool,
     baseline: BaselineMetrics,
     rows_checked: Count,
     rows_dropped: Count,
     unselective: Count,
+    skipped_partitioned: Count,
 }
 
 impl Sampler {
@@ -255,10 +300,12 @@ impl Sampler {
                 })
                 .collect(),
             max_kept,
+            partitioned: true,
             baseline: BaselineMetrics::new(metrics, partition),
             rows_checked: counter("rows_checked"),
             rows_dropped: counter("rows_dropped"),
             unselective: counter("sampled_unselective"),
+            skipped_partitioned: counter("skipped_partitioned"),
         }
     }
 
@@ -269,8 +316,15 @@ impl Sampler {
         let mut checked = false;
         let mut reorder = false;
         for stage in &mut self.stages {
-            if stage.mode == Mode::Waiting && stage.filled()? {
-                stage.mode = Mode::Sampling;
+            if stage.mode == Mode::Waiting {
+                match stage.filled()? {
+                    None => {}
+                    Some(Form::PartitionLookups) if !self.partitioned => {
+                        self.skipped_partitioned.add(1);
+                        stage.mode = Mode::Dropped;
+                    }
+                    Some(_) => stage.mode = Mode::Sampling,
+                }
             }
             if matches!(stage.mode, Mode::Waiting | Mode::Dropped) || batch.num_rows() == 0 {
                 continue;
@@ -311,6 +365,8 @@ mod tests {
     use arrow::array::{Array, Int64Array};
     use datafusion::logical_expr::Operator;
     use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+    use datafusion::physical_plan::joins::join_hash_map::JoinHashMapU32;
+    use datafusion::physical_plan::joins::{Map, SeededRandomState};
     use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 
     fn batch(start: i64, rows: i64) -> RecordBatch {
@@ -338,6 +394,56 @@ mod tests {
 
     fn sampler(filters: &[Arc<DynamicFilterPhysicalExpr>]) -> Sampler {
         Sampler::new(filters, MAX_KEPT, &ExecutionPlanMetricsSet::new(), 0)
+    }
+
+    /// A filter filled with the shape DataFusion gives a Partitioned-mode join's: a CASE
+    /// over the partition of the row (here `a % 2`), one branch per partition. The even
+    /// partition keeps rows ending in 0; the odd one tests `odd`.
+    fn per_partition(odd: Arc<dyn PhysicalExpr>) -> Arc<DynamicFilterPhysicalExpr> {
+        let a: Arc<dyn PhysicalExpr> = Arc::new(Column::new("a", 0));
+        let partition = Arc::new(BinaryExpr::new(a, Operator::Modulo, lit(2i64)));
+        let case = CaseExpr::try_new(
+            Some(partition),
+            vec![(lit(0i64), last_digit(Operator::Eq, 0)), (lit(1i64), odd)],
+            Some(lit(false)),
+        )
+        .unwrap();
+        let filter = unfilled();
+        filter.update(Arc::new(case)).unwrap();
+        filter
+    }
+
+    #[test]
+    fn a_partitioned_joins_hash_table_lookups_are_skipped_when_partitioned_filters_are_off() {
+        // The odd partition looks rows up in its (empty) hash table.
+        let a: Arc<dyn PhysicalExpr> = Arc::new(Column::new("a", 0));
+        let map = Map::HashMap(Box::new(JoinHashMapU32::with_capacity(0)));
+        let lookup = Arc::new(HashTableLookupExpr::new(
+            vec![a],
+            SeededRandomState::with_seed(0),
+            Arc::new(map),
+            "hash_lookup".to_string(),
+        ));
+        let filter = per_partition(lookup);
+        let mut off = sampler(&[Arc::clone(&filter)]);
+        off.partitioned = false;
+        assert_eq!(off.step(batch(0, 1000)).unwrap().num_rows(), 1000);
+        assert_eq!(off.skipped_partitioned.value(), 1);
+        assert_eq!(off.rows_checked.value(), 0);
+
+        let mut on = sampler(&[filter]);
+        // Even rows ending in 0; no odd row is in the empty table.
+        assert_eq!(on.step(batch(0, 1000)).unwrap().num_rows(), 100);
+        assert_eq!(on.skipped_partitioned.value(), 0);
+    }
+
+    #[test]
+    fn a_partitioned_joins_key_lists_are_applied_when_partitioned_filters_are_off() {
+        let mut off = sampler(&[per_partition(last_digit(Operator::Eq, 1))]);
+        off.partitioned = false;
+        // Even rows ending in 0 and odd rows ending in 1: 100 + 100 of 1000.
+        assert_eq!(off.step(batch(0, 1000)).unwrap().num_rows(), 200);
+        assert_eq!(off.skipped_partitioned.value(), 0);
     }
 
     #[test]

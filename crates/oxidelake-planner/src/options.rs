@@ -32,6 +32,11 @@ pub struct OxideOptions {
     /// join filter may keep and go on filtering, in per mille (so the options stay `Eq`);
     /// `None`: the default, [`oxidelake_compute::JOIN_FILTER_MAX_KEPT`].
     pub join_filter_max_kept_per_mille: Option<u16>,
+    /// `oxidelake.scan.join_filter_partitioned`: whether the filters of Partitioned-mode
+    /// joins are applied too. DataFusion fills those with a `CASE` over the repartitioning
+    /// hash that looks each row up in its partition's hash table: a hash and a lookup
+    /// per row, about what the repartition and the probe it spares cost. Off by default.
+    pub join_filter_partitioned: bool,
 }
 
 impl Default for OxideOptions {
@@ -42,6 +47,7 @@ impl Default for OxideOptions {
             device_limit: None,
             join_filter_rows: true,
             join_filter_max_kept_per_mille: None,
+            join_filter_partitioned: false,
         }
     }
 }
@@ -56,6 +62,8 @@ const DEVICE_LIMIT: &str = "memory.device_limit";
 const JOIN_FILTER_ROWS: &str = "scan.join_filter_rows";
 /// The key of the join filters' selectivity bound, without the `oxidelake.` prefix.
 const JOIN_FILTER_MAX_KEPT: &str = "scan.join_filter_max_kept";
+/// The key of the partitioned joins' filter switch, without the `oxidelake.` prefix.
+const JOIN_FILTER_PARTITIONED: &str = "scan.join_filter_partitioned";
 
 /// `true`/`on` or `false`/`off`, for the boolean option `key`.
 fn parse_switch(key: &str, value: &str) -> Result<bool> {
@@ -100,6 +108,10 @@ impl ExtensionOptions for OxideOptions {
             }
             JOIN_FILTER_ROWS => {
                 self.join_filter_rows = parse_switch(JOIN_FILTER_ROWS, value)?;
+                Ok(())
+            }
+            JOIN_FILTER_PARTITIONED => {
+                self.join_filter_partitioned = parse_switch(JOIN_FILTER_PARTITIONED, value)?;
                 Ok(())
             }
             JOIN_FILTER_MAX_KEPT => {
@@ -186,6 +198,12 @@ impl ExtensionOptions for OxideOptions {
                 value: Some(self.join_filter_max_kept().to_string()),
                 description: "The largest fraction of its first 65,536 rows a join filter \
                               may keep and go on filtering (JoinFilterExec)",
+            },
+            ConfigEntry {
+                key: format!("{}.{JOIN_FILTER_PARTITIONED}", Self::PREFIX),
+                value: Some(self.join_filter_partitioned.to_string()),
+                description: "Also apply the filters of Partitioned-mode hash joins (a hash \
+                              and a hash-table lookup per row) above the scans",
             },
         ]
     }

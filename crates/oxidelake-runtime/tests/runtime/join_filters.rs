@@ -154,6 +154,36 @@ async fn an_unselective_joins_filter_stops_filtering_after_its_sample() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_joins_filter_is_skipped_by_default_with_the_same_answer() {
+    let (_dir, session) = cpu_session().await;
+    // Every join Partitioned: its filter is a CASE over the partitions' hash tables.
+    for setting in [
+        "datafusion.optimizer.hash_join_single_partition_threshold",
+        "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+    ] {
+        session.sql(&format!("SET {setting} = 0")).await.unwrap();
+    }
+    let query = "SELECT COUNT(*), SUM(l_quantity) FROM lineitem, orders \
+         WHERE o_orderkey = l_orderkey AND o_orderkey % 2 = 0";
+    let (rows, plan) = run(&session, query).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(text.contains("mode=Partitioned"), "{text}");
+    assert!(
+        join_filter_metric(&plan, "skipped_partitioned") >= 1,
+        "the partitions skipped the CASE filter once it was filled: {text}"
+    );
+    assert_eq!(join_filter_metric(&plan, "rows_checked"), 0, "{text}");
+    session
+        .sql("SET oxidelake.scan.join_filter_partitioned = true")
+        .await
+        .unwrap();
+    let (applied, plan) = run(&session, query).await;
+    assert_eq!(join_filter_metric(&plan, "skipped_partitioned"), 0);
+    assert!(join_filter_metric(&plan, "rows_checked") > 0);
+    assert_eq!(applied, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_querys_own_filters_stay_out_of_the_parquet_decoder() {
     let (_dir, session) = cpu_session().await;
     // No join, so no dynamic filter and no JoinFilterExec: the static range is
