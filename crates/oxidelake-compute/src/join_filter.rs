@@ -73,6 +73,9 @@ pub struct JoinFilterExec {
     max_kept: f64,
     /// Whether filters filled by Partitioned-mode joins are applied.
     partitioned: bool,
+    /// Per filter: apply its Partitioned-mode form even when `partitioned` is off (its
+    /// join aggregates the probe side above the scan).
+    lookups_pay: Vec<bool>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -108,8 +111,19 @@ impl JoinFilterExec {
             predicate,
             max_kept,
             partitioned: true,
+            lookups_pay: Vec::new(),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Marks, per filter (in the order given to [`JoinFilterExec::try_new`]), the ones
+    /// whose Partitioned-mode lookups are applied even when
+    /// [`JoinFilterExec::with_partitioned`] is off: filters whose join aggregates the
+    /// probe rows between this scan and itself, so a dropped row spares an aggregation
+    /// too, not only a repartition and a probe (TPC-H Q20). Missing entries are `false`.
+    pub fn with_lookups_that_pay(mut self, pay: Vec<bool>) -> Self {
+        self.lookups_pay = pay;
+        self
     }
 
     /// Whether the hash-table lookups of Partitioned-mode joins are applied (`true` by
@@ -179,7 +193,8 @@ impl ExecutionPlan for JoinFilterExec {
                 self.filters.clone(),
                 self.max_kept,
             )?
-            .with_partitioned(self.partitioned),
+            .with_partitioned(self.partitioned)
+            .with_lookups_that_pay(self.lookups_pay.clone()),
         ))
     }
 
@@ -191,6 +206,9 @@ impl ExecutionPlan for JoinFilterExec {
         let input = self.input.execute(partition, context)?;
         let mut sampler = Sampler::new(&self.filters, self.max_kept, &self.metrics, partition);
         sampler.partitioned = self.partitioned;
+        for (stage, pays) in sampler.stages.iter_mut().zip(&self.lookups_pay) {
+            stage.lookups_pay = *pays;
+        }
         let stream = input
             .map(move |batch| sampler.step(batch?))
             .try_filter(|batch| futures::future::ready(batch.num_rows() > 0));
@@ -221,6 +239,8 @@ enum Mode {
 /// One dynamic filter and what it did in this partition.
 struct Stage {
     filter: Arc<DynamicFilterPhysicalExpr>,
+    /// Apply its Partitioned-mode lookups even when those are off.
+    lookups_pay: bool,
     mode: Mode,
     checked: usize,
     kept: usize,
@@ -294,6 +314,7 @@ impl Sampler {
                 .iter()
                 .map(|filter| Stage {
                     filter: Arc::clone(filter),
+                    lookups_pay: false,
                     mode: Mode::Waiting,
                     checked: 0,
                     kept: 0,
@@ -319,7 +340,7 @@ impl Sampler {
             if stage.mode == Mode::Waiting {
                 match stage.filled()? {
                     None => {}
-                    Some(Form::PartitionLookups) if !self.partitioned => {
+                    Some(Form::PartitionLookups) if !self.partitioned && !stage.lookups_pay => {
                         self.skipped_partitioned.add(1);
                         stage.mode = Mode::Dropped;
                     }

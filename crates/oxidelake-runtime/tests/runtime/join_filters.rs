@@ -184,6 +184,42 @@ async fn a_partitioned_joins_filter_is_skipped_by_default_with_the_same_answer()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_joins_lookups_are_applied_where_its_probe_side_aggregates() {
+    let (_dir, session) = cpu_session().await;
+    for setting in [
+        "datafusion.optimizer.hash_join_single_partition_threshold",
+        "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+    ] {
+        session.sql(&format!("SET {setting} = 0")).await.unwrap();
+    }
+    // TPC-H Q20's shape: the filter of the join with a few suppliers' stock reaches the
+    // lineitem scan through the aggregation by part and supplier.
+    let query = "SELECT COUNT(*), SUM(q) FROM partsupp, \
+         (SELECT l_partkey, l_suppkey, SUM(l_quantity) AS q FROM lineitem \
+          GROUP BY l_partkey, l_suppkey) agg \
+         WHERE ps_partkey = l_partkey AND ps_suppkey = l_suppkey AND ps_availqty < 100";
+    let (rows, plan) = run(&session, query).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(text.contains("mode=Partitioned"), "{text}");
+    let (filtered, scanned) = lineitem_rows(&plan);
+    let filtered = filtered.unwrap_or_else(|| panic!("a JoinFilterExec over lineitem: {text}"));
+    assert_eq!(
+        join_filter_metric(&plan, "skipped_partitioned"),
+        0,
+        "{text}"
+    );
+    assert!(
+        filtered * 10 < scanned,
+        "the lookups dropped most lineitem rows before the aggregate: {filtered} of {scanned}"
+    );
+    session
+        .sql("SET oxidelake.scan.join_filter_rows = false")
+        .await
+        .unwrap();
+    assert_eq!(run(&session, query).await.0, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_querys_own_filters_stay_out_of_the_parquet_decoder() {
     let (_dir, session) = cpu_session().await;
     // No join, so no dynamic filter and no JoinFilterExec: the static range is
