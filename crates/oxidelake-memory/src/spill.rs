@@ -315,14 +315,7 @@ impl SpillManager {
     /// dropped) would otherwise demote a colder batch to make room for one it is about
     /// to drop.
     pub async fn take(&self, id: BatchId) -> Result<RecordBatch, MemoryError> {
-        let mut state = self.state.lock().await;
-        let entry = state
-            .entries
-            .remove(&id.0)
-            .ok_or(MemoryError::UnknownBatch(id.0))?;
-        state.used[slot(entry.tier)] -= entry.bytes;
-        self.telemetry
-            .add_tier_bytes(entry.tier, -(entry.bytes as i64));
+        let entry = self.forget(&mut *self.state.lock().await, id)?;
         match entry.data {
             Data::Memory(batch) => Ok(batch),
             Data::Disk { path, info } => {
@@ -358,7 +351,15 @@ impl SpillManager {
 
     /// Forgets the batch and deletes its spill file, if any.
     pub async fn release(&self, id: BatchId) -> Result<(), MemoryError> {
-        let mut state = self.state.lock().await;
+        let entry = self.forget(&mut *self.state.lock().await, id)?;
+        if let Data::Disk { path, .. } = entry.data {
+            self.delete_object(&path).await;
+        }
+        Ok(())
+    }
+
+    /// Removes the entry of `id` and takes its bytes out of its tier and the hub's gauge.
+    fn forget(&self, state: &mut State, id: BatchId) -> Result<Entry, MemoryError> {
         let entry = state
             .entries
             .remove(&id.0)
@@ -366,10 +367,7 @@ impl SpillManager {
         state.used[slot(entry.tier)] -= entry.bytes;
         self.telemetry
             .add_tier_bytes(entry.tier, -(entry.bytes as i64));
-        if let Data::Disk { path, .. } = entry.data {
-            self.delete_object(&path).await;
-        }
-        Ok(())
+        Ok(entry)
     }
 
     /// The tier a batch currently lives in, or `None` if the id is unknown.
