@@ -216,26 +216,24 @@ fn grace_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
 /// Placed for cuda (this machine has no GPU: the GPU join runs its CPU path), spilling
 /// joins on, no host limit, and the given device limit.
 fn device_session(device_limit: Option<usize>) -> SessionContext {
-    let options = OxideOptions {
+    session_with(device_options(true, device_limit), None)
+}
+
+/// Options placing for cuda with `spill_joins` and `device_limit` as given.
+fn device_options(spill_joins: bool, device_limit: Option<usize>) -> OxideOptions {
+    OxideOptions {
         placement_target: PlacementTarget::Cuda,
-        spill_joins: true,
+        spill_joins,
         device_limit,
         ..OxideOptions::default()
-    };
-    session_with(options, None)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_limit_alone_bounds_gpu_joins_through_the_grace_join() {
     let stock = session(false, None);
     // No host limit and spill_joins off: the device limit alone wraps the join.
-    let options = OxideOptions {
-        placement_target: PlacementTarget::Cuda,
-        spill_joins: false,
-        device_limit: Some(256 << 10),
-        ..OxideOptions::default()
-    };
-    let device = session_with(options, None);
+    let device = session_with(device_options(false, Some(256 << 10)), None);
     let (_, expected) = run(&stock, JOINS[0]).await;
     let (plan, rows) = run(&device, JOINS[0]).await;
     let text = displayable(plan.as_ref()).indent(true).to_string();
@@ -303,15 +301,9 @@ async fn a_build_side_beyond_the_device_limit_is_split_until_each_pair_fits_and_
 async fn a_device_split_holds_its_parts_in_host_memory_and_demotes_them_to_disk_past_its_share_of_the_pool()
  {
     let stock = session(false, None);
-    let options = OxideOptions {
-        placement_target: PlacementTarget::Cuda,
-        spill_joins: true,
-        device_limit: Some(256 << 10),
-        ..OxideOptions::default()
-    };
     // Room in the pool for what a build side collects before the device limit stops it,
     // but not for all of both sides' parts: the host tier gets half of the free bytes.
-    let device = session_with(options, Some(2 << 20));
+    let device = session_with(device_options(true, Some(256 << 10)), Some(2 << 20));
     for sql in [JOINS[0], JOINS[6]] {
         let (_, expected) = run(&stock, sql).await;
         let (plan, rows) = run(&device, sql).await;

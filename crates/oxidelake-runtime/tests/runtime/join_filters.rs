@@ -83,6 +83,18 @@ async fn cpu_session() -> (super::data::GeneratedData, OxideSession) {
     session("cpu").await
 }
 
+/// [`cpu_session`] with every hash join in Partitioned mode.
+async fn partitioned_cpu_session() -> (super::data::GeneratedData, OxideSession) {
+    let (dir, session) = cpu_session().await;
+    for setting in [
+        "datafusion.optimizer.hash_join_single_partition_threshold",
+        "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+    ] {
+        session.sql(&format!("SET {setting} = 0")).await.unwrap();
+    }
+    (dir, session)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selective_joins_filter_drops_the_probe_rows_it_excludes_above_the_scan() {
     let (_dir, session) = cpu_session().await;
@@ -155,14 +167,8 @@ async fn an_unselective_joins_filter_stops_filtering_after_its_sample() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_joins_filter_is_skipped_by_default_with_the_same_answer() {
-    let (_dir, session) = cpu_session().await;
     // Every join Partitioned: its filter is a CASE over the partitions' hash tables.
-    for setting in [
-        "datafusion.optimizer.hash_join_single_partition_threshold",
-        "datafusion.optimizer.hash_join_single_partition_threshold_rows",
-    ] {
-        session.sql(&format!("SET {setting} = 0")).await.unwrap();
-    }
+    let (_dir, session) = partitioned_cpu_session().await;
     let query = "SELECT COUNT(*), SUM(l_quantity) FROM lineitem, orders \
          WHERE o_orderkey = l_orderkey AND o_orderkey % 2 = 0";
     let (rows, plan) = run(&session, query).await;
@@ -185,13 +191,7 @@ async fn a_partitioned_joins_filter_is_skipped_by_default_with_the_same_answer()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_joins_lookups_are_applied_where_its_probe_side_aggregates() {
-    let (_dir, session) = cpu_session().await;
-    for setting in [
-        "datafusion.optimizer.hash_join_single_partition_threshold",
-        "datafusion.optimizer.hash_join_single_partition_threshold_rows",
-    ] {
-        session.sql(&format!("SET {setting} = 0")).await.unwrap();
-    }
+    let (_dir, session) = partitioned_cpu_session().await;
     // TPC-H Q20's shape: the filter of the join with a few suppliers' stock reaches the
     // lineitem scan through the aggregation by part and supplier.
     let query = "SELECT COUNT(*), SUM(q) FROM partsupp, \
