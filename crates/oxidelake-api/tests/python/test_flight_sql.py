@@ -174,5 +174,13 @@ def test_flight_sql_over_mutual_tls_refuses_a_client_without_a_certificate(tls_c
                                 db_kwargs=tls_options(certs, None), autocommit=True) as conn, \
                 conn.cursor() as cur:
             cur.execute("SELECT 1")
-    # The TLS handshake itself refuses it, before any SQL is read.
-    assert "tls: certificate required" in str(refused.value), refused.value
+    # The TLS handshake itself refuses it, before any SQL is read. In TLS 1.3 the client's
+    # side of the handshake ends before the server has checked the (missing) certificate,
+    # so the client may already be writing its request when the server's alert and close
+    # arrive: it then reports the closed connection instead of the alert. Either way the
+    # transport failed (gRPC Unavailable), not the statement.
+    message = str(refused.value)
+    alert = "tls: certificate required" in message
+    closed = "Unavailable" in message and any(
+        cause in message for cause in ("broken pipe", "connection reset", "EOF"))
+    assert alert or closed, message
