@@ -56,14 +56,14 @@ cargo test --workspace --features "$FEATURES" --lib --test compute \
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "ignored CUDA tests failed (exit $rc)"; exit "$rc"; }
 
-echo "== data path: gathered batches on two streams in order, lanes reused from the pool"
+echo "== data path: gathered batches on two streams in order, lanes reused from the pool, device transitions"
 # The stream trace and the allocation counters are process-wide: one test at a time.
 cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture \
   --test-threads 1 compute::pipeline \
   2>&1 | tee "$LOG_DIR/pipeline.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "data-path tests failed (exit $rc)"; exit "$rc"; }
-grep -q "test result: ok. 4 passed" "$LOG_DIR/pipeline.log" || { echo "expected 4 data-path tests"; exit 1; }
+grep -q "test result: ok. 6 passed" "$LOG_DIR/pipeline.log" || { echo "expected 6 data-path tests"; exit 1; }
 
 echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
 cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture faults \

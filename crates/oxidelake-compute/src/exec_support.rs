@@ -77,7 +77,12 @@ fn fallback_reason(err: &EngineError) -> Option<&'static str> {
 
 impl ExecBackend {
     pub(crate) fn new(choice: &BackendChoice) -> Result<Self> {
-        let backend = choice.resolve();
+        Self::on(choice.resolve(), matches!(choice, BackendChoice::Detect))
+    }
+
+    /// On `backend`, which the detector chose when `detected` (a resident stream's, whose
+    /// batches only that backend can read).
+    pub(crate) fn on(backend: Arc<dyn GpuBackend>, detected: bool) -> Result<Self> {
         let stream = backend.create_stream().map_err(DataFusionError::from)?;
         let cpu = CpuBackend::new();
         let cpu_stream = cpu.create_stream().map_err(DataFusionError::from)?;
@@ -87,8 +92,13 @@ impl ExecBackend {
             cpu,
             cpu_stream,
             degraded: AtomicBool::new(false),
-            detected: matches!(choice, BackendChoice::Detect),
+            detected,
         })
+    }
+
+    /// Whether the backend is the detector's answer.
+    pub(crate) fn detected(&self) -> bool {
+        self.detected
     }
 
     pub(crate) fn kind(&self) -> BackendKind {

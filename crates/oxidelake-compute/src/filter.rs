@@ -10,16 +10,19 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::filter::FilterExecBuilder;
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
 use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
+use oxidelake_device::resident;
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
+use crate::transition::{ResidentExec, ResidentStream, as_resident};
 
 /// Keeps the rows where every predicate is true, and outputs the projected columns.
 /// Equivalent to `FilterExec(a AND b ...)` with a projection, but the dropped columns are
@@ -260,5 +263,71 @@ impl ExecutionPlan for GpuFilterExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+impl ResidentExec for GpuFilterExec {
+    /// Filters its input's device batches into device batches. For now each batch is
+    /// *bridged*: copied to the host, filtered by the host-in/host-out call, and its
+    /// output copied back (`bridged_batches`), until the device filter reads resident
+    /// columns in place (ADR-0014, stage 2).
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let input = as_resident(&self.input)
+            .ok_or_else(|| {
+                DataFusionError::Internal("GpuFilterExec's input holds no device batches".into())
+            })?
+            .execute_resident(partition, context)?;
+        let exec = Arc::new(ExecBackend::on(Arc::clone(&input.backend), input.detected)?);
+        let metrics = Arc::new(OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuFilterExec",
+            self.placement,
+            &exec,
+        ));
+        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
+        let (predicates, projection) = (
+            Arc::new(self.predicates.clone()),
+            Arc::new(self.projection.clone()),
+        );
+        let (backend, detected) = (Arc::clone(&input.backend), input.detected);
+        let batches = input.batches.then(move |batch| {
+            let (exec, metrics, bridged) =
+                (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
+            let (predicates, projection) = (Arc::clone(&predicates), Arc::clone(&projection));
+            async move {
+                let batch = batch?;
+                tokio::task::spawn_blocking(move || {
+                    let started = Instant::now();
+                    let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
+                    let out = exec.run(&metrics, |backend, stream| {
+                        backend.filter_project(
+                            stream,
+                            FilterProjectArgs {
+                                batch: &host,
+                                predicates: &predicates,
+                                projection: &projection,
+                            },
+                        )
+                    })?;
+                    let kept = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
+                    bridged.add(1);
+                    let moved = exec.bytes_moved(|| batch.bytes() + kept.bytes());
+                    metrics.record(host.num_rows(), out.num_rows(), started, moved);
+                    Ok(kept)
+                })
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }
+        });
+        Ok(ResidentStream {
+            backend,
+            detected,
+            batches: Box::pin(batches),
+        })
     }
 }

@@ -50,6 +50,7 @@ mod placement;
 mod predicate_expr;
 mod projection;
 mod repartition_grant;
+mod transition;
 mod udf;
 mod value_expr;
 mod vector_distance;
@@ -65,11 +66,15 @@ pub use join_filter::{
     JoinFilterExec, MAX_KEPT as JOIN_FILTER_MAX_KEPT, SAMPLE_ROWS as JOIN_FILTER_SAMPLE_ROWS,
 };
 pub use oxidelake_device::ops;
+pub use oxidelake_device::resident;
 pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,
 };
 pub use placement::placement_label;
 pub use projection::{GpuProjectionExec, is_constant};
 pub use repartition_grant::{RepartitionGrantPool, is_repartition_channel};
+pub use transition::{
+    DeviceToHostExec, HostToDeviceExec, ResidentExec, ResidentStream, as_resident,
+};
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

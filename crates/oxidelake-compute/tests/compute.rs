@@ -15,5 +15,6 @@ mod compute {
     pub mod pipeline;
     pub mod properties;
     pub mod rows;
+    pub mod transitions;
     pub mod typed_filters;
 }

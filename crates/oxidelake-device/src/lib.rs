@@ -38,6 +38,7 @@ mod metal;
 pub mod nvrtc;
 pub mod ops;
 mod predicate;
+pub mod resident;
 mod value;
 
 pub use backend::{GpuBackend, MemoryInfo};
@@ -50,3 +51,4 @@ pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 #[cfg(all(feature = "metal", target_os = "macos"))]
 pub use metal::MetalBackend;
 pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};
+pub use resident::DeviceBatch;

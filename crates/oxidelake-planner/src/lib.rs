@@ -12,6 +12,9 @@
 //!   spilling `GraceHashJoinExec` (embedded sessions);
 //! - [`JoinFilterRowsRule`], which lets the filters hash joins learn from their build
 //!   sides drop probe rows while Parquet decodes them (embedded sessions);
+//! - [`DeviceTransitionRule`], which under `oxidelake.execution.device_resident` puts
+//!   explicit host-to-device and device-to-host transitions around GPU filters
+//!   (embedded sessions, ADR-0014);
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
 //!   Ballista executors.
 //!
@@ -30,6 +33,7 @@ mod join_filter_rows;
 mod options;
 mod rule;
 mod target;
+mod transitions;
 
 pub use codec::OxidePhysicalCodec;
 pub use coverage::{OperatorFamily, PlacementCoverage};
@@ -41,3 +45,4 @@ pub use join_filter_rows::JoinFilterRowsRule;
 pub use options::OxideOptions;
 pub use rule::{HardwarePlacementRule, embedded_optimizer_rules, physical_optimizer_rules};
 pub use target::{BackendProbe, FixedProbe, PlacementTarget};
+pub use transitions::DeviceTransitionRule;

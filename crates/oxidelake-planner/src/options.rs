@@ -37,6 +37,12 @@ pub struct OxideOptions {
     /// hash that looks each row up in its partition's hash table: a hash and a lookup
     /// per row, about what the repartition and the probe it spares cost. Off by default.
     pub join_filter_partitioned: bool,
+    /// `oxidelake.execution.device_resident`: GPU filters keep their batches on the
+    /// device between explicit `HostToDeviceExec` / `DeviceToHostExec` transitions
+    /// ([`crate::DeviceTransitionRule`], ADR-0014). Off by default while the other GPU
+    /// operators still take host batches: a filter alone between transitions moves its
+    /// batches more often, not less.
+    pub device_resident: bool,
 }
 
 impl Default for OxideOptions {
@@ -48,6 +54,7 @@ impl Default for OxideOptions {
             join_filter_rows: true,
             join_filter_max_kept_per_mille: None,
             join_filter_partitioned: false,
+            device_resident: false,
         }
     }
 }
@@ -64,6 +71,8 @@ const JOIN_FILTER_ROWS: &str = "scan.join_filter_rows";
 const JOIN_FILTER_MAX_KEPT: &str = "scan.join_filter_max_kept";
 /// The key of the partitioned joins' filter switch, without the `oxidelake.` prefix.
 const JOIN_FILTER_PARTITIONED: &str = "scan.join_filter_partitioned";
+/// The key of the device-resident batches switch, without the `oxidelake.` prefix.
+const DEVICE_RESIDENT: &str = "execution.device_resident";
 
 /// `true`/`on` or `false`/`off`, for the boolean option `key`.
 fn parse_switch(key: &str, value: &str) -> Result<bool> {
@@ -114,6 +123,10 @@ impl ExtensionOptions for OxideOptions {
                 self.join_filter_partitioned = parse_switch(JOIN_FILTER_PARTITIONED, value)?;
                 Ok(())
             }
+            DEVICE_RESIDENT => {
+                self.device_resident = parse_switch(DEVICE_RESIDENT, value)?;
+                Ok(())
+            }
             JOIN_FILTER_MAX_KEPT => {
                 let value = value.trim_matches('\'').trim();
                 let fraction = value
@@ -154,7 +167,8 @@ impl ExtensionOptions for OxideOptions {
             other => Err(DataFusionError::Configuration(format!(
                 "unknown option oxidelake.{other} (known: oxidelake.{PLACEMENT_TARGET}, \
                  oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT}, \
-                 oxidelake.{JOIN_FILTER_ROWS}, oxidelake.{JOIN_FILTER_MAX_KEPT})"
+                 oxidelake.{JOIN_FILTER_ROWS}, oxidelake.{JOIN_FILTER_MAX_KEPT}, \
+                 oxidelake.{JOIN_FILTER_PARTITIONED}, oxidelake.{DEVICE_RESIDENT})"
             ))),
         }
     }
@@ -204,6 +218,13 @@ impl ExtensionOptions for OxideOptions {
                 value: Some(self.join_filter_partitioned.to_string()),
                 description: "Also apply the filters of Partitioned-mode hash joins (a hash \
                               and a hash-table lookup per row) above the scans",
+            },
+            ConfigEntry {
+                key: format!("{}.{DEVICE_RESIDENT}", Self::PREFIX),
+                value: Some(self.device_resident.to_string()),
+                description: "GPU filters keep their batches on the device between \
+                              HostToDeviceExec and DeviceToHostExec transitions (embedded \
+                              sessions; off while other GPU operators take host batches)",
             },
         ]
     }

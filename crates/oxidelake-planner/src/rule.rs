@@ -79,7 +79,9 @@ pub fn physical_optimizer_rules(
 /// [`GraceJoinRule`](crate::GraceJoinRule), just before the placement rule, so that under
 /// `oxidelake.memory.spill_joins` the partitioned hash joins spill instead of failing,
 /// and the [`JoinFilterRowsRule`](crate::JoinFilterRowsRule) last, once DataFusion has
-/// pushed the joins' dynamic filters into the scans.
+/// pushed the joins' dynamic filters into the scans, then the
+/// [`DeviceTransitionRule`](crate::DeviceTransitionRule), after every rule that could come
+/// between a transition and the operator it feeds.
 pub fn embedded_optimizer_rules(
     rule: impl PhysicalOptimizerRule + Send + Sync + 'static,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -90,5 +92,6 @@ pub fn embedded_optimizer_rules(
         .unwrap_or(rules.len());
     rules.insert(at, Arc::new(crate::GraceJoinRule));
     rules.push(Arc::new(crate::JoinFilterRowsRule));
+    rules.push(Arc::new(crate::DeviceTransitionRule));
     rules
 }

@@ -63,6 +63,15 @@ fn filter(batches: usize, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
 
 /// `a > min_a AND s LIKE 'row%3%'` (each `min_a` is another program, so another key).
 fn filter_above(min_a: i64, batches: usize, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
+    filter_over(scan(batches), min_a, backend)
+}
+
+/// `a > min_a AND s LIKE 'row%3%'` over `input`.
+fn filter_over(
+    input: Arc<dyn ExecutionPlan>,
+    min_a: i64,
+    backend: BackendChoice,
+) -> Arc<dyn ExecutionPlan> {
     let predicates = vec![
         Predicate::from(ColumnPredicate {
             column: 0,
@@ -76,7 +85,7 @@ fn filter_above(min_a: i64, batches: usize, backend: BackendChoice) -> Arc<dyn E
         },
     ];
     Arc::new(
-        GpuFilterExec::try_new(scan(batches), predicates, vec![0, 1], BackendKind::Cuda)
+        GpuFilterExec::try_new(input, predicates, vec![0, 1], BackendKind::Cuda)
             .unwrap()
             .with_backend(backend),
     )
@@ -332,4 +341,88 @@ async fn a_full_pool_frees_its_least_recently_parked_lanes_to_keep_new_ones() {
         again_b.lanes_created + 2,
         "A's lanes were freed"
     );
+}
+
+/// The copies the emulator traced: `h2d` and `d2h` operations, in order.
+fn traced_copies() -> Vec<String> {
+    emu::trace_lines()
+        .into_iter()
+        .map(|(_, op)| op)
+        .filter(|op| op == "h2d" || op == "d2h")
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_device::GpuBackend;
+    use oxidelake_device::resident;
+    let backend = cuda(None);
+    let stream = backend.create_stream().unwrap();
+    let scan = scan(3);
+    let batches = run(scan).await;
+    let batch = arrow::compute::concat_batches(&schema(), &batches).unwrap();
+    emu::trace(true);
+    let on_device = resident::upload(backend.as_ref(), &stream, &batch).unwrap();
+    let back = resident::download(backend.as_ref(), &stream, &on_device).unwrap();
+    emu::trace(false);
+    assert_eq!(
+        back, batch,
+        "the round trip is exact (NULLs and strings included)"
+    );
+    assert_eq!(
+        traced_copies(),
+        ["h2d", "d2h"],
+        "two columns, NULLs and strings: one copy each way"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_filter_between_transitions_on_the_device_gives_the_cpu_rows_one_copy_per_gathered_batch()
+{
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let batches = 40;
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let resident = filter_over(Arc::clone(&h2d), 1000, fixed.clone());
+    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+        Arc::clone(&resident),
+        BackendKind::Cuda,
+    ));
+    let ours = run(Arc::clone(&d2h)).await;
+    let stock = run(filter(
+        batches,
+        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
+    ))
+    .await;
+    let rows = assert_same_rows("filter between transitions", &ours, &stock, 0.0);
+    assert!(rows > 0);
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    assert_eq!(
+        metric(&h2d, "copies"),
+        gathered,
+        "one upload per device-sized batch"
+    );
+    assert_eq!(
+        metric(&d2h, "copies"),
+        gathered,
+        "one download per device batch"
+    );
+    assert_eq!(metric(&resident, "bridged_batches"), gathered);
+    assert_eq!(
+        metric(&resident, "cpu_fallback_batches"),
+        0,
+        "the filter ran on the device"
+    );
+    assert!(metric(&h2d, "bytes_moved") > 0 && metric(&d2h, "bytes_moved") > 0);
 }

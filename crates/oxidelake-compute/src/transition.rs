@@ -1,0 +1,360 @@
+//! Where a plan's data changes device (ADR-0014): `HostToDeviceExec` copies its input's
+//! batches to the device once, the GPU operators above it pass [`DeviceBatch`]es to each
+//! other, and `DeviceToHostExec` copies them back once, where the next operator runs on
+//! the CPU.
+//!
+//! Between the two, batches travel through [`ResidentExec::execute_resident`] rather than
+//! `ExecutionPlan::execute`; DataFusion sees ordinary nodes with their input's schema.
+//! Every node's `execute` still returns host batches with the right rows (the
+//! `HostToDeviceExec` passes its input through, a GPU operator runs its host path), so a
+//! plan that some later rewrite separated from its transitions stays correct, only
+//! slower.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{Stream, StreamExt};
+use oxidelake_core::BackendKind;
+use oxidelake_device::GpuBackend;
+use oxidelake_device::resident::{self, DeviceBatch};
+
+use crate::device_batches::gather;
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::placement_label;
+
+/// Device batches of one partition, with the backend whose memory holds them.
+pub struct ResidentStream {
+    /// The backend that allocated the batches; consumers run on it.
+    pub backend: Arc<dyn GpuBackend>,
+    /// Whether the hardware detector chose that backend (for the `no_device` metric).
+    pub detected: bool,
+    /// The batches.
+    pub batches: Pin<Box<dyn Stream<Item = Result<DeviceBatch>> + Send>>,
+}
+
+impl fmt::Debug for ResidentStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResidentStream")
+            .field("backend", &self.backend.kind())
+            .finish()
+    }
+}
+
+/// A node that can hand its output over as device batches.
+pub trait ResidentExec {
+    /// The output of `partition` as device batches.
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream>;
+}
+
+/// `plan` as a [`ResidentExec`], when it produces device batches: a `HostToDeviceExec`,
+/// or a GPU operator whose own input does.
+pub fn as_resident(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn ResidentExec> {
+    if let Some(h2d) = plan.downcast_ref::<HostToDeviceExec>() {
+        return Some(h2d);
+    }
+    if let Some(filter) = plan.downcast_ref::<crate::GpuFilterExec>() {
+        return as_resident(filter.input()).map(|_| filter as &dyn ResidentExec);
+    }
+    None
+}
+
+/// Copies and bytes of one transition, beside the operator metrics.
+struct TransitionMetrics {
+    operator: OperatorMetrics,
+    copies: Count,
+}
+
+impl TransitionMetrics {
+    fn new(
+        set: &ExecutionPlanMetricsSet,
+        partition: usize,
+        name: &str,
+        placement: BackendKind,
+        exec: &ExecBackend,
+    ) -> Self {
+        Self {
+            operator: OperatorMetrics::new(set, partition, name, placement, exec),
+            copies: MetricBuilder::new(set).counter("copies", partition),
+        }
+    }
+
+    /// One batch copied: `bytes` count as moved on a device, not on the CPU backend
+    /// (whose "device" is host memory), as for every operator.
+    fn record(&self, exec: &ExecBackend, rows: usize, started: Instant, bytes: usize) {
+        self.copies.add(1);
+        let moved = exec.bytes_moved(|| bytes);
+        self.operator.record(rows, rows, started, moved);
+    }
+}
+
+/// Runs `work` on tokio's blocking pool (a copy blocks until the device has it).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+}
+
+/// Copies its input's batches to the device, gathered to the device's batch size.
+#[derive(Debug)]
+pub struct HostToDeviceExec {
+    input: Arc<dyn ExecutionPlan>,
+    placement: BackendKind,
+    backend: BackendChoice,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl HostToDeviceExec {
+    /// The transition above `input`, for operators placed on `placement`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, placement: BackendKind) -> Self {
+        Self {
+            input,
+            placement,
+            backend: BackendChoice::Detect,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// Copies to `backend` instead of the detector's answer.
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for HostToDeviceExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "{}", placement_label("HostToDeviceExec", self.placement))
+            }
+            DisplayFormatType::TreeRender => write!(f, "placement={}", self.placement),
+        }
+    }
+}
+
+impl ExecutionPlan for HostToDeviceExec {
+    fn name(&self) -> &str {
+        "HostToDeviceExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // A transition moves batches; it evaluates no expression.
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(
+            HostToDeviceExec::new(single_child(children, "HostToDeviceExec")?, self.placement)
+                .with_backend(self.backend.clone()),
+        ))
+    }
+
+    /// A host consumer gets the input's batches unchanged.
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.input.execute(partition, context)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+impl ResidentExec for HostToDeviceExec {
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let input = self.input.execute(partition, context)?;
+        let exec = ExecBackend::new(&self.backend)?;
+        let metrics = Arc::new(TransitionMetrics::new(
+            &self.metrics,
+            partition,
+            "HostToDeviceExec",
+            self.placement,
+            &exec,
+        ));
+        let input = match exec.backend.batching() {
+            Some(b) => gather(input, b.batch_rows, b.batch_bytes),
+            None => input,
+        };
+        let (backend, detected) = (Arc::clone(&exec.backend), exec.detected());
+        let exec = Arc::new(exec);
+        let batches = input.then(move |batch| {
+            let (exec, metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
+            async move {
+                let batch = batch?;
+                blocking(move || {
+                    let started = Instant::now();
+                    let resident = resident::upload(exec.backend.as_ref(), &exec.stream, &batch)?;
+                    metrics.record(&exec, batch.num_rows(), started, resident.bytes());
+                    Ok(resident)
+                })
+                .await
+            }
+        });
+        Ok(ResidentStream {
+            backend,
+            detected,
+            batches: Box::pin(batches),
+        })
+    }
+}
+
+/// Copies device batches back to the host for the CPU operator above.
+#[derive(Debug)]
+pub struct DeviceToHostExec {
+    input: Arc<dyn ExecutionPlan>,
+    placement: BackendKind,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl DeviceToHostExec {
+    /// The transition above `input` (a node producing device batches).
+    pub fn new(input: Arc<dyn ExecutionPlan>, placement: BackendKind) -> Self {
+        Self {
+            input,
+            placement,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The input plan.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for DeviceToHostExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "{}", placement_label("DeviceToHostExec", self.placement))
+            }
+            DisplayFormatType::TreeRender => write!(f, "placement={}", self.placement),
+        }
+    }
+}
+
+impl ExecutionPlan for DeviceToHostExec {
+    fn name(&self) -> &str {
+        "DeviceToHostExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // A transition moves batches; it evaluates no expression.
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(DeviceToHostExec::new(
+            single_child(children, "DeviceToHostExec")?,
+            self.placement,
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let schema = self.input.schema();
+        let Some(resident) = as_resident(&self.input) else {
+            // Separated from its device operators by a rewrite: its input is host data.
+            return self.input.execute(partition, context);
+        };
+        let ResidentStream {
+            backend,
+            detected,
+            batches,
+        } = resident.execute_resident(partition, context)?;
+        let exec = Arc::new(ExecBackend::on(backend, detected)?);
+        let metrics = Arc::new(TransitionMetrics::new(
+            &self.metrics,
+            partition,
+            "DeviceToHostExec",
+            self.placement,
+            &exec,
+        ));
+        let stream = batches.then(move |batch| {
+            let (exec, metrics) = (Arc::clone(&exec), Arc::clone(&metrics));
+            async move {
+                let batch = batch?;
+                blocking(move || {
+                    let started = Instant::now();
+                    let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
+                    metrics.record(&exec, host.num_rows(), started, batch.bytes());
+                    Ok(host)
+                })
+                .await
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

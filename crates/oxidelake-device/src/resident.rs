@@ -1,0 +1,638 @@
+//! Batches that live on a device between operators (ADR-0014).
+//!
+//! A [`DeviceBatch`] holds a batch's columns in device memory, in the form the kernels
+//! read (the same form the host-in/host-out calls upload today):
+//!
+//! - numbers, dates, times, timestamps, durations, booleans and decimals of at most 18
+//!   digits as 8-byte images ([`crate::ops::write_images`]; floats as `f64` bits);
+//! - strings as `i32` offsets starting at 0 and their bytes (dictionaries, views and
+//!   large strings materialised as `Utf8` first);
+//! - validity as a bitmap whose bit 0 is row 0, for columns with NULLs only.
+//!
+//! The whole batch is one device allocation, filled by one host-to-device copy from one
+//! staging buffer, and read back by one device-to-host copy, so a transition costs one
+//! copy per batch and direction whatever the column count. Each column keeps its Arrow
+//! type, and [`download`] restores it: the round trip is exact for every
+//! [`is_resident_type`].
+//!
+//! [`upload`] and [`download`] use only the backend's primitives (allocation, copies,
+//! synchronisation), so every backend moves batches the same way; on the CPU backend the
+//! "device" is 128-byte-aligned host memory and the copies are `memcpy`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, StringArray,
+    make_array,
+};
+use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use oxidelake_core::EngineError;
+
+use crate::ops::{ValueClass, string_column, value_class, wide_decimal, write_images};
+use crate::{DeviceBuffer, DeviceStream, GpuBackend};
+
+/// Where each part of a resident batch starts in its allocation.
+const ALIGN: usize = 128;
+
+/// A byte range of a resident batch's allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// First byte, a multiple of 128.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.offset..self.offset + self.len
+    }
+}
+
+/// How a resident column's values are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResidentValues {
+    /// One 8-byte image per row.
+    Images(Span),
+    /// `rows + 1` `i32` offsets from 0, then the bytes they index.
+    Strings {
+        /// The offsets.
+        offsets: Span,
+        /// The bytes.
+        bytes: Span,
+    },
+}
+
+/// One column of a [`DeviceBatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResidentColumn {
+    /// The column's Arrow type, restored on download.
+    pub data_type: DataType,
+    /// Its values.
+    pub values: ResidentValues,
+    /// Its validity bitmap (bit 0 = row 0), when it has NULLs.
+    pub validity: Option<Span>,
+    /// NULLs in the column.
+    pub null_count: usize,
+}
+
+/// A batch whose columns live in one allocation on a device.
+#[derive(Debug)]
+pub struct DeviceBatch {
+    schema: SchemaRef,
+    rows: usize,
+    columns: Vec<ResidentColumn>,
+    memory: DeviceBuffer,
+    /// Bytes of the allocation in use (the copies move exactly these).
+    bytes: usize,
+}
+
+impl DeviceBatch {
+    /// The batch's schema (the host batch's, types included).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// Rows in the batch.
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The columns' layouts in [`Self::memory`].
+    pub fn columns(&self) -> &[ResidentColumn] {
+        &self.columns
+    }
+
+    /// The allocation holding every column.
+    pub fn memory(&self) -> &DeviceBuffer {
+        &self.memory
+    }
+
+    /// Bytes one copy of the batch moves.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Whether a column of type `dt` can live in a [`DeviceBatch`]: the types the filter's
+/// images and strings cover, except decimals wider than 18 digits (their images
+/// saturate, so the round trip would not be exact).
+pub fn is_resident_type(dt: &DataType) -> bool {
+    value_class(dt).is_some() && !wide_decimal(dt)
+}
+
+/// The first column of `schema` that cannot live on a device, as `Unsupported`.
+pub fn check_resident_schema(schema: &arrow::datatypes::Schema) -> Result<(), EngineError> {
+    match schema
+        .fields()
+        .iter()
+        .find(|f| !is_resident_type(f.data_type()))
+    {
+        Some(field) => Err(EngineError::unsupported(
+            "device-resident batch",
+            format!(
+                "column {} is {}, which a device batch does not hold",
+                field.name(),
+                field.data_type()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A column's parts as they are written into the staging buffer.
+enum HostParts {
+    Images(Vec<i64>),
+    Strings(StringArray),
+}
+
+/// Rounds `n` up to the next multiple of [`ALIGN`].
+fn aligned(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// Hands out 128-byte-aligned spans one after the other.
+struct Layout {
+    end: usize,
+}
+
+impl Layout {
+    fn take(&mut self, len: usize) -> Span {
+        let span = Span {
+            offset: self.end,
+            len,
+        };
+        self.end = aligned(self.end + len);
+        span
+    }
+}
+
+/// The bytes of `nulls` from bit 0 (a sliced bitmap is re-packed).
+fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
+    let bits = nulls.inner();
+    if bits.offset() == 0 {
+        bits.values()[..bits.len().div_ceil(8)].to_vec()
+    } else {
+        BooleanBuffer::from_iter(bits.iter()).values().to_vec()
+    }
+}
+
+/// Copies `batch` to the device as one allocation (see the module docs). Fails with
+/// `Unsupported` for a column type outside [`is_resident_type`], before any device work.
+pub fn upload(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &RecordBatch,
+) -> Result<DeviceBatch, EngineError> {
+    check_resident_schema(&batch.schema())?;
+    let rows = batch.num_rows();
+    let mut layout = Layout { end: 0 };
+    let mut parts = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for column in batch.columns() {
+        let (part, values, nulls) = match value_class(column.data_type()) {
+            Some(ValueClass::Str) => {
+                let strings = string_column(column.as_ref())?;
+                let offsets = strings.value_offsets();
+                let bytes = (offsets[rows] - offsets[0]) as usize;
+                let values = ResidentValues::Strings {
+                    offsets: layout.take((rows + 1) * 4),
+                    bytes: layout.take(bytes),
+                };
+                let nulls = strings.nulls().cloned();
+                (HostParts::Strings(strings), values, nulls)
+            }
+            _ => {
+                let mut images = vec![0i64; rows];
+                write_images(column.as_ref(), 0..rows, &mut images)?;
+                let values = ResidentValues::Images(layout.take(rows * 8));
+                (HostParts::Images(images), values, column.logical_nulls())
+            }
+        };
+        let nulls = nulls.filter(|n| n.null_count() > 0);
+        let validity = nulls.as_ref().map(|_| layout.take(rows.div_ceil(8)));
+        columns.push(ResidentColumn {
+            data_type: column.data_type().clone(),
+            values,
+            validity,
+            null_count: nulls.as_ref().map_or(0, NullBuffer::null_count),
+        });
+        parts.push((part, nulls));
+    }
+    let bytes = layout.end;
+    // The copy needs a non-empty buffer on every backend; an empty batch copies one block.
+    let size = bytes.max(ALIGN);
+    let mut staging = backend.alloc_pinned_host(size)?;
+    let out = staging.as_mut_slice()?;
+    for ((part, nulls), column) in parts.iter().zip(&columns) {
+        match (part, column.values) {
+            (HostParts::Images(images), ResidentValues::Images(span)) => {
+                for (dst, v) in out[span.range()].chunks_exact_mut(8).zip(images) {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            (HostParts::Strings(strings), ResidentValues::Strings { offsets, bytes }) => {
+                let from = strings.value_offsets();
+                let base = from[0];
+                for (dst, o) in out[offsets.range()].chunks_exact_mut(4).zip(from) {
+                    dst.copy_from_slice(&(o - base).to_le_bytes());
+                }
+                let text = &strings.value_data()[base as usize..from[rows] as usize];
+                out[bytes.range()].copy_from_slice(text);
+            }
+            _ => {
+                return Err(EngineError::Internal(
+                    "resident column parts and layout disagree".into(),
+                ));
+            }
+        }
+        if let (Some(nulls), Some(span)) = (nulls, column.validity) {
+            out[span.range()].copy_from_slice(&validity_bytes(nulls));
+        }
+    }
+    let mut memory = backend.alloc_device(size)?;
+    backend.copy_h2d(stream, &staging, &mut memory)?;
+    // The staging buffer is freed on return: the copy must have read it.
+    backend.synchronize(stream)?;
+    Ok(DeviceBatch {
+        schema: batch.schema(),
+        rows,
+        columns,
+        memory,
+        bytes: size,
+    })
+}
+
+/// Copies `batch` back to the host with its columns' original types (one copy).
+pub fn download(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &DeviceBatch,
+) -> Result<RecordBatch, EngineError> {
+    let mut staging = backend.alloc_pinned_host(batch.memory.len())?;
+    backend.copy_d2h(stream, &batch.memory, &mut staging)?;
+    backend.synchronize(stream)?;
+    let bytes = staging.as_slice()?;
+    let rows = batch.rows;
+    let columns = batch
+        .columns
+        .iter()
+        .map(|column| host_column(bytes, rows, column))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(
+        batch.schema(),
+        columns,
+        &options,
+    )?)
+}
+
+/// The little-endian values of type `T` in `span`.
+fn read<T, const N: usize>(bytes: &[u8], span: Span, from: fn([u8; N]) -> T) -> Vec<T> {
+    bytes[span.range()]
+        .chunks_exact(N)
+        .map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            from(a)
+        })
+        .collect()
+}
+
+/// One column rebuilt on the host from the downloaded bytes.
+fn host_column(
+    bytes: &[u8],
+    rows: usize,
+    column: &ResidentColumn,
+) -> Result<ArrayRef, EngineError> {
+    let nulls = column.validity.map(|span| {
+        NullBuffer::new(BooleanBuffer::new(
+            bytes[span.range()].to_vec().into(),
+            0,
+            rows,
+        ))
+    });
+    match column.values {
+        ResidentValues::Strings {
+            offsets,
+            bytes: text,
+        } => {
+            let offsets = read(bytes, offsets, i32::from_le_bytes);
+            let strings = StringArray::try_new(
+                OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                bytes[text.range()].to_vec().into(),
+                nulls,
+            )?;
+            if column.data_type == DataType::Utf8 {
+                Ok(Arc::new(strings))
+            } else {
+                Ok(cast(&strings, &column.data_type)?)
+            }
+        }
+        ResidentValues::Images(span) => {
+            let images = read(bytes, span, i64::from_le_bytes);
+            from_images(images, nulls, &column.data_type)
+        }
+    }
+}
+
+/// The Arrow array of type `dt` whose 8-byte images are `images` (the inverse of
+/// [`write_images`] for the resident types).
+fn from_images(
+    images: Vec<i64>,
+    nulls: Option<NullBuffer>,
+    dt: &DataType,
+) -> Result<ArrayRef, EngineError> {
+    let physical = match dt {
+        DataType::Float32 | DataType::Float64 => {
+            let floats = Float64Array::new(
+                images
+                    .into_iter()
+                    .map(|b| f64::from_bits(b as u64))
+                    .collect(),
+                nulls,
+            );
+            return Ok(cast(&floats, dt)?);
+        }
+        DataType::Boolean => {
+            let values = BooleanBuffer::from_iter(images.iter().map(|v| *v != 0));
+            return Ok(Arc::new(BooleanArray::new(values, nulls)));
+        }
+        DataType::Decimal128(precision, scale) => {
+            let values = Decimal128Array::new(images.into_iter().map(i128::from).collect(), nulls)
+                .with_precision_and_scale(*precision, *scale)?;
+            return Ok(Arc::new(values));
+        }
+        // Same-width reinterpretations: narrow to the physical integer, then retype.
+        DataType::Date32 | DataType::Time32(_) => DataType::Int32,
+        DataType::Date64
+        | DataType::Time64(_)
+        | DataType::Timestamp(_, _)
+        | DataType::Duration(_) => DataType::Int64,
+        other => other.clone(),
+    };
+    let ints = Int64Array::new(images.into(), nulls);
+    let narrowed = cast(&ints, &physical)?;
+    if &physical == dt {
+        return Ok(narrowed);
+    }
+    let data = narrowed
+        .into_data()
+        .into_builder()
+        .data_type(dt.clone())
+        .build()?;
+    Ok(make_array(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuBackend;
+    use arrow::array::{
+        Date32Array, DictionaryArray, Float32Array, Int8Array, Int32Array, StringViewArray,
+        Time64NanosecondArray, TimestampMicrosecondArray, UInt32Array,
+    };
+    use arrow::datatypes::{Field, Int32Type, Schema, TimeUnit};
+
+    fn sample() -> RecordBatch {
+        let dict: DictionaryArray<Int32Type> =
+            vec![Some("x"), None, Some("y"), Some("x"), Some("zz")]
+                .into_iter()
+                .collect();
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "i8",
+                Arc::new(Int8Array::from(vec![
+                    Some(-3),
+                    None,
+                    Some(127),
+                    Some(0),
+                    Some(-128),
+                ])),
+            ),
+            (
+                "i32",
+                Arc::new(Int32Array::from(vec![1, 2, 3, 4, i32::MIN])),
+            ),
+            (
+                "u32",
+                Arc::new(UInt32Array::from(vec![0, u32::MAX, 7, 8, 9])),
+            ),
+            (
+                "d",
+                Arc::new(Date32Array::from(vec![
+                    Some(9000),
+                    Some(-1),
+                    None,
+                    Some(0),
+                    Some(1),
+                ])),
+            ),
+            (
+                "ts",
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![1, 2, 3, 4, i64::MAX])
+                        .with_timezone("UTC"),
+                ),
+            ),
+            (
+                "t",
+                Arc::new(Time64NanosecondArray::from(vec![5, 6, 7, 8, 9])),
+            ),
+            (
+                "b",
+                Arc::new(BooleanArray::from(vec![
+                    Some(true),
+                    Some(false),
+                    None,
+                    Some(true),
+                    Some(false),
+                ])),
+            ),
+            (
+                "f32",
+                Arc::new(Float32Array::from(vec![
+                    1.5,
+                    -0.0,
+                    f32::NAN,
+                    f32::INFINITY,
+                    3.25,
+                ])),
+            ),
+            (
+                "f64",
+                Arc::new(Float64Array::from(vec![
+                    Some(0.1),
+                    None,
+                    Some(-2.5),
+                    Some(1e300),
+                    Some(7.0),
+                ])),
+            ),
+            (
+                "dec",
+                Arc::new(
+                    Decimal128Array::from(vec![
+                        Some(123),
+                        None,
+                        Some(-99_999),
+                        Some(10i128.pow(17)),
+                        Some(0),
+                    ])
+                    .with_precision_and_scale(18, 2)
+                    .unwrap(),
+                ),
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from(vec![
+                    Some("alpha"),
+                    None,
+                    Some(""),
+                    Some("δέλτα"),
+                    Some("e"),
+                ])),
+            ),
+            (
+                "sv",
+                Arc::new(StringViewArray::from(vec![
+                    Some("a long string past twelve bytes"),
+                    Some("b"),
+                    None,
+                    Some(""),
+                    Some("c"),
+                ])),
+            ),
+            ("dict", Arc::new(dict)),
+        ];
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    fn round_trip(batch: &RecordBatch) -> (DeviceBatch, RecordBatch) {
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let resident = upload(&cpu, &stream, batch).unwrap();
+        let back = download(&cpu, &stream, &resident).unwrap();
+        (resident, back)
+    }
+
+    /// Float columns compared by bits (NaN != NaN under `==`).
+    fn assert_same(batch: &RecordBatch, back: &RecordBatch) {
+        assert_eq!(back.schema(), batch.schema());
+        for (i, (a, b)) in batch.columns().iter().zip(back.columns()).enumerate() {
+            let (a, b) = (a.to_data(), b.to_data());
+            let same = match a.data_type() {
+                DataType::Float32 | DataType::Float64 => {
+                    format!("{:?}", make_array(a.clone())) == format!("{:?}", make_array(b.clone()))
+                }
+                _ => make_array(a.clone()).as_ref() == make_array(b.clone()).as_ref(),
+            };
+            assert!(
+                same,
+                "column {i} ({}) changed: {a:?} → {b:?}",
+                a.data_type()
+            );
+        }
+    }
+
+    #[test]
+    fn every_resident_type_comes_back_from_the_device_with_its_type_values_and_nulls() {
+        let batch = sample();
+        let (resident, back) = round_trip(&batch);
+        assert_same(&batch, &back);
+        assert_eq!(resident.num_rows(), 5);
+        assert_eq!(resident.columns().len(), batch.num_columns());
+    }
+
+    #[test]
+    fn a_sliced_batch_round_trips_with_offsets_from_zero_and_repacked_validity() {
+        let batch = sample().slice(1, 3);
+        let (resident, back) = round_trip(&batch);
+        assert_same(&batch, &back);
+        let s = &resident.columns()[10];
+        let ResidentValues::Strings { offsets, .. } = s.values else {
+            panic!("strings expected: {s:?}");
+        };
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let mut host = cpu.alloc_pinned_host(resident.memory().len()).unwrap();
+        cpu.copy_d2h(&stream, resident.memory(), &mut host).unwrap();
+        let first = &host.as_slice().unwrap()[offsets.offset..offsets.offset + 4];
+        assert_eq!(first, &0i32.to_le_bytes());
+    }
+
+    #[test]
+    fn parts_start_on_128_byte_boundaries_and_only_columns_with_nulls_carry_validity() {
+        let (resident, _) = round_trip(&sample());
+        for column in resident.columns() {
+            let spans = match column.values {
+                ResidentValues::Images(s) => vec![s],
+                ResidentValues::Strings { offsets, bytes } => vec![offsets, bytes],
+            };
+            for span in spans.into_iter().chain(column.validity) {
+                assert_eq!(span.offset % ALIGN, 0, "{column:?}");
+                assert!(span.offset + span.len <= resident.bytes());
+            }
+            assert_eq!(
+                column.validity.is_some(),
+                column.null_count > 0,
+                "{column:?}"
+            );
+        }
+        assert_eq!(resident.columns()[1].null_count, 0);
+        assert_eq!(resident.columns()[0].null_count, 1);
+    }
+
+    #[test]
+    fn an_empty_batch_round_trips() {
+        let batch = sample().slice(0, 0);
+        let (resident, back) = round_trip(&batch);
+        assert_eq!(back.num_rows(), 0);
+        assert_eq!(back.schema(), batch.schema());
+        assert!(resident.bytes() >= ALIGN);
+    }
+
+    #[test]
+    fn a_column_the_device_cannot_hold_is_refused_before_any_copy() {
+        let wide = Decimal128Array::from(vec![1i128])
+            .with_precision_and_scale(38, 0)
+            .unwrap();
+        let list =
+            arrow::array::ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![
+                Some(1),
+            ])]);
+        for (name, column) in [
+            ("wide", Arc::new(wide) as ArrayRef),
+            ("list", Arc::new(list)),
+        ] {
+            let schema = Arc::new(Schema::new(vec![Field::new(
+                name,
+                column.data_type().clone(),
+                true,
+            )]));
+            let batch = RecordBatch::try_new(schema, vec![column]).unwrap();
+            let cpu = CpuBackend::new();
+            let stream = cpu.create_stream().unwrap();
+            let err = upload(&cpu, &stream, &batch).unwrap_err();
+            assert!(
+                matches!(&err, EngineError::Unsupported { detail, .. } if detail.contains(name)),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn time_units_and_timezones_are_kept() {
+        assert!(is_resident_type(&DataType::Timestamp(
+            TimeUnit::Nanosecond,
+            Some("+02:00".into())
+        )));
+        assert!(!is_resident_type(&DataType::Decimal128(19, 2)));
+        assert!(is_resident_type(&DataType::Decimal128(18, 2)));
+        assert!(!is_resident_type(&DataType::UInt64));
+    }
+}

@@ -1,0 +1,175 @@
+//! `DeviceTransitionRule`: marks where a plan's data changes device (ADR-0014).
+//!
+//! Under `oxidelake.execution.device_resident`, every GPU filter placed on a device whose
+//! input and output columns a device batch can hold gets a `HostToDeviceExec` below it
+//! and a `DeviceToHostExec` above it; between two such filters the pair cancels, so a
+//! chain of them crosses once each way. EXPLAIN shows the transitions.
+//!
+//! The rule runs last, after DataFusion has placed its repartitions, sorts and
+//! coalesces, so nothing comes between a transition and the operator it feeds. Only
+//! embedded sessions run it: the cluster codec does not ship transitions yet.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use oxidelake_compute::resident::check_resident_schema;
+use oxidelake_compute::{DeviceToHostExec, GpuFilterExec, HostToDeviceExec};
+use oxidelake_core::BackendKind;
+
+use crate::OxideOptions;
+
+/// See the module docs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceTransitionRule;
+
+impl DeviceTransitionRule {
+    /// The name DataFusion lists the rule under.
+    pub const NAME: &'static str = "device_transitions";
+}
+
+/// The device-batch source for a resident operator above `input`: the node inside an
+/// existing `DeviceToHostExec` (two resident operators in a row), or a new
+/// `HostToDeviceExec`.
+fn resident_input(
+    input: &Arc<dyn ExecutionPlan>,
+    placement: BackendKind,
+) -> Arc<dyn ExecutionPlan> {
+    match input.downcast_ref::<DeviceToHostExec>() {
+        Some(d2h) => Arc::clone(d2h.input()),
+        None => Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)),
+    }
+}
+
+impl PhysicalOptimizerRule for DeviceTransitionRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !OxideOptions::from_config(config).device_resident {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| {
+            let Some(filter) = node.downcast_ref::<GpuFilterExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let placement = filter.placement();
+            let fits = placement != BackendKind::CpuSimd
+                && check_resident_schema(&filter.input().schema()).is_ok()
+                && check_resident_schema(&filter.schema()).is_ok();
+            if !fits {
+                return Ok(Transformed::no(node));
+            }
+            let input = resident_input(filter.input(), placement);
+            let resident = Arc::clone(&node).replace_children(
+                vec![input],
+                ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+            )?;
+            Ok(Transformed::yes(Arc::new(DeviceToHostExec::new(
+                resident, placement,
+            ))))
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::physical_plan::displayable;
+    use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
+
+    fn scan(dt: DataType) -> Arc<dyn ExecutionPlan> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", dt, true),
+        ]));
+        MemorySourceConfig::try_new_exec(&[vec![]], schema, None).unwrap()
+    }
+
+    fn filter(input: Arc<dyn ExecutionPlan>, placement: BackendKind) -> Arc<dyn ExecutionPlan> {
+        let predicate = Predicate::from(ColumnPredicate {
+            column: 0,
+            op: CmpOp::Gt,
+            literal: Literal::Int64(1),
+        });
+        Arc::new(GpuFilterExec::try_new(input, vec![predicate], vec![0, 1], placement).unwrap())
+    }
+
+    fn config(resident: bool) -> ConfigOptions {
+        let mut config = ConfigOptions::new();
+        config.extensions.insert(OxideOptions {
+            device_resident: resident,
+            ..OxideOptions::default()
+        });
+        config
+    }
+
+    /// The plan's operator names, one line per node, indented by depth.
+    fn shape(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
+        displayable(plan.as_ref())
+            .indent(false)
+            .to_string()
+            .lines()
+            .map(|l| {
+                let depth = l.len() - l.trim_start().len();
+                let name = l.trim_start().split([':', ',']).next().unwrap_or_default();
+                format!("{}{name}", " ".repeat(depth))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_device_filters_in_a_row_cross_to_the_device_once_and_back_once() {
+        let plan = filter(
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+            BackendKind::Cuda,
+        );
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "DeviceToHostExec[cuda]",
+                "  GpuFilterExec[cuda]",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
+            ]
+        );
+        assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
+    }
+
+    #[test]
+    fn without_the_option_or_on_the_cpu_or_with_a_column_the_device_cannot_hold_nothing_changes() {
+        let cases = [
+            (filter(scan(DataType::Utf8), BackendKind::Cuda), false),
+            (filter(scan(DataType::Utf8), BackendKind::CpuSimd), true),
+            (
+                filter(scan(DataType::Decimal128(38, 2)), BackendKind::Cuda),
+                true,
+            ),
+        ];
+        for (plan, resident) in cases {
+            let before = shape(&plan);
+            let out = DeviceTransitionRule
+                .optimize(plan, &config(resident))
+                .unwrap();
+            assert_eq!(shape(&out), before);
+        }
+    }
+}
