@@ -14,7 +14,7 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use oxidelake_core::BackendKind;
+use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 use oxidelake_device::resident;
 
@@ -267,10 +267,11 @@ impl ExecutionPlan for GpuFilterExec {
 }
 
 impl ResidentExec for GpuFilterExec {
-    /// Filters its input's device batches into device batches. For now each batch is
-    /// *bridged*: copied to the host, filtered by the host-in/host-out call, and its
-    /// output copied back (`bridged_batches`), until the device filter reads resident
-    /// columns in place (ADR-0014, stage 2).
+    /// Filters its input's device batches into device batches, on the device where the
+    /// backend covers the batch (`GpuBackend::filter_project_resident`: the CUDA backend
+    /// for projected columns without strings or NULLs). Any other batch is *bridged*:
+    /// copied to the host, filtered by the host-in/host-out call, and its output copied
+    /// back (`bridged_batches`; every batch on the CPU backend).
     fn execute_resident(
         &self,
         partition: usize,
@@ -303,6 +304,22 @@ impl ResidentExec for GpuFilterExec {
                 let batch = batch?;
                 tokio::task::spawn_blocking(move || {
                     let started = Instant::now();
+                    match exec.backend.filter_project_resident(
+                        &exec.stream,
+                        &batch,
+                        &predicates,
+                        &projection,
+                    ) {
+                        Ok(kept) => {
+                            let moved = exec.bytes_moved(|| 4);
+                            metrics.record(batch.num_rows(), kept.num_rows(), started, moved);
+                            return Ok(kept);
+                        }
+                        Err(EngineError::Unsupported { .. }) => {}
+                        // The batch lives on the device: there is no host copy to
+                        // fall back to.
+                        Err(err) => return Err(DataFusionError::from(err)),
+                    }
                     let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
                     let out = exec.run(&metrics, |backend, stream| {
                         backend.filter_project(

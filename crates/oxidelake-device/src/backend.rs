@@ -95,6 +95,23 @@ pub trait GpuBackend: Send + Sync + Debug {
         args: FilterProjectArgs<'_>,
     ) -> Result<RecordBatch, EngineError>;
 
+    /// Fused filter + projection of a batch that lives on this device, into a batch that
+    /// stays there (ADR-0014). The default refuses with `Unsupported`; the operator then
+    /// bridges the batch through [`GpuBackend::filter_project`] on the host.
+    fn filter_project_resident(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        predicates: &[crate::ops::Predicate],
+        projection: &[usize],
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        let _ = (stream, batch, predicates, projection);
+        Err(EngineError::unsupported(
+            "device-resident filter",
+            format!("the {} backend filters through the host", self.kind()),
+        ))
+    }
+
     /// Computed columns (arithmetic) of one batch.
     fn evaluate(
         &self,

@@ -11,6 +11,7 @@ mod filter;
 mod lane_pool;
 mod launch;
 mod pipeline;
+mod resident_filter;
 mod transfers;
 
 use std::collections::HashMap;
@@ -386,6 +387,27 @@ impl GpuBackend for CudaBackend {
             stream: self.stream(stream)?,
         };
         filter::filter_project(&dev, args)
+    }
+
+    fn filter_project_resident(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        predicates: &[crate::ops::Predicate],
+        projection: &[usize],
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        if batch.memory().device() != self.device {
+            return Err(foreign_handle(
+                self.device,
+                batch.memory().device(),
+                "device batch",
+            ));
+        }
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        resident_filter::filter_project_resident(&dev, batch, predicates, projection)
     }
 
     fn evaluate(

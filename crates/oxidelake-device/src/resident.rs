@@ -92,6 +92,24 @@ pub struct DeviceBatch {
 }
 
 impl DeviceBatch {
+    /// A batch a backend built on the device: `columns` lie in `memory`, whose first
+    /// `bytes` the copies move.
+    pub(crate) fn from_parts(
+        schema: SchemaRef,
+        rows: usize,
+        columns: Vec<ResidentColumn>,
+        memory: DeviceBuffer,
+        bytes: usize,
+    ) -> Self {
+        Self {
+            schema,
+            rows,
+            columns,
+            memory,
+            bytes,
+        }
+    }
+
     /// The batch's schema (the host batch's, types included).
     pub fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
@@ -156,12 +174,22 @@ fn aligned(n: usize) -> usize {
 }
 
 /// Hands out 128-byte-aligned spans one after the other.
-struct Layout {
+pub(crate) struct Layout {
     end: usize,
 }
 
 impl Layout {
-    fn take(&mut self, len: usize) -> Span {
+    pub(crate) fn new() -> Self {
+        Self { end: 0 }
+    }
+
+    /// Bytes an allocation holding every span needs (at least one block: copies and
+    /// allocations need a non-empty buffer on every backend).
+    pub(crate) fn size(&self) -> usize {
+        self.end.max(ALIGN)
+    }
+
+    pub(crate) fn take(&mut self, len: usize) -> Span {
         let span = Span {
             offset: self.end,
             len,
@@ -190,7 +218,7 @@ pub fn upload(
 ) -> Result<DeviceBatch, EngineError> {
     check_resident_schema(&batch.schema())?;
     let rows = batch.num_rows();
-    let mut layout = Layout { end: 0 };
+    let mut layout = Layout::new();
     let mut parts = Vec::with_capacity(batch.num_columns());
     let mut columns = Vec::with_capacity(batch.num_columns());
     for column in batch.columns() {
@@ -223,9 +251,7 @@ pub fn upload(
         });
         parts.push((part, nulls));
     }
-    let bytes = layout.end;
-    // The copy needs a non-empty buffer on every backend; an empty batch copies one block.
-    let size = bytes.max(ALIGN);
+    let size = layout.size();
     let mut staging = backend.alloc_pinned_host(size)?;
     let out = staging.as_mut_slice()?;
     for ((part, nulls), column) in parts.iter().zip(&columns) {

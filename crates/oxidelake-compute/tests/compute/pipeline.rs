@@ -426,3 +426,111 @@ async fn a_filter_between_transitions_on_the_device_gives_the_cpu_rows_one_copy_
     );
     assert!(metric(&h2d, "bytes_moved") > 0 && metric(&d2h, "bytes_moved") > 0);
 }
+
+/// `batches` scan batches of `k` (Int64), `d` (Date32, every 9th NULL), `s` ("row<k>")
+/// and `price` (Decimal128(15, 2)); only `d` has NULLs.
+fn mixed_scan(batches: usize) -> Arc<dyn ExecutionPlan> {
+    use arrow::array::{Date32Array, Decimal128Array};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("d", DataType::Date32, true),
+        Field::new("s", DataType::Utf8, false),
+        Field::new("price", DataType::Decimal128(15, 2), false),
+    ]));
+    let parts: Vec<RecordBatch> = (0..batches)
+        .map(|b| {
+            let start = (b * SCAN_ROWS) as i64;
+            let keys = start..start + SCAN_ROWS as i64;
+            let k = Int64Array::from_iter_values(keys.clone());
+            let d: Date32Array = keys
+                .clone()
+                .map(|v| (v % 9 != 0).then_some((v % 400) as i32))
+                .collect();
+            let s: StringArray = keys.clone().map(|v| Some(format!("row{v}"))).collect();
+            let price =
+                Decimal128Array::from_iter_values(keys.map(|v| i128::from(v * 37 % 100_000)))
+                    .with_precision_and_scale(15, 2)
+                    .unwrap();
+            let columns: Vec<arrow::array::ArrayRef> =
+                vec![Arc::new(k), Arc::new(d), Arc::new(s), Arc::new(price)];
+            RecordBatch::try_new(Arc::clone(&schema), columns).unwrap()
+        })
+        .collect();
+    MemorySourceConfig::try_new_exec(&[parts], schema, None).unwrap()
+}
+
+/// `d > 100 AND s LIKE '%3%' AND price < 600.00`, projecting `price`, `k`.
+fn mixed_filter(input: Arc<dyn ExecutionPlan>, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
+    let predicates = vec![
+        Predicate::from(ColumnPredicate {
+            column: 1,
+            op: CmpOp::Gt,
+            literal: Literal::Int64(100),
+        }),
+        Predicate::Like {
+            column: 2,
+            pattern: "%3%".into(),
+            negated: false,
+        },
+        Predicate::from(ColumnPredicate {
+            column: 3,
+            op: CmpOp::Lt,
+            literal: Literal::Int64(60_000),
+        }),
+    ];
+    Arc::new(
+        GpuFilterExec::try_new(input, predicates, vec![3, 0], BackendKind::Cuda)
+            .unwrap()
+            .with_backend(backend),
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_resident_filter_runs_on_the_device_and_reads_back_only_its_kept_count() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let batches = 40;
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let resident = mixed_filter(Arc::clone(&h2d), fixed);
+    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+        Arc::clone(&resident),
+        BackendKind::Cuda,
+    ));
+    emu::trace(true);
+    let ours = run(Arc::clone(&d2h)).await;
+    emu::trace(false);
+    let stock = run(mixed_filter(
+        mixed_scan(batches),
+        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
+    ))
+    .await;
+    let rows = assert_same_rows("resident filter", &ours, &stock, 0.0);
+    assert!(rows > 0 && rows < batches * SCAN_ROWS, "{rows}");
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    assert_eq!(
+        metric(&resident, "bridged_batches"),
+        0,
+        "no batch went through the host"
+    );
+    assert_eq!(metric(&resident, "cpu_fallback_batches"), 0);
+    let ops: Vec<String> = emu::trace_lines().into_iter().map(|(_, op)| op).collect();
+    let count = |name: &str| ops.iter().filter(|op| op.as_str() == name).count();
+    assert_eq!(count("launch eval_predicates"), gathered);
+    assert_eq!(
+        count("launch gather_8byte"),
+        2 * gathered,
+        "two projected columns"
+    );
+    assert_eq!(
+        count("d2h"),
+        2 * gathered,
+        "per batch: the filter's kept count, then the transition's one download"
+    );
+}

@@ -72,18 +72,18 @@ impl<'a> SlotInput<'a> {
 }
 
 /// The program's arrays on the device, as eval_predicates takes them.
-struct ProgramBuffers {
-    types: CudaSlice<i32>,
-    codes: CudaSlice<i32>,
-    slots: CudaSlice<i32>,
-    args: CudaSlice<i32>,
-    literals: CudaSlice<i64>,
-    strings: CudaSlice<u8>,
-    string_offsets: CudaSlice<i32>,
+pub(super) struct ProgramBuffers {
+    pub(super) types: CudaSlice<i32>,
+    pub(super) codes: CudaSlice<i32>,
+    pub(super) slots: CudaSlice<i32>,
+    pub(super) args: CudaSlice<i32>,
+    pub(super) literals: CudaSlice<i64>,
+    pub(super) strings: CudaSlice<u8>,
+    pub(super) string_offsets: CudaSlice<i32>,
 }
 
 impl ProgramBuffers {
-    fn upload(
+    pub(super) fn upload(
         dev: &Dev<'_>,
         stream: &Arc<CudaStream>,
         program: &DeviceProgram,
@@ -188,7 +188,7 @@ fn lane_key(
 }
 
 /// A device array of raw device pointers (for kernels taking one pointer per column).
-fn device_ptr_table(
+pub(super) fn device_ptr_table(
     dev: &Dev<'_>,
     stream: &Arc<CudaStream>,
     ptrs: impl Iterator<Item = u64>,
