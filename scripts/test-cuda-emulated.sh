@@ -113,8 +113,8 @@ rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
 # Sum the per-process reports and require every kernel to have run.
-python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/differential.log "$LOG_DIR"/device_limit.log \
-  "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
+python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/pipeline.log "$LOG_DIR"/differential.log \
+  "$LOG_DIR"/device_limit.log "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
 import re, sys
 counts = {}
 for path in sys.argv[1:]:
@@ -127,6 +127,8 @@ groups = {
     "null count": ["count_unset_bits"],
     "filter": ["eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows"],
     "computed columns": ["eval_values"],
+    "device-resident filter": ["gather_8byte", "gather_bits", "gather_string_lengths",
+                               "gather_string_bytes"],
     "join build": ["join_build"],
     "join probe": ["join_probe_count", "join_probe_write"],
     "aggregate": ["agg_assign_groups"],

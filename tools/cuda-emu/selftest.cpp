@@ -81,6 +81,9 @@ const char* kFakePtx = R"(
 .visible .entry exclusive_scan_blocks() { ret; }
 .visible .entry compact_rows() { ret; }
 .visible .entry gather_8byte() { ret; }
+.visible .entry gather_bits() { ret; }
+.visible .entry gather_string_lengths() { ret; }
+.visible .entry gather_string_bytes() { ret; }
 .visible .entry eval_values() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
@@ -344,9 +347,48 @@ void filter_pipeline_matches_reference(Env& e) {
     bool same = values.size() == kept_rows && valid.size() == kept_rows;
     for (size_t i = 0; same && i < kept_rows; ++i) same = values[i] == ints[want[i]] && valid[i] == 1;
     CHECK(same);
+
+    // gather_bits: the kept rows' validity of `i`, packed into a bitmap from bit 0.
+    const CUdeviceptr out_bits = zeros<uint8_t>(d, (kept_rows + 7) / 8);
+    CHECK_CU(d, e.launch("gather_bits", blocks_for((kept_rows + 7) / 8), kBlock, 0,
+                         {&vi, &n, &out_rows, &kept_rows, &out_bits}), CUDA_SUCCESS);
+    const auto bits = download<uint8_t>(d, out_bits, (kept_rows + 7) / 8);
+    bool bits_same = bits.size() == (kept_rows + 7) / 8;
+    for (size_t i = 0; bits_same && i < kept_rows; ++i) bits_same = bit(bits, i) == bit(valid_i, want[i]);
+    CHECK(bits_same);
+
+    // Strings of the kept rows: lengths, an exclusive scan into offsets, then the bytes.
+    std::vector<int32_t> str_offsets{0};
+    std::vector<uint8_t> str_bytes;
+    for (size_t i = 0; i < rows; ++i) {
+        for (size_t k = 0; k < i % 5; ++k) str_bytes.push_back(static_cast<uint8_t>('a' + (i + k) % 26));
+        str_offsets.push_back(static_cast<int32_t>(str_bytes.size()));
+    }
+    std::vector<int32_t> want_offsets{0};
+    std::vector<uint8_t> want_bytes;
+    for (uint32_t r : want) {
+        want_bytes.insert(want_bytes.end(), str_bytes.begin() + str_offsets[r], str_bytes.begin() + str_offsets[r + 1]);
+        want_offsets.push_back(static_cast<int32_t>(want_bytes.size()));
+    }
+    const CUdeviceptr in_offsets = upload(d, str_offsets), in_bytes = upload(d, str_bytes);
+    const CUdeviceptr lengths = zeros<uint32_t>(d, kept_rows + 1);
+    unsigned scan_len = static_cast<unsigned>(kept_rows);
+    CHECK_CU(d, e.launch("gather_string_lengths", blocks_for(kept_rows), kBlock, 0,
+                         {&in_offsets, &n, &out_rows, &kept_rows, &lengths}), CUDA_SUCCESS);
+    CHECK_CU(d, e.launch("exclusive_scan_blocks", 1, kBlock, 0, {&lengths, &scan_len}), CUDA_SUCCESS);
+    const CUdeviceptr got_offsets = zeros<int32_t>(d, kept_rows + 1);
+    const CUdeviceptr got_bytes = zeros<uint8_t>(d, want_bytes.size() + 1);
+    CHECK_CU(d, e.launch("gather_string_bytes", blocks_for(kept_rows), kBlock, 0,
+                         {&in_offsets, &in_bytes, &n, &out_rows, &lengths, &kept_rows, &got_offsets, &got_bytes}),
+             CUDA_SUCCESS);
+    CHECK(download<int32_t>(d, got_offsets, kept_rows + 1) == want_offsets);
+    auto gathered = download<uint8_t>(d, got_bytes, want_bytes.size() + 1);
+    gathered.resize(want_bytes.size());
+    CHECK(gathered == want_bytes);
     for (CUdeviceptr p : {col_i, col_f, vi, vf, col_ptrs, off_ptrs, byte_ptrs, pool, pool_offsets, valid_ptrs, codes, slots,
                           args, types, literals, flags, block_counts,
-                          out_rows, out_values, out_valid}) {
+                          out_rows, out_values, out_valid, out_bits, in_offsets, in_bytes, lengths, got_offsets,
+                          got_bytes}) {
         CHECK_CU(d, d.cuMemFree_v2(p), CUDA_SUCCESS);
     }
 }
@@ -833,7 +875,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
         CHECK(d.oxide_emu_launch_count(k) > 0);

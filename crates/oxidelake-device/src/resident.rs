@@ -74,10 +74,9 @@ pub struct ResidentColumn {
     pub data_type: DataType,
     /// Its values.
     pub values: ResidentValues,
-    /// Its validity bitmap (bit 0 = row 0), when it has NULLs.
+    /// Its validity bitmap (bit 0 = row 0): present when the column may hold NULLs (an
+    /// upload leaves it out for a column without any; a filter's output keeps it).
     pub validity: Option<Span>,
-    /// NULLs in the column.
-    pub null_count: usize,
 }
 
 /// A batch whose columns live in one allocation on a device.
@@ -247,7 +246,6 @@ pub fn upload(
             data_type: column.data_type().clone(),
             values,
             validity,
-            null_count: nulls.as_ref().map_or(0, NullBuffer::null_count),
         });
         parts.push((part, nulls));
     }
@@ -603,14 +601,18 @@ mod tests {
                 assert_eq!(span.offset % ALIGN, 0, "{column:?}");
                 assert!(span.offset + span.len <= resident.bytes());
             }
-            assert_eq!(
-                column.validity.is_some(),
-                column.null_count > 0,
-                "{column:?}"
-            );
         }
-        assert_eq!(resident.columns()[1].null_count, 0);
-        assert_eq!(resident.columns()[0].null_count, 1);
+        let with_nulls = sample()
+            .columns()
+            .iter()
+            .map(|c| c.logical_null_count() > 0)
+            .collect::<Vec<_>>();
+        let with_validity = resident
+            .columns()
+            .iter()
+            .map(|c| c.validity.is_some())
+            .collect::<Vec<_>>();
+        assert_eq!(with_validity, with_nulls);
     }
 
     #[test]

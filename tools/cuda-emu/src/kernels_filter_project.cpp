@@ -10,4 +10,7 @@ EMU_KERNEL(count_flags);
 EMU_KERNEL(exclusive_scan_blocks);
 EMU_KERNEL(compact_rows);
 EMU_KERNEL(gather_8byte);
+EMU_KERNEL(gather_bits);
+EMU_KERNEL(gather_string_lengths);
+EMU_KERNEL(gather_string_bytes);
 EMU_KERNEL(eval_values);

@@ -382,8 +382,8 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn a_filter_between_transitions_on_the_device_gives_the_cpu_rows_one_copy_per_gathered_batch()
-{
+async fn a_filter_between_transitions_gathers_strings_and_nulls_on_the_device_one_copy_each_way_per_batch()
+ {
     if emulator_missing() {
         return;
     }
@@ -399,7 +399,9 @@ async fn a_filter_between_transitions_on_the_device_gives_the_cpu_rows_one_copy_
         Arc::clone(&resident),
         BackendKind::Cuda,
     ));
+    emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
+    emu::trace(false);
     let stock = run(filter(
         batches,
         BackendChoice::Fixed(Arc::new(CpuBackend::new())),
@@ -418,13 +420,21 @@ async fn a_filter_between_transitions_on_the_device_gives_the_cpu_rows_one_copy_
         gathered,
         "one download per device batch"
     );
-    // It projects a string column and one with NULLs, which the device cannot gather
-    // yet: each batch is bridged through the host call, which ran on the device.
-    assert_eq!(metric(&resident, "bridged_batches"), gathered);
+    // It projects a string column and one with NULLs: both gathered on the device.
+    assert_eq!(metric(&resident, "bridged_batches"), 0);
+    assert_eq!(metric(&resident, "cpu_fallback_batches"), 0);
+    let ops: Vec<String> = emu::trace_lines().into_iter().map(|(_, op)| op).collect();
+    let count = |name: &str| ops.iter().filter(|op| op.as_str() == name).count();
+    assert_eq!(count("launch gather_string_bytes"), gathered);
     assert_eq!(
-        metric(&resident, "cpu_fallback_batches"),
-        0,
-        "the bridged filter ran on the device"
+        count("launch gather_bits"),
+        gathered,
+        "the column with NULLs"
+    );
+    assert_eq!(
+        count("d2h"),
+        3 * gathered,
+        "per batch: the kept count, the string column's byte total, the transition's download"
     );
     assert!(metric(&h2d, "bytes_moved") > 0 && metric(&d2h, "bytes_moved") > 0);
 }

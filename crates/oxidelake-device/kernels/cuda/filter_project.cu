@@ -354,6 +354,85 @@ extern "C" __global__ void gather_8byte(const long long* __restrict__ values,
 }
 
 // ---------------------------------------------------------------------------------------
+// Gathers into a device-resident batch (ADR-0014): the kept rows' validity as a bitmap,
+// and their strings (lengths, an exclusive_scan_blocks over them, then the bytes). Same
+// 1-D grids and index bounds as above; a row index at or beyond in_rows reads as NULL
+// (bits) or as an empty string.
+
+// One thread per output byte: the validity bits of 8 kept rows, bit 0 = output row 0.
+// A null `valid` means the input has no NULLs.
+extern "C" __global__ void gather_bits(const unsigned char* __restrict__ valid,
+                                       unsigned long long in_rows,
+                                       const unsigned int* __restrict__ rows_kept,
+                                       unsigned long long out_rows,
+                                       unsigned char* __restrict__ out_bits)
+{
+    const unsigned long long byte = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long first = byte * 8ull;
+    if (first >= out_rows) {
+        return;
+    }
+    unsigned int packed = 0;
+    for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned long long i = first + j;
+        if (i >= out_rows) {
+            break;
+        }
+        const unsigned long long src = rows_kept[i];
+        if (src < in_rows && bit_is_set(valid, src)) {
+            packed |= 1u << j;
+        }
+    }
+    out_bits[byte] = (unsigned char)packed;
+}
+
+// One thread per kept row: the byte length of its string (offsets from 0, in_rows + 1).
+extern "C" __global__ void gather_string_lengths(const int* __restrict__ offsets,
+                                                 unsigned long long in_rows,
+                                                 const unsigned int* __restrict__ rows_kept,
+                                                 unsigned long long out_rows,
+                                                 unsigned int* __restrict__ lengths)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= out_rows) {
+        return;
+    }
+    const unsigned long long src = rows_kept[i];
+    lengths[i] = (src < in_rows) ? (unsigned int)(offsets[src + 1] - offsets[src]) : 0u;
+}
+
+// One thread per kept row: writes its output offset from the scanned lengths (`starts`,
+// out_rows + 1 entries; thread 0 also writes the end) and copies its bytes there.
+extern "C" __global__ void gather_string_bytes(const int* __restrict__ offsets,
+                                               const unsigned char* __restrict__ bytes,
+                                               unsigned long long in_rows,
+                                               const unsigned int* __restrict__ rows_kept,
+                                               const unsigned int* __restrict__ starts,
+                                               unsigned long long out_rows,
+                                               int* __restrict__ out_offsets,
+                                               unsigned char* __restrict__ out_bytes)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= out_rows) {
+        return;
+    }
+    const unsigned int start = starts[i];
+    out_offsets[i] = (int)start;
+    if (i == 0) {
+        out_offsets[out_rows] = (int)starts[out_rows];
+    }
+    const unsigned long long src = rows_kept[i];
+    if (src >= in_rows) {
+        return;
+    }
+    const int from = offsets[src];
+    const int len = offsets[src + 1] - from;
+    for (int k = 0; k < len; ++k) {
+        out_bytes[start + (unsigned int)k] = bytes[from + k];
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // eval_values: computed columns (oxidelake_device::ops::ValueProgram). One thread per row
 // runs a postfix program over a stack of (image, valid) pairs: integer-like images as
 // i64, floats as f64 bits. Arithmetic modes: M_WRAP wraps (integer SQL types), M_CHECKED

@@ -1,16 +1,12 @@
 //! The CUDA filter over a device-resident batch (ADR-0014): the predicate program reads
 //! the batch's columns where they lie, the kept rows are compacted, and the projected
-//! columns are gathered into a new resident batch. Only the kept count comes back to the
-//! host (to size the output).
-//!
-//! Covered: projected columns held as images without NULLs (numbers, dates, decimals of
-//! at most 18 digits). A projected string column, or one with NULLs, is `Unsupported`
-//! until the device can gather strings and validity bitmaps; the operator then bridges
-//! that batch through the host call. Predicates may read every resident column.
+//! columns are gathered into a new resident batch: images with `gather_8byte`, validity
+//! bitmaps with `gather_bits`, strings by their lengths, a scan of those, and their
+//! bytes. Only sizes come back to the host: the kept count, and each projected string
+//! column's byte total, which the output's allocation needs.
 
 use std::sync::Arc;
 
-use arrow::datatypes::Schema;
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use oxidelake_core::EngineError;
 
@@ -52,34 +48,45 @@ fn slot_pointers(batch: &DeviceBatch, program: &DeviceProgram) -> [Vec<u64>; 4] 
     tables
 }
 
-/// The output columns' layouts for `kept` rows, or `Unsupported` for a column the device
-/// cannot gather yet.
-fn output_columns(
-    batch: &DeviceBatch,
-    projection: &[usize],
+/// The output layout of projected column `column` for `kept` rows whose strings (for a
+/// string column) hold `string_bytes` bytes.
+fn output_column(
+    column: &ResidentColumn,
     kept: usize,
+    string_bytes: usize,
     layout: &mut Layout,
-) -> Result<Vec<ResidentColumn>, EngineError> {
-    projection
-        .iter()
-        .map(|i| {
-            let column = &batch.columns()[*i];
-            match column.values {
-                ResidentValues::Images(_) if column.validity.is_none() => Ok(ResidentColumn {
-                    data_type: column.data_type.clone(),
-                    values: ResidentValues::Images(layout.take(kept * 8)),
-                    validity: None,
-                    null_count: 0,
-                }),
-                ResidentValues::Images(_) => Err(unsupported(
-                    "gathering a resident column with NULLs on the device",
-                )),
-                ResidentValues::Strings { .. } => Err(unsupported(
-                    "gathering a resident string column on the device",
-                )),
-            }
-        })
-        .collect()
+) -> ResidentColumn {
+    let values = match column.values {
+        ResidentValues::Images(_) => ResidentValues::Images(layout.take(kept * 8)),
+        ResidentValues::Strings { .. } => ResidentValues::Strings {
+            offsets: layout.take((kept + 1) * 4),
+            bytes: layout.take(string_bytes),
+        },
+    };
+    ResidentColumn {
+        data_type: column.data_type.clone(),
+        values,
+        validity: column.validity.map(|_| layout.take(kept.div_ceil(8))),
+    }
+}
+
+/// Allocates `bytes` of zeroed device memory on `stream` (ordered before the kernels
+/// that fill it) as a `DeviceBuffer`.
+fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+    let slice = dev
+        .stream
+        .alloc_zeros::<u8>(bytes.max(1))
+        .map_err(dev.err("cuMemAlloc"))?;
+    let base = {
+        let (ptr, _sync) = slice.device_ptr(dev.stream);
+        ptr
+    };
+    Ok(DeviceBuffer {
+        device: dev.backend.device,
+        len_bytes: bytes,
+        address: usize::try_from(base).unwrap_or(usize::MAX),
+        mem: DeviceMem::Cuda(slice),
+    })
 }
 
 /// See the module docs.
@@ -98,8 +105,6 @@ pub(super) fn filter_project_resident(
         });
     }
     let out_schema = Arc::new(schema.project(projection)?);
-    // Refuse what cannot be gathered before any device work.
-    output_columns(batch, projection, 0, &mut Layout::new())?;
     let rows = batch.num_rows();
     let stream = dev.stream;
     // Wide decimals never live on a device, so column-to-column comparisons are exact
@@ -220,65 +225,177 @@ pub(super) fn filter_project_resident(
     super::transfers::device_to_host(4);
     let kept = totals.first().copied().unwrap_or(0) as usize;
 
-    let mut layout = Layout::new();
-    let columns = output_columns(batch, projection, kept, &mut layout)?;
-    let size = layout.size();
-    let slice = stream
-        .alloc_zeros::<u8>(size)
-        .map_err(dev.err("cuMemAlloc"))?;
-    let base = {
-        let (ptr, _sync) = slice.device_ptr(stream);
-        ptr
-    };
-    let memory = DeviceBuffer {
-        device: dev.backend.device,
-        len_bytes: size,
-        address: usize::try_from(base).unwrap_or(usize::MAX),
-        mem: DeviceMem::Cuda(slice),
-    };
-    if kept > 0 {
-        let gather = dev
-            .backend
-            .function(CudaKernel::FilterProject, "gather_8byte")?;
-        let mut scratch_valid: CudaSlice<u8> =
-            stream.alloc_zeros(kept).map_err(dev.err("cuMemAlloc"))?;
-        let kept_u64 = kept as u64;
-        for (source, out) in projection.iter().zip(&columns) {
-            let (ResidentValues::Images(from), ResidentValues::Images(to)) =
-                (batch.columns()[*source].values, out.values)
-            else {
-                return Err(EngineError::Internal(
-                    "resident gather of a column that is not images".into(),
-                ));
-            };
-            let values = address(batch.memory(), from.offset);
-            let no_validity = 0u64;
-            let out_values = address(&memory, to.offset);
-            let mut launch = stream.launch_builder(&gather);
+    let kept_u64 = kept as u64;
+    let gather_grid = grid(kept);
+    // Strings: each kept row's length, scanned into offsets in a scratch array whose last
+    // entry is the column's byte total (read back: the output allocation needs it).
+    let scan_len =
+        u32::try_from(kept).map_err(|_| unsupported("batch too large for one launch"))?;
+    let mut starts: Vec<Option<CudaSlice<u32>>> = Vec::with_capacity(projection.len());
+    let mut string_bytes = Vec::with_capacity(projection.len());
+    for source in projection {
+        let ResidentValues::Strings { offsets, .. } = batch.columns()[*source].values else {
+            starts.push(None);
+            string_bytes.push(0);
+            continue;
+        };
+        let mut lengths: CudaSlice<u32> = stream
+            .alloc_zeros(kept + 1)
+            .map_err(dev.err("cuMemAlloc"))?;
+        if kept > 0 {
+            let in_offsets = address(batch.memory(), offsets.offset);
+            let kernel = dev
+                .backend
+                .function(CudaKernel::FilterProject, "gather_string_lengths")?;
+            let mut launch = stream.launch_builder(&kernel);
             launch
-                .arg(&values)
-                .arg(&no_validity)
+                .arg(&in_offsets)
                 .arg(&rows_u64)
                 .arg(&kept_rows)
                 .arg(&kept_u64)
-                .arg(&out_values)
-                .arg(&mut scratch_valid);
-            // SAFETY: gather_8byte(const i64*, const u8*, u64, const u32*, u64, i64*, u8*):
-            // `values` addresses `rows` images of the input batch, the validity pointer
-            // is 0 (no NULLs: the kernel treats every row as valid), kept_rows holds at
-            // least `kept` indices below `rows` (compact_rows wrote them in order),
-            // `out_values` addresses `kept` images inside the output allocation (its
-            // span from `output_columns`), and scratch_valid holds `kept` bytes.
+                .arg(&mut lengths);
+            // SAFETY: gather_string_lengths(const i32*, u64, const u32*, u64, u32*):
+            // `in_offsets` addresses the column's rows + 1 offsets in the input batch,
+            // kept_rows holds >= kept indices, lengths holds kept + 1 entries, and the
+            // kernel bounds its index by kept.
             #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(kept)) }.map_err(dev.err("launch gather_8byte"))?;
+            unsafe { launch.launch(gather_grid) }
+                .map_err(dev.err("launch gather_string_lengths"))?;
+            let mut launch = stream.launch_builder(&scan);
+            launch.arg(&mut lengths).arg(&scan_len);
+            // SAFETY: exclusive_scan_blocks(u32*, u32) as one block over kept entries of
+            // lengths, writing the total at index kept (kept + 1 entries).
+            #[allow(unsafe_code)]
+            unsafe {
+                launch.launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+            }
+            .map_err(dev.err("launch exclusive_scan_blocks"))?;
+        }
+        let total = stream
+            .clone_dtoh(&lengths.slice(kept..kept + 1))
+            .map_err(dev.err("cuMemcpyDtoH"))?;
+        super::transfers::device_to_host(4);
+        string_bytes.push(total.first().copied().unwrap_or(0) as usize);
+        starts.push(Some(lengths));
+    }
+
+    let mut layout = Layout::new();
+    let columns: Vec<ResidentColumn> = projection
+        .iter()
+        .zip(&string_bytes)
+        .map(|(source, bytes)| output_column(&batch.columns()[*source], kept, *bytes, &mut layout))
+        .collect();
+    let size = layout.size();
+    let memory = alloc_on_stream(dev, size)?;
+    if kept > 0 {
+        let mut scratch_valid: CudaSlice<u8> =
+            stream.alloc_zeros(kept).map_err(dev.err("cuMemAlloc"))?;
+        for ((source, out), starts) in projection.iter().zip(&columns).zip(&starts) {
+            let input = &batch.columns()[*source];
+            let in_validity = input
+                .validity
+                .map_or(0, |span| address(batch.memory(), span.offset));
+            match (input.values, out.values, starts) {
+                (ResidentValues::Images(from), ResidentValues::Images(to), _) => {
+                    let values = address(batch.memory(), from.offset);
+                    let out_values = address(&memory, to.offset);
+                    let kernel = dev
+                        .backend
+                        .function(CudaKernel::FilterProject, "gather_8byte")?;
+                    let mut launch = stream.launch_builder(&kernel);
+                    launch
+                        .arg(&values)
+                        .arg(&in_validity)
+                        .arg(&rows_u64)
+                        .arg(&kept_rows)
+                        .arg(&kept_u64)
+                        .arg(&out_values)
+                        .arg(&mut scratch_valid);
+                    // SAFETY: gather_8byte(const i64*, const u8*, u64, const u32*, u64, i64*,
+                    // u8*): `values` addresses the column's `rows` images in the input
+                    // batch and `in_validity` its bitmap of ceil(rows/8) bytes or 0 (no
+                    // NULLs); kept_rows holds >= kept indices below rows (compact_rows
+                    // wrote them in order); `out_values` addresses the kept images of the
+                    // output span (`output_column`); scratch_valid holds kept bytes.
+                    #[allow(unsafe_code)]
+                    unsafe { launch.launch(gather_grid) }
+                        .map_err(dev.err("launch gather_8byte"))?;
+                }
+                (
+                    ResidentValues::Strings { offsets, bytes },
+                    ResidentValues::Strings {
+                        offsets: out_offsets,
+                        bytes: out_bytes,
+                    },
+                    Some(starts),
+                ) => {
+                    let (in_offsets, in_bytes) = (
+                        address(batch.memory(), offsets.offset),
+                        address(batch.memory(), bytes.offset),
+                    );
+                    let (out_offsets, out_bytes) = (
+                        address(&memory, out_offsets.offset),
+                        address(&memory, out_bytes.offset),
+                    );
+                    let kernel = dev
+                        .backend
+                        .function(CudaKernel::FilterProject, "gather_string_bytes")?;
+                    let mut launch = stream.launch_builder(&kernel);
+                    launch
+                        .arg(&in_offsets)
+                        .arg(&in_bytes)
+                        .arg(&rows_u64)
+                        .arg(&kept_rows)
+                        .arg(starts)
+                        .arg(&kept_u64)
+                        .arg(&out_offsets)
+                        .arg(&out_bytes);
+                    // SAFETY: gather_string_bytes(const i32*, const u8*, u64, const u32*,
+                    // const u32*, u64, i32*, u8*): the input offsets (rows + 1, from 0)
+                    // and bytes lie in the input batch; `starts` holds kept + 1 scanned
+                    // lengths of exactly these rows, whose total sized the output bytes
+                    // span; the output offsets span holds kept + 1 entries; the kernel
+                    // bounds its index by kept.
+                    #[allow(unsafe_code)]
+                    unsafe { launch.launch(gather_grid) }
+                        .map_err(dev.err("launch gather_string_bytes"))?;
+                }
+                _ => {
+                    return Err(EngineError::Internal(
+                        "resident gather: column layouts disagree".into(),
+                    ));
+                }
+            }
+            if let Some(to) = out.validity {
+                let out_bits = address(&memory, to.offset);
+                let kernel = dev
+                    .backend
+                    .function(CudaKernel::FilterProject, "gather_bits")?;
+                let mut launch = stream.launch_builder(&kernel);
+                launch
+                    .arg(&in_validity)
+                    .arg(&rows_u64)
+                    .arg(&kept_rows)
+                    .arg(&kept_u64)
+                    .arg(&out_bits);
+                // SAFETY: gather_bits(const u8*, u64, const u32*, u64, u8*): the input
+                // bitmap covers `rows` bits (or is 0), kept_rows holds >= kept indices,
+                // and the output span holds ceil(kept/8) bytes, one per thread.
+                #[allow(unsafe_code)]
+                unsafe { launch.launch(grid(kept.div_ceil(8))) }
+                    .map_err(dev.err("launch gather_bits"))?;
+            }
         }
     }
     // The consumer reads the batch on another stream.
     stream
         .synchronize()
         .map_err(dev.err("cuStreamSynchronize"))?;
-    let schema_ref: Arc<Schema> = out_schema;
     Ok(DeviceBatch::from_parts(
-        schema_ref, kept, columns, memory, size,
+        out_schema, kept, columns, memory, size,
     ))
 }
