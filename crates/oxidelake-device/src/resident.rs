@@ -93,6 +93,7 @@ pub struct DeviceBatch {
 impl DeviceBatch {
     /// A batch a backend built on the device: `columns` lie in `memory`, whose first
     /// `bytes` the copies move.
+    #[cfg(feature = "cuda")]
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
