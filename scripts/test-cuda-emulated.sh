@@ -94,6 +94,14 @@ grep -q "^test result: ok. 1 passed" "$LOG_DIR/device_limit.log" \
 grep -Eq "^emulated launches:.* join_build=[1-9]" "$LOG_DIR/device_limit.log" \
   || { echo "no join_build launch in the device-limit test"; exit 1; }
 
+echo "== device-resident batches: TPC-H Q6's filter between transitions on CudaBackend"
+OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
+  -- --nocapture device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "the device-resident test on the emulated driver failed (exit $rc)"; exit "$rc"; }
+grep -q "^test result: ok. 1 passed" "$LOG_DIR/resident.log" \
+  || { echo "the device-resident test did not run"; exit 1; }
+
 echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"
 duckdb_dir="${OXIDE_DUCKDB_PYTHONPATH:-$CACHE_DIR/duckdb}"
 if ! PYTHONPATH="$duckdb_dir" python3 -c "import duckdb" >/dev/null 2>&1; then
