@@ -63,7 +63,7 @@ cargo test --workspace --features "$FEATURES" --test compute -- --ignored --noca
   2>&1 | tee "$LOG_DIR/pipeline.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "data-path tests failed (exit $rc)"; exit "$rc"; }
-grep -q "test result: ok. 7 passed" "$LOG_DIR/pipeline.log" || { echo "expected 7 data-path tests"; exit 1; }
+grep -q "test result: ok. 10 passed" "$LOG_DIR/pipeline.log" || { echo "expected 10 data-path tests"; exit 1; }
 
 echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
 cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture faults \
@@ -94,7 +94,7 @@ grep -q "^test result: ok. 1 passed" "$LOG_DIR/device_limit.log" \
 grep -Eq "^emulated launches:.* join_build=[1-9]" "$LOG_DIR/device_limit.log" \
   || { echo "no join_build launch in the device-limit test"; exit 1; }
 
-echo "== device-resident batches: TPC-H Q6's filter between transitions on CudaBackend"
+echo "== device-resident batches: TPC-H Q6's filter and product between transitions on CudaBackend"
 OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
   -- --nocapture device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
 rc=${PIPESTATUS[0]}
@@ -137,6 +137,7 @@ groups = {
     "computed columns": ["eval_values"],
     "device-resident filter": ["gather_8byte", "gather_bits", "gather_string_lengths",
                                "gather_string_bytes"],
+    "device-resident projection": ["pack_bits"],
     "join build": ["join_build"],
     "join probe": ["join_probe_count", "join_probe_write"],
     "aggregate": ["agg_assign_groups"],

@@ -84,6 +84,7 @@ const char* kFakePtx = R"(
 .visible .entry gather_bits() { ret; }
 .visible .entry gather_string_lengths() { ret; }
 .visible .entry gather_string_bytes() { ret; }
+.visible .entry pack_bits() { ret; }
 .visible .entry eval_values() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
@@ -356,6 +357,22 @@ void filter_pipeline_matches_reference(Env& e) {
     bool bits_same = bits.size() == (kept_rows + 7) / 8;
     for (size_t i = 0; bits_same && i < kept_rows; ++i) bits_same = bit(bits, i) == bit(valid_i, want[i]);
     CHECK(bits_same);
+
+    // pack_bits: one-byte flags (every third row unset, non-zero values other than 1
+    // included) packed into a bitmap from bit 0, the bits past the last row left 0.
+    std::vector<uint8_t> flag_bytes(rows);
+    for (size_t i = 0; i < rows; ++i) flag_bytes[i] = i % 3 == 0 ? 0 : static_cast<uint8_t>(1 + i % 200);
+    const CUdeviceptr in_flags = upload(d, flag_bytes);
+    const CUdeviceptr packed = zeros<uint8_t>(d, (rows + 7) / 8);
+    CHECK_CU(d, e.launch("pack_bits", blocks_for((rows + 7) / 8), kBlock, 0, {&in_flags, &n, &packed}),
+             CUDA_SUCCESS);
+    const auto packed_bits = download<uint8_t>(d, packed, (rows + 7) / 8);
+    bool packed_same = packed_bits.size() == (rows + 7) / 8;
+    for (size_t i = 0; packed_same && i < packed_bits.size() * 8; ++i)
+        packed_same = bit(packed_bits, i) == (i < rows && flag_bytes[i] != 0);
+    CHECK(packed_same);
+    d.cuMemFree_v2(in_flags);
+    d.cuMemFree_v2(packed);
 
     // Strings of the kept rows: lengths, an exclusive scan into offsets, then the bytes.
     std::vector<int32_t> str_offsets{0};
@@ -875,7 +892,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
         CHECK(d.oxide_emu_launch_count(k) > 0);

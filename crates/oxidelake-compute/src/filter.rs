@@ -16,7 +16,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
-use oxidelake_device::resident;
+use oxidelake_device::resident::{self, ResidentValues};
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
@@ -268,10 +268,9 @@ impl ExecutionPlan for GpuFilterExec {
 
 impl ResidentExec for GpuFilterExec {
     /// Filters its input's device batches into device batches, on the device where the
-    /// backend covers the batch (`GpuBackend::filter_project_resident`: the CUDA backend
-    /// for projected columns without strings or NULLs). Any other batch is *bridged*:
-    /// copied to the host, filtered by the host-in/host-out call, and its output copied
-    /// back (`bridged_batches`; every batch on the CPU backend).
+    /// backend can (`GpuBackend::filter_project_resident`: the CUDA backend). Any other
+    /// batch is *bridged*: copied to the host, filtered by the host-in/host-out call, and
+    /// its output copied back (`bridged_batches`; every batch on the CPU backend).
     fn execute_resident(
         &self,
         partition: usize,
@@ -311,7 +310,14 @@ impl ResidentExec for GpuFilterExec {
                         &projection,
                     ) {
                         Ok(kept) => {
-                            let moved = exec.bytes_moved(|| 4);
+                            // Read back: the kept count and each string column's byte total
+                            // (the program's small uploads are not counted).
+                            let strings = kept
+                                .columns()
+                                .iter()
+                                .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
+                                .count();
+                            let moved = exec.bytes_moved(|| 4 * (1 + strings));
                             metrics.record(batch.num_rows(), kept.num_rows(), started, moved);
                             return Ok(kept);
                         }

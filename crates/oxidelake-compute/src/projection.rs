@@ -8,6 +8,11 @@
 //! them, and they compute a batch whose decimal values outgrow the device's 64-bit
 //! images (DataFusion computes decimals in 128 bits), so every batch gets DataFusion's
 //! answer.
+//!
+//! Between device transitions (ADR-0014) it takes and gives device batches: the backend
+//! computes the columns on the resident batch (`GpuBackend::evaluate_resident`), and a
+//! batch it refuses (the CPU backend, a constant output, an operand held as 16-byte
+//! decimals) or whose values outgrow 64 bits is bridged through the host path.
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,15 +27,21 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
+use datafusion::physical_plan::metrics::MetricBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{EvaluateArgs, ValueColumn, is_overflow};
+use oxidelake_device::ops::{
+    EvaluateArgs, EvaluateResidentArgs, ProjectedColumn, ValueColumn, is_overflow,
+};
+use oxidelake_device::resident;
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
+use crate::transition::{ResidentExec, ResidentStream, as_resident};
 use crate::value_expr::value_column;
 
 /// Where one output column comes from.
@@ -50,16 +61,97 @@ pub fn is_constant(expr: &Arc<dyn PhysicalExpr>) -> bool {
     expr.is::<Literal>() || expr.is::<ScalarSubqueryExpr>()
 }
 
+/// What a projection computes, shared by its host and resident paths.
+#[derive(Debug, Clone)]
+struct Projection {
+    exprs: Vec<ProjectionExpr>,
+    outputs: Vec<Output>,
+    computed: Vec<ValueColumn>,
+    schema: SchemaRef,
+}
+
+impl Projection {
+    /// The output of `batch` on the host, and the bytes it moved: the computed columns by
+    /// the backend when `device` (DataFusion's expressions where a value outgrows the
+    /// backend's 64 bits), by DataFusion otherwise.
+    fn project(
+        &self,
+        exec: &ExecBackend,
+        metrics: &OperatorMetrics,
+        batch: &RecordBatch,
+        device: bool,
+    ) -> Result<(RecordBatch, usize)> {
+        let args = EvaluateArgs {
+            batch,
+            columns: &self.computed,
+        };
+        let values = if self.computed.is_empty() {
+            Vec::new()
+        } else {
+            // An overflow is not the device's failure: every backend computes decimals
+            // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
+            let on_device = if device {
+                exec.run_on_device(metrics, |backend, stream| {
+                    match backend.evaluate(stream, args) {
+                        Err(e) if is_overflow(&e) => Ok(None),
+                        other => other.map(Some),
+                    }
+                })?
+                .flatten()
+            } else {
+                None
+            };
+            match on_device {
+                Some(values) => values,
+                None => {
+                    metrics.cpu_fallback_batches.add(1);
+                    stock_columns(&self.exprs, &self.outputs, batch)?
+                }
+            }
+        };
+        let columns: Vec<ArrayRef> = self
+            .outputs
+            .iter()
+            .zip(&self.exprs)
+            .map(|(o, e)| match o {
+                Output::Input(i) => Ok(Arc::clone(batch.column(*i))),
+                Output::Computed(i) => Ok(Arc::clone(&values[*i])),
+                Output::Constant => e.expr.evaluate(batch)?.into_array(batch.num_rows()),
+            })
+            .collect::<Result<_>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        let out = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?;
+        let moved = exec.bytes_moved(|| {
+            values
+                .iter()
+                .map(|v| v.get_array_memory_size())
+                .sum::<usize>()
+                + batch.get_array_memory_size()
+        });
+        Ok((out, moved))
+    }
+
+    /// The outputs as a resident projection's, or `None` when one is a constant (which
+    /// the host path evaluates).
+    fn resident_outputs(&self) -> Option<Vec<ProjectedColumn>> {
+        self.outputs
+            .iter()
+            .map(|o| match o {
+                Output::Input(i) => Some(ProjectedColumn::Input(*i)),
+                Output::Computed(k) => Some(ProjectedColumn::Computed(*k)),
+                Output::Constant => None,
+            })
+            .collect()
+    }
+}
+
 /// A projection that computes its arithmetic columns on the placed backend.
 #[derive(Debug)]
 pub struct GpuProjectionExec {
     input: Arc<dyn ExecutionPlan>,
-    exprs: Vec<ProjectionExpr>,
-    outputs: Vec<Output>,
-    computed: Vec<ValueColumn>,
+    projection: Projection,
     placement: BackendKind,
     backend: BackendChoice,
-    schema: SchemaRef,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -103,12 +195,14 @@ impl GpuProjectionExec {
         }
         Ok(Self {
             input,
-            exprs,
-            outputs,
-            computed,
+            projection: Projection {
+                exprs,
+                outputs,
+                computed,
+                schema: stock.schema(),
+            },
             placement,
             backend: BackendChoice::Detect,
-            schema: stock.schema(),
             properties: Arc::clone(stock.properties()),
             metrics: ExecutionPlanMetricsSet::new(),
         })
@@ -127,7 +221,7 @@ impl GpuProjectionExec {
 
     /// The projection expressions, as DataFusion planned them.
     pub fn exprs(&self) -> &[ProjectionExpr] {
-        &self.exprs
+        &self.projection.exprs
     }
 
     /// Where the planner placed the operator.
@@ -138,11 +232,12 @@ impl GpuProjectionExec {
     /// Whether the backend computes any column (one that only repeats constants for a
     /// filter above, a scalar subquery's value, does not).
     pub fn computes_on_device(&self) -> bool {
-        !self.computed.is_empty()
+        !self.projection.computed.is_empty()
     }
 
     fn expr_text(&self) -> String {
         let parts: Vec<String> = self
+            .projection
             .exprs
             .iter()
             .map(|p| {
@@ -208,7 +303,7 @@ impl ExecutionPlan for GpuProjectionExec {
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
         let mut recursion = TreeNodeRecursion::Continue;
-        for e in &self.exprs {
+        for e in &self.projection.exprs {
             recursion = f(&e.expr)?;
             if recursion == TreeNodeRecursion::Stop {
                 break;
@@ -222,7 +317,7 @@ impl ExecutionPlan for GpuProjectionExec {
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let exec = GpuProjectionExec::try_new(
-            self.exprs.clone(),
+            self.projection.exprs.clone(),
             single_child(children, "GpuProjectionExec")?,
             self.placement,
         )?
@@ -244,64 +339,101 @@ impl ExecutionPlan for GpuProjectionExec {
             self.placement,
             &exec,
         );
-        let (exprs, outputs, computed) = (
-            self.exprs.clone(),
-            self.outputs.clone(),
-            self.computed.clone(),
-        );
-        let schema = Arc::clone(&self.schema);
+        let projection = self.projection.clone();
+        let schema = Arc::clone(&projection.schema);
         let batching = exec.backend.batching();
         let work = move |batch: RecordBatch| {
             let started = Instant::now();
-            let args = EvaluateArgs {
-                batch: &batch,
-                columns: &computed,
-            };
-            let values = if computed.is_empty() {
-                Vec::new()
-            } else {
-                // An overflow is not the device's failure: every backend computes decimals
-                // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
-                let on_device = exec.run_on_device(&metrics, |backend, stream| {
-                    match backend.evaluate(stream, args) {
-                        Err(e) if is_overflow(&e) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })?;
-                match on_device.flatten() {
-                    Some(values) => values,
-                    None => {
-                        metrics.cpu_fallback_batches.add(1);
-                        stock_columns(&exprs, &outputs, &batch)?
-                    }
-                }
-            };
-            let columns: Vec<ArrayRef> = outputs
-                .iter()
-                .zip(&exprs)
-                .map(|(o, e)| match o {
-                    Output::Input(i) => Ok(Arc::clone(batch.column(*i))),
-                    Output::Computed(i) => Ok(Arc::clone(&values[*i])),
-                    Output::Constant => e.expr.evaluate(&batch)?.into_array(batch.num_rows()),
-                })
-                .collect::<Result<_>>()?;
-            let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-            let out = RecordBatch::try_new_with_options(Arc::clone(&schema), columns, &options)?;
-            let moved = exec.bytes_moved(|| {
-                values
-                    .iter()
-                    .map(|v| v.get_array_memory_size())
-                    .sum::<usize>()
-                    + batch.get_array_memory_size()
-            });
+            let (out, moved) = projection.project(&exec, &metrics, &batch, true)?;
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
             Ok(out)
         };
-        Ok(map_batches(input, Arc::clone(&self.schema), batching, work))
+        Ok(map_batches(input, schema, batching, work))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+impl ResidentExec for GpuProjectionExec {
+    /// Computes its columns on its input's device batches into device batches, on the
+    /// device where the backend can (`GpuBackend::evaluate_resident`: the CUDA backend).
+    /// Any other batch is *bridged*: copied to the host, projected by the host path, and
+    /// copied back (`bridged_batches`; every batch on the CPU backend). A batch whose
+    /// values outgrow 64 bits on the device is bridged to DataFusion's expressions
+    /// (`cpu_fallback_batches` counts it too).
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let input = as_resident(&self.input)
+            .ok_or_else(|| {
+                DataFusionError::Internal(
+                    "GpuProjectionExec's input holds no device batches".into(),
+                )
+            })?
+            .execute_resident(partition, context)?;
+        let exec = Arc::new(ExecBackend::on(Arc::clone(&input.backend), input.detected)?);
+        let metrics = Arc::new(OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuProjectionExec",
+            self.placement,
+            &exec,
+        ));
+        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
+        let projection = Arc::new(self.projection.clone());
+        let outputs = Arc::new(projection.resident_outputs());
+        let (backend, detected) = (Arc::clone(&input.backend), input.detected);
+        let batches = input.batches.then(move |batch| {
+            let (exec, metrics, bridged) =
+                (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
+            let (projection, outputs) = (Arc::clone(&projection), Arc::clone(&outputs));
+            async move {
+                let batch = batch?;
+                tokio::task::spawn_blocking(move || {
+                    let started = Instant::now();
+                    let mut device = true;
+                    if let Some(outputs) = outputs.as_ref() {
+                        let args = EvaluateResidentArgs {
+                            batch: &batch,
+                            columns: &projection.computed,
+                            outputs,
+                            schema: &projection.schema,
+                        };
+                        match exec.backend.evaluate_resident(&exec.stream, args) {
+                            Ok(out) => {
+                                // Read back: the overflow flag.
+                                let moved = exec.bytes_moved(|| 4);
+                                metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+                                return Ok(out);
+                            }
+                            Err(err) if is_overflow(&err) => device = false,
+                            Err(EngineError::Unsupported { .. }) => {}
+                            // The batch lives on the device: there is no host copy to
+                            // fall back to.
+                            Err(err) => return Err(DataFusionError::from(err)),
+                        }
+                    }
+                    let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
+                    let (out, moved) = projection.project(&exec, &metrics, &host, device)?;
+                    let back = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
+                    bridged.add(1);
+                    let moved = moved + exec.bytes_moved(|| batch.bytes() + back.bytes());
+                    metrics.record(host.num_rows(), out.num_rows(), started, moved);
+                    Ok(back)
+                })
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }
+        });
+        Ok(ResidentStream {
+            backend,
+            detected,
+            batches: Box::pin(batches),
+        })
     }
 }
 

@@ -13,6 +13,7 @@ mod compute {
     pub mod partitioned_join;
     #[cfg(feature = "cuda")]
     pub mod pipeline;
+    pub mod plans;
     pub mod properties;
     pub mod rows;
     pub mod transitions;

@@ -119,6 +119,25 @@ pub trait GpuBackend: Send + Sync + Debug {
         args: EvaluateArgs<'_>,
     ) -> Result<Vec<ArrayRef>, EngineError>;
 
+    /// Computed columns of a batch that lives on this device, into a batch that stays
+    /// there with the passed-through columns beside them (ADR-0014). The default refuses
+    /// with `Unsupported`; the operator then bridges the batch through
+    /// [`GpuBackend::evaluate`] on the host.
+    fn evaluate_resident(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::EvaluateResidentArgs<'_>,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        let _ = (stream, args);
+        Err(EngineError::unsupported(
+            "device-resident projection",
+            format!(
+                "the {} backend computes columns through the host",
+                self.kind()
+            ),
+        ))
+    }
+
     /// Builds a hash table over the (Int64) build-side join keys.
     fn build_join_table(
         &self,

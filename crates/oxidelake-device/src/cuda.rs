@@ -11,7 +11,9 @@ mod filter;
 mod lane_pool;
 mod launch;
 mod pipeline;
+mod resident_evaluate;
 mod resident_filter;
+mod resident_memory;
 mod transfers;
 
 use std::collections::HashMap;
@@ -420,6 +422,25 @@ impl GpuBackend for CudaBackend {
             stream: self.stream(stream)?,
         };
         evaluate::evaluate(&dev, args)
+    }
+
+    fn evaluate_resident(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::EvaluateResidentArgs<'_>,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        if args.batch.memory().device() != self.device {
+            return Err(foreign_handle(
+                self.device,
+                args.batch.memory().device(),
+                "device batch",
+            ));
+        }
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        resident_evaluate::evaluate_resident(&dev, args)
     }
 
     fn build_join_table(

@@ -65,6 +65,7 @@ impl CudaKernel {
                 "gather_bits",
                 "gather_string_lengths",
                 "gather_string_bytes",
+                "pack_bits",
                 "eval_values",
             ],
             CudaKernel::HashJoin => &["join_build", "join_probe_count", "join_probe_write"],

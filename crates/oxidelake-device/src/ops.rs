@@ -34,6 +34,31 @@ pub struct EvaluateArgs<'a> {
     pub columns: &'a [ValueColumn],
 }
 
+/// Where one column of a resident projection's output comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectedColumn {
+    /// Input column `i`, passed through.
+    Input(usize),
+    /// The `i`-th computed column of [`EvaluateResidentArgs::columns`].
+    Computed(usize),
+}
+
+/// A projection of a batch that lives on the device into one that stays there
+/// (ADR-0014): passed-through input columns and computed ones ([`ValueColumn`]), in the
+/// order of `outputs`. As for [`EvaluateArgs`], a checked value needing more than 64
+/// bits fails the batch with [`overflow_error`].
+#[derive(Debug, Clone, Copy)]
+pub struct EvaluateResidentArgs<'a> {
+    /// The input rows, on the device.
+    pub batch: &'a crate::DeviceBatch,
+    /// What to compute.
+    pub columns: &'a [ValueColumn],
+    /// The output columns, one per field of `schema`.
+    pub outputs: &'a [ProjectedColumn],
+    /// The output schema (names and types of the projection).
+    pub schema: &'a arrow::datatypes::SchemaRef,
+}
+
 /// A fused filter and projection: keep rows where every predicate is true (NULL is not
 /// true, as in SQL), then keep the `projection` columns in that order.
 #[derive(Debug, Clone, Copy)]

@@ -3,8 +3,12 @@
 //! A [`DeviceBatch`] holds a batch's columns in device memory, in the form the kernels
 //! read (the same form the host-in/host-out calls upload today):
 //!
-//! - numbers, dates, times, timestamps, durations, booleans and decimals of at most 18
-//!   digits as 8-byte images ([`crate::ops::write_images`]; floats as `f64` bits);
+//! - numbers, dates, times, timestamps, durations, booleans and decimals as 8-byte images
+//!   ([`crate::ops::write_images`]; floats as `f64` bits). A decimal column is held as
+//!   images only when every value of the batch fits 64 bits, which keeps the images
+//!   exact; a batch holding a wider value keeps that column as 16-byte values
+//!   ([`ResidentValues::Wide`]), which no kernel reads: an operator needing it bridges
+//!   the batch through the host;
 //! - strings as `i32` offsets starting at 0 and their bytes (dictionaries, views and
 //!   large strings materialised as `Utf8` first);
 //! - validity as a bitmap whose bit 0 is row 0, for columns with NULLs only.
@@ -12,8 +16,14 @@
 //! The whole batch is one device allocation, filled by one host-to-device copy from one
 //! staging buffer, and read back by one device-to-host copy, so a transition costs one
 //! copy per batch and direction whatever the column count. Each column keeps its Arrow
-//! type, and [`download`] restores it: the round trip is exact for every
-//! [`is_resident_type`].
+//! type, and [`download`] restores it with the same values and NULLs for every
+//! [`is_resident_type`]. Three things are equal only logically: a dictionary column
+//! comes back re-encoded (its own keys and no unused values), a NaN's payload may be
+//! quieted, and a validity bitmap without an unset bit comes back as no bitmap.
+//!
+//! Every allocation is rounded up to a [`size_class`], so that a transition's
+//! [`StagingPool`] can hand the same staging buffer to batches of similar size (a copy
+//! moves a whole buffer).
 //!
 //! [`upload`] and [`download`] use only the backend's primitives (allocation, copies,
 //! synchronisation), so every backend moves batches the same way; on the CPU backend the
@@ -23,17 +33,21 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float64Array, Int64Array, StringArray,
     make_array,
 };
 use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Decimal128Type, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
-use crate::ops::{ValueClass, string_column, value_class, wide_decimal, write_images};
-use crate::{DeviceBuffer, DeviceStream, GpuBackend};
+use crate::ops::{ValueClass, string_column, value_class, write_images};
+use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer};
+
+mod staging;
+
+pub use staging::{StagingPool, size_class};
 
 /// Where each part of a resident batch starts in its allocation.
 const ALIGN: usize = 128;
@@ -58,6 +72,10 @@ impl Span {
 pub enum ResidentValues {
     /// One 8-byte image per row.
     Images(Span),
+    /// One 16-byte little-endian `i128` per row: a decimal column of a batch holding a
+    /// value beyond 64 bits. No kernel reads it; an operator that needs the column
+    /// bridges the batch through the host.
+    Wide(Span),
     /// `rows + 1` `i32` offsets from 0, then the bytes they index.
     Strings {
         /// The offsets.
@@ -137,10 +155,10 @@ impl DeviceBatch {
 }
 
 /// Whether a column of type `dt` can live in a [`DeviceBatch`]: the types the filter's
-/// images and strings cover, except decimals wider than 18 digits (their images
-/// saturate, so the round trip would not be exact).
+/// images and strings cover (decimals of any precision: as images while the values fit
+/// 64 bits, as [`ResidentValues::Wide`] otherwise).
 pub fn is_resident_type(dt: &DataType) -> bool {
-    value_class(dt).is_some() && !wide_decimal(dt)
+    value_class(dt).is_some()
 }
 
 /// The first column of `schema` that cannot live on a device, as `Unsupported`.
@@ -165,6 +183,7 @@ pub fn check_resident_schema(schema: &arrow::datatypes::Schema) -> Result<(), En
 /// A column's parts as they are written into the staging buffer.
 enum HostParts {
     Images(Vec<i64>),
+    Wide(Vec<i128>),
     Strings(StringArray),
 }
 
@@ -183,10 +202,10 @@ impl Layout {
         Self { end: 0 }
     }
 
-    /// Bytes an allocation holding every span needs (at least one block: copies and
-    /// allocations need a non-empty buffer on every backend).
+    /// Bytes an allocation holding every span needs: the [`size_class`] of their end
+    /// (never empty: copies and allocations need a non-empty buffer on every backend).
     pub(crate) fn size(&self) -> usize {
-        self.end.max(ALIGN)
+        size_class(self.end)
     }
 
     pub(crate) fn take(&mut self, len: usize) -> Span {
@@ -209,12 +228,51 @@ fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
     }
 }
 
+/// A decimal column's exact 8-byte images (0 under a NULL), or `None` when a valid value
+/// needs more than 64 bits.
+fn decimal_images(column: &dyn Array) -> Option<Vec<i64>> {
+    let decimals = column.as_primitive::<Decimal128Type>();
+    let nulls = decimals.logical_nulls();
+    decimals
+        .values()
+        .iter()
+        .enumerate()
+        .map(|(row, v)| match i64::try_from(*v) {
+            Ok(image) => Some(image),
+            Err(_) if nulls.as_ref().is_some_and(|n| n.is_null(row)) => Some(0),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// A staging buffer of `bytes` from `pool`, or a new one without a pool.
+fn staging_buffer(
+    backend: &dyn GpuBackend,
+    pool: Option<&StagingPool>,
+    bytes: usize,
+) -> Result<HostBuffer, EngineError> {
+    match pool {
+        Some(pool) => pool.take(backend, bytes),
+        None => backend.alloc_pinned_host(bytes),
+    }
+}
+
 /// Copies `batch` to the device as one allocation (see the module docs). Fails with
 /// `Unsupported` for a column type outside [`is_resident_type`], before any device work.
 pub fn upload(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     batch: &RecordBatch,
+) -> Result<DeviceBatch, EngineError> {
+    upload_with(backend, stream, batch, None)
+}
+
+/// [`upload`], staging through a buffer of `pool` (returned to it afterwards).
+pub fn upload_with(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &RecordBatch,
+    pool: Option<&StagingPool>,
 ) -> Result<DeviceBatch, EngineError> {
     check_resident_schema(&batch.schema())?;
     let rows = batch.num_rows();
@@ -234,6 +292,20 @@ pub fn upload(
                 let nulls = strings.nulls().cloned();
                 (HostParts::Strings(strings), values, nulls)
             }
+            _ if matches!(column.data_type(), DataType::Decimal128(_, _)) => {
+                let nulls = column.logical_nulls();
+                match decimal_images(column.as_ref()) {
+                    Some(images) => {
+                        let values = ResidentValues::Images(layout.take(rows * 8));
+                        (HostParts::Images(images), values, nulls)
+                    }
+                    None => {
+                        let wide = column.as_primitive::<Decimal128Type>().values().to_vec();
+                        let values = ResidentValues::Wide(layout.take(rows * 16));
+                        (HostParts::Wide(wide), values, nulls)
+                    }
+                }
+            }
             _ => {
                 let mut images = vec![0i64; rows];
                 write_images(column.as_ref(), 0..rows, &mut images)?;
@@ -251,12 +323,19 @@ pub fn upload(
         parts.push((part, nulls));
     }
     let size = layout.size();
-    let mut staging = backend.alloc_pinned_host(size)?;
+    // A pooled buffer holds an earlier batch's bytes: every span is written below, and
+    // nothing reads the gaps between spans.
+    let mut staging = staging_buffer(backend, pool, size)?;
     let out = staging.as_mut_slice()?;
     for ((part, nulls), column) in parts.iter().zip(&columns) {
         match (part, column.values) {
             (HostParts::Images(images), ResidentValues::Images(span)) => {
                 for (dst, v) in out[span.range()].chunks_exact_mut(8).zip(images) {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            (HostParts::Wide(values), ResidentValues::Wide(span)) => {
+                for (dst, v) in out[span.range()].chunks_exact_mut(16).zip(values) {
                     dst.copy_from_slice(&v.to_le_bytes());
                 }
             }
@@ -281,8 +360,11 @@ pub fn upload(
     }
     let mut memory = backend.alloc_device(size)?;
     backend.copy_h2d(stream, &staging, &mut memory)?;
-    // The staging buffer is freed on return: the copy must have read it.
+    // The staging buffer is freed or reused on return: the copy must have read it.
     backend.synchronize(stream)?;
+    if let Some(pool) = pool {
+        pool.give(staging);
+    }
     Ok(DeviceBatch {
         schema: batch.schema(),
         rows,
@@ -298,7 +380,18 @@ pub fn download(
     stream: &DeviceStream,
     batch: &DeviceBatch,
 ) -> Result<RecordBatch, EngineError> {
-    let mut staging = backend.alloc_pinned_host(batch.memory.len())?;
+    download_with(backend, stream, batch, None)
+}
+
+/// [`download`], staging through a buffer of `pool` (returned to it afterwards: the
+/// arrays are copied out of it).
+pub fn download_with(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &DeviceBatch,
+    pool: Option<&StagingPool>,
+) -> Result<RecordBatch, EngineError> {
+    let mut staging = staging_buffer(backend, pool, batch.memory.len())?;
     backend.copy_d2h(stream, &batch.memory, &mut staging)?;
     backend.synchronize(stream)?;
     let bytes = staging.as_slice()?;
@@ -308,6 +401,9 @@ pub fn download(
         .iter()
         .map(|column| host_column(bytes, rows, column))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(pool) = pool {
+        pool.give(staging);
+    }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(RecordBatch::try_new_with_options(
         batch.schema(),
@@ -334,13 +430,16 @@ fn host_column(
     rows: usize,
     column: &ResidentColumn,
 ) -> Result<ArrayRef, EngineError> {
-    let nulls = column.validity.map(|span| {
-        NullBuffer::new(BooleanBuffer::new(
-            bytes[span.range()].to_vec().into(),
-            0,
-            rows,
-        ))
-    });
+    let nulls = column
+        .validity
+        .map(|span| {
+            NullBuffer::new(BooleanBuffer::new(
+                bytes[span.range()].to_vec().into(),
+                0,
+                rows,
+            ))
+        })
+        .filter(|n| n.null_count() > 0);
     match column.values {
         ResidentValues::Strings {
             offsets,
@@ -361,6 +460,19 @@ fn host_column(
         ResidentValues::Images(span) => {
             let images = read(bytes, span, i64::from_le_bytes);
             from_images(images, nulls, &column.data_type)
+        }
+        ResidentValues::Wide(span) => {
+            let DataType::Decimal128(precision, scale) = column.data_type else {
+                return Err(EngineError::Internal(format!(
+                    "a resident column of 16-byte values has type {}",
+                    column.data_type
+                )));
+            };
+            let values = read(bytes, span, i128::from_le_bytes);
+            Ok(Arc::new(
+                Decimal128Array::new(values.into(), nulls)
+                    .with_precision_and_scale(precision, scale)?,
+            ))
         }
     }
 }
@@ -595,7 +707,7 @@ mod tests {
         let (resident, _) = round_trip(&sample());
         for column in resident.columns() {
             let spans = match column.values {
-                ResidentValues::Images(s) => vec![s],
+                ResidentValues::Images(s) | ResidentValues::Wide(s) => vec![s],
                 ResidentValues::Strings { offsets, bytes } => vec![offsets, bytes],
             };
             for span in spans.into_iter().chain(column.validity) {
@@ -627,15 +739,13 @@ mod tests {
 
     #[test]
     fn a_column_the_device_cannot_hold_is_refused_before_any_copy() {
-        let wide = Decimal128Array::from(vec![1i128])
-            .with_precision_and_scale(38, 0)
-            .unwrap();
+        let unsigned = arrow::array::UInt64Array::from(vec![u64::MAX]);
         let list =
             arrow::array::ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![
                 Some(1),
             ])]);
         for (name, column) in [
-            ("wide", Arc::new(wide) as ArrayRef),
+            ("unsigned", Arc::new(unsigned) as ArrayRef),
             ("list", Arc::new(list)),
         ] {
             let schema = Arc::new(Schema::new(vec![Field::new(
@@ -654,13 +764,62 @@ mod tests {
         }
     }
 
+    /// A one-column batch of Decimal128(38, 4) values.
+    fn wide_batch(values: Vec<Option<i128>>) -> RecordBatch {
+        let column = Decimal128Array::from(values)
+            .with_precision_and_scale(38, 4)
+            .unwrap();
+        RecordBatch::try_from_iter([("sum", Arc::new(column) as ArrayRef)]).unwrap()
+    }
+
+    #[test]
+    fn a_wide_decimal_is_held_as_exact_images_while_its_values_fit_64_bits() {
+        let batch = wide_batch(vec![Some(i128::from(i64::MAX)), None, Some(-5), Some(0)]);
+        let (resident, back) = round_trip(&batch);
+        assert!(matches!(
+            resident.columns()[0].values,
+            ResidentValues::Images(_)
+        ));
+        assert_same(&batch, &back);
+    }
+
+    #[test]
+    fn a_wide_decimal_with_a_value_beyond_64_bits_is_held_as_16_byte_values_and_comes_back_exact() {
+        let beyond = i128::from(i64::MAX) + 1;
+        let batch = wide_batch(vec![Some(7), Some(-beyond * 1000), None, Some(beyond)]);
+        let (resident, back) = round_trip(&batch);
+        let column = &resident.columns()[0];
+        assert!(matches!(column.values, ResidentValues::Wide(s) if s.len == 4 * 16));
+        assert!(column.validity.is_some());
+        assert_same(&batch, &back);
+    }
+
+    #[test]
+    fn a_value_beyond_64_bits_under_a_null_keeps_the_images() {
+        // Arrow leaves the value under a NULL unspecified: it must not decide the form.
+        let values = Decimal128Array::new(
+            vec![1i128, i128::MAX].into(),
+            Some(NullBuffer::from(vec![true, false])),
+        )
+        .with_precision_and_scale(38, 0)
+        .unwrap();
+        let batch = RecordBatch::try_from_iter([("d", Arc::new(values) as ArrayRef)]).unwrap();
+        let (resident, back) = round_trip(&batch);
+        assert!(matches!(
+            resident.columns()[0].values,
+            ResidentValues::Images(_)
+        ));
+        let got = back.column(0).as_primitive::<Decimal128Type>();
+        assert_eq!((got.value(0), got.is_null(1)), (1, true));
+    }
+
     #[test]
     fn time_units_and_timezones_are_kept() {
         assert!(is_resident_type(&DataType::Timestamp(
             TimeUnit::Nanosecond,
             Some("+02:00".into())
         )));
-        assert!(!is_resident_type(&DataType::Decimal128(19, 2)));
+        assert!(is_resident_type(&DataType::Decimal128(38, 4)));
         assert!(is_resident_type(&DataType::Decimal128(18, 2)));
         assert!(!is_resident_type(&DataType::UInt64));
     }

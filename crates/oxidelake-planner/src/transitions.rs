@@ -1,9 +1,10 @@
 //! `DeviceTransitionRule`: marks where a plan's data changes device (ADR-0014).
 //!
-//! Under `oxidelake.execution.device_resident`, every GPU filter placed on a device whose
-//! input and output columns a device batch can hold gets a `HostToDeviceExec` below it
-//! and a `DeviceToHostExec` above it; between two such filters the pair cancels, so a
-//! chain of them crosses once each way. EXPLAIN shows the transitions.
+//! Under `oxidelake.execution.device_resident`, every resident operator (a GPU filter, a
+//! GPU projection that computes a column) placed on a device whose input and output
+//! columns a device batch can hold gets a `HostToDeviceExec` below it and a
+//! `DeviceToHostExec` above it; between two such operators the pair cancels, so a chain
+//! of them crosses once each way. EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
 //! coalesces, so nothing comes between a transition and the operator it feeds. Only
@@ -18,7 +19,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use oxidelake_compute::resident::check_resident_schema;
-use oxidelake_compute::{DeviceToHostExec, GpuFilterExec, HostToDeviceExec};
+use oxidelake_compute::{DeviceToHostExec, GpuFilterExec, GpuProjectionExec, HostToDeviceExec};
 use oxidelake_core::BackendKind;
 
 use crate::OxideOptions;
@@ -45,6 +46,21 @@ fn resident_input(
     }
 }
 
+/// The placement and input of `node` when it is an operator that takes and gives device
+/// batches: a GPU filter, or a GPU projection with a column to compute (one that only
+/// repeats a scalar subquery's value has no device work).
+fn resident_operator(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Option<(BackendKind, &Arc<dyn ExecutionPlan>)> {
+    if let Some(filter) = node.downcast_ref::<GpuFilterExec>() {
+        return Some((filter.placement(), filter.input()));
+    }
+    let projection = node.downcast_ref::<GpuProjectionExec>()?;
+    projection
+        .computes_on_device()
+        .then(|| (projection.placement(), projection.input()))
+}
+
 impl PhysicalOptimizerRule for DeviceTransitionRule {
     fn optimize(
         &self,
@@ -55,17 +71,16 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            let Some(filter) = node.downcast_ref::<GpuFilterExec>() else {
+            let Some((placement, input)) = resident_operator(&node) else {
                 return Ok(Transformed::no(node));
             };
-            let placement = filter.placement();
             let fits = placement != BackendKind::CpuSimd
-                && check_resident_schema(&filter.input().schema()).is_ok()
-                && check_resident_schema(&filter.schema()).is_ok();
+                && check_resident_schema(&input.schema()).is_ok()
+                && check_resident_schema(&node.schema()).is_ok();
             if !fits {
                 return Ok(Transformed::no(node));
             }
-            let input = resident_input(filter.input(), placement);
+            let input = resident_input(input, placement);
             let resident = Arc::clone(&node).replace_children(
                 vec![input],
                 ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
@@ -154,15 +169,48 @@ mod tests {
         assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
     }
 
+    /// `a + a AS a2, b` over `input`, placed for cuda.
+    fn projection(input: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        use datafusion::logical_expr::Operator;
+        use datafusion::physical_expr::expressions::{BinaryExpr, Column};
+        use datafusion::physical_plan::projection::ProjectionExpr;
+        let a = Arc::new(Column::new("a", 0));
+        let exprs = vec![
+            ProjectionExpr {
+                expr: Arc::new(BinaryExpr::new(a.clone(), Operator::Plus, a)),
+                alias: "a2".into(),
+            },
+            ProjectionExpr {
+                expr: Arc::new(Column::new("b", 1)),
+                alias: "b".into(),
+            },
+        ];
+        Arc::new(GpuProjectionExec::try_new(exprs, input, BackendKind::Cuda).unwrap())
+    }
+
+    #[test]
+    fn a_device_projection_above_a_device_filter_shares_its_transitions() {
+        let plan = projection(filter(scan(DataType::Utf8), BackendKind::Cuda));
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "DeviceToHostExec[cuda]",
+                "  GpuProjectionExec[cuda]",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
+            ]
+        );
+        assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
+    }
+
     #[test]
     fn without_the_option_or_on_the_cpu_or_with_a_column_the_device_cannot_hold_nothing_changes() {
         let cases = [
             (filter(scan(DataType::Utf8), BackendKind::Cuda), false),
             (filter(scan(DataType::Utf8), BackendKind::CpuSimd), true),
-            (
-                filter(scan(DataType::Decimal128(38, 2)), BackendKind::Cuda),
-                true,
-            ),
+            (filter(scan(DataType::UInt64), BackendKind::Cuda), true),
         ];
         for (plan, resident) in cases {
             let before = shape(&plan);

@@ -64,7 +64,7 @@ CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, Stream& stream, bo
     if (!device_range_valid(dst, bytes) || !device_range_valid(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult e = fault_for(FaultSite::Copy)) return e;
     if (bytes == 0) return CUDA_SUCCESS;
-    stream.enqueue([dst, src, bytes] { std::memmove(host_ptr(dst), host_ptr(src), bytes); });
+    stream.enqueue([dst, src, bytes] { std::memmove(host_ptr(dst), host_ptr(src), bytes); }, false, "d2d");
     if (blocking) stream.synchronize();
     return blocking ? sticky_error() : CUDA_SUCCESS;
 }

@@ -13,4 +13,5 @@ EMU_KERNEL(gather_8byte);
 EMU_KERNEL(gather_bits);
 EMU_KERNEL(gather_string_lengths);
 EMU_KERNEL(gather_string_bytes);
+EMU_KERNEL(pack_bits);
 EMU_KERNEL(eval_values);

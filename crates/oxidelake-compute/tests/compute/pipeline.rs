@@ -22,6 +22,7 @@ use oxidelake_core::{BackendKind, TelemetryHub};
 use oxidelake_device::{CpuBackend, CudaBackend, DeviceBatching};
 
 use super::emu;
+use super::plans::gpu_projection;
 use super::rows::assert_same_rows;
 
 /// Scan-sized input batches of this many rows...
@@ -545,4 +546,161 @@ async fn a_resident_filter_runs_on_the_device_and_reads_back_only_its_kept_count
         2 * gathered,
         "per batch: the filter's kept count, then the transition's one download"
     );
+}
+
+/// The emulator's traced operations, with a counter over them.
+fn traced_ops() -> impl Fn(&str) -> usize {
+    let ops: Vec<String> = emu::trace_lines().into_iter().map(|(_, op)| op).collect();
+    move |name: &str| ops.iter().filter(|op| op.as_str() == name).count()
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_projection_above_a_resident_filter_computes_on_the_device_and_reads_back_only_its_overflow_flag()
+ {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let batches = 40;
+    let select = "price * CAST(k AS DECIMAL(20, 0)) AS x, k, price";
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let filter = mixed_filter(Arc::clone(&h2d), fixed.clone());
+    let resident = gpu_projection(Arc::clone(&filter), select, fixed).await;
+    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+        Arc::clone(&resident),
+        BackendKind::Cuda,
+    ));
+    emu::trace(true);
+    let ours = run(Arc::clone(&d2h)).await;
+    emu::trace(false);
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock =
+        run(gpu_projection(mixed_filter(mixed_scan(batches), cpu.clone()), select, cpu).await)
+            .await;
+    let rows = assert_same_rows("projection over a resident filter", &ours, &stock, 0.0);
+    assert!(rows > 0 && rows < batches * SCAN_ROWS, "{rows}");
+    assert_eq!(ours[0].schema(), stock[0].schema());
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    for (node, name) in [(&filter, "filter"), (&resident, "projection")] {
+        assert_eq!(
+            metric(node, "bridged_batches"),
+            0,
+            "{name}: no batch via the host"
+        );
+        assert_eq!(metric(node, "cpu_fallback_batches"), 0, "{name}");
+    }
+    let count = traced_ops();
+    assert_eq!(count("launch eval_values"), gathered, "one computed column");
+    assert_eq!(count("launch pack_bits"), gathered, "its validity bitmap");
+    assert_eq!(
+        count("d2d"),
+        2 * gathered,
+        "the two passed-through columns (no NULLs) stay on the device"
+    );
+    assert_eq!(
+        count("d2h"),
+        3 * gathered,
+        "per batch: the filter's kept count, the projection's overflow flag, the one download"
+    );
+    assert_eq!(metric(&h2d, "copies"), gathered);
+    assert_eq!(metric(&d2h, "copies"), gathered);
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_resident_projection_whose_values_outgrow_64_bits_is_bridged_to_datafusion() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let batches = 8;
+    // Every batch holds prices near 1000.00, whose fourth power needs more than 64 bits.
+    let select = "price * price * price * price AS x, k";
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let resident = gpu_projection(Arc::clone(&h2d), select, fixed).await;
+    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+        Arc::clone(&resident),
+        BackendKind::Cuda,
+    ));
+    emu::trace(true);
+    let ours = run(Arc::clone(&d2h)).await;
+    emu::trace(false);
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock = run(gpu_projection(mixed_scan(batches), select, cpu).await).await;
+    assert_eq!(
+        assert_same_rows("overflowing projection", &ours, &stock, 0.0),
+        batches * SCAN_ROWS
+    );
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    assert_eq!(metric(&resident, "bridged_batches"), gathered);
+    assert_eq!(
+        metric(&resident, "cpu_fallback_batches"),
+        gathered,
+        "DataFusion computed each overflowing batch"
+    );
+    let count = traced_ops();
+    assert_eq!(
+        count("launch eval_values"),
+        gathered,
+        "tried once on the device, not twice"
+    );
+}
+
+/// `cuMemHostAlloc` calls of an upload and a download of `batches` scan batches
+/// (`DeviceToHostExec` over `HostToDeviceExec`; equal string widths, so every device
+/// batch has the same size), after a warm-up run; and the plan.
+async fn transition_host_allocations(batches: usize) -> (u64, Arc<dyn ExecutionPlan>) {
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let backend = cuda(None);
+    let plan = |batches| -> Arc<dyn ExecutionPlan> {
+        let h2d = Arc::new(
+            HostToDeviceExec::new(scan(batches), BackendKind::Cuda)
+                .with_backend(BackendChoice::Fixed(backend.clone())),
+        );
+        Arc::new(DeviceToHostExec::new(h2d, BackendKind::Cuda))
+    };
+    run(plan(1)).await;
+    let before = emu::call_count("cuMemHostAlloc");
+    let plan = plan(batches);
+    let out = run(Arc::clone(&plan)).await;
+    assert_eq!(
+        out.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        batches * SCAN_ROWS
+    );
+    (emu::call_count("cuMemHostAlloc") - before, plan)
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn transitions_reuse_their_pinned_staging_across_hundreds_of_batches() {
+    if emulator_missing() {
+        return;
+    }
+    let (short, _) = transition_host_allocations(100).await;
+    let (long, plan) = transition_host_allocations(400).await;
+    eprintln!("transition staging: cuMemHostAlloc {short} for 100 scan batches, {long} for 400");
+    let gathered = 400 * SCAN_ROWS / BATCH_ROWS;
+    assert!(gathered >= 100, "at least 100 device batches each way");
+    assert_eq!(
+        short, long,
+        "pinned staging allocations do not grow with the number of batches"
+    );
+    assert!(
+        long <= 3,
+        "a staging buffer per copy in flight (two uploads, one download): {long}"
+    );
+    let h2d = Arc::clone(plan.children()[0]);
+    for (node, name) in [(&h2d, "upload"), (&plan, "download")] {
+        assert_eq!(metric(node, "copies"), gathered, "{name}");
+        assert!(metric(node, "staging_allocations") <= 2, "{name}");
+    }
 }

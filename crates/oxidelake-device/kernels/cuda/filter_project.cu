@@ -432,6 +432,27 @@ extern "C" __global__ void gather_string_bytes(const int* __restrict__ offsets,
     }
 }
 
+// One thread per output byte: packs 8 one-byte flags (non-zero = set) into a bitmap, bit
+// 0 = row 0; the bits past `rows` in the last byte are 0. Turns eval_values' validity
+// bytes into a device-resident batch's validity bitmap.
+extern "C" __global__ void pack_bits(const unsigned char* __restrict__ flags,
+                                     unsigned long long rows,
+                                     unsigned char* __restrict__ out_bits)
+{
+    const unsigned long long byte = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long first = byte * 8ull;
+    if (first >= rows) {
+        return;
+    }
+    unsigned int packed = 0;
+    for (unsigned int j = 0; j < 8u && first + j < rows; ++j) {
+        if (flags[first + j] != 0) {
+            packed |= 1u << j;
+        }
+    }
+    out_bits[byte] = (unsigned char)packed;
+}
+
 // ---------------------------------------------------------------------------------------
 // eval_values: computed columns (oxidelake_device::ops::ValueProgram). One thread per row
 // runs a postfix program over a stack of (image, valid) pairs: integer-like images as

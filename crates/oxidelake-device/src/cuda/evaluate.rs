@@ -16,7 +16,7 @@ use crate::kernels::CudaKernel;
 use crate::ops::{EvaluateArgs, ValueProgram, load_images, output_array, overflow_error};
 
 /// The kernel's flag bit for a malformed program (stack under- or overflow).
-const BAD_PROGRAM: u32 = 2;
+pub(super) const BAD_PROGRAM: u32 = 2;
 
 pub(super) fn evaluate(
     dev: &Dev<'_>,

@@ -7,25 +7,23 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::{ProgramBuffers, device_ptr_table};
 use super::launch::{BLOCK, Dev, grid, unsupported};
-use crate::DeviceBuffer;
-use crate::handles::DeviceMem;
+use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
 
-/// The device address of byte `offset` of `memory`.
-fn address(memory: &DeviceBuffer, offset: usize) -> u64 {
-    (memory.address() + offset) as u64
-}
-
 /// Per program slot: (images, offsets, bytes, validity) addresses, 0 where the slot's
-/// kind has none (a validity of 0 is "no NULLs" to the kernels).
-fn slot_pointers(batch: &DeviceBatch, program: &DeviceProgram) -> [Vec<u64>; 4] {
+/// kind has none (a validity of 0 is "no NULLs" to the kernels). A column held as 16-byte
+/// values cannot be read by the program: `Unsupported`, and the batch is bridged.
+fn slot_pointers(
+    batch: &DeviceBatch,
+    program: &DeviceProgram,
+) -> Result<[Vec<u64>; 4], EngineError> {
     let memory = batch.memory();
     let mut tables: [Vec<u64>; 4] = Default::default();
     for (column, _) in &program.slots {
@@ -37,6 +35,7 @@ fn slot_pointers(batch: &DeviceBatch, program: &DeviceProgram) -> [Vec<u64>; 4] 
                 address(memory, offsets.offset),
                 address(memory, bytes.offset),
             ),
+            ResidentValues::Wide(_) => return Err(wide_column()),
         };
         let validity = column
             .validity
@@ -45,7 +44,12 @@ fn slot_pointers(batch: &DeviceBatch, program: &DeviceProgram) -> [Vec<u64>; 4] 
             table.push(value);
         }
     }
-    tables
+    Ok(tables)
+}
+
+/// The refusal of a column held as 16-byte values (a decimal beyond 64 bits).
+fn wide_column() -> EngineError {
+    unsupported("a device filter over a decimal column whose batch needs more than 64 bits")
 }
 
 /// The output layout of projected column `column` for `kept` rows whose strings (for a
@@ -58,6 +62,7 @@ fn output_column(
 ) -> ResidentColumn {
     let values = match column.values {
         ResidentValues::Images(_) => ResidentValues::Images(layout.take(kept * 8)),
+        ResidentValues::Wide(_) => ResidentValues::Wide(layout.take(kept * 16)),
         ResidentValues::Strings { .. } => ResidentValues::Strings {
             offsets: layout.take((kept + 1) * 4),
             bytes: layout.take(string_bytes),
@@ -68,25 +73,6 @@ fn output_column(
         values,
         validity: column.validity.map(|_| layout.take(kept.div_ceil(8))),
     }
-}
-
-/// Allocates `bytes` of zeroed device memory on `stream` (ordered before the kernels
-/// that fill it) as a `DeviceBuffer`.
-fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
-    let slice = dev
-        .stream
-        .alloc_zeros::<u8>(bytes.max(1))
-        .map_err(dev.err("cuMemAlloc"))?;
-    let base = {
-        let (ptr, _sync) = slice.device_ptr(dev.stream);
-        ptr
-    };
-    Ok(DeviceBuffer {
-        device: dev.backend.device,
-        len_bytes: bytes,
-        address: usize::try_from(base).unwrap_or(usize::MAX),
-        mem: DeviceMem::Cuda(slice),
-    })
 }
 
 /// See the module docs.
@@ -104,10 +90,25 @@ pub(super) fn filter_project_resident(
             detail: format!("column {beyond} of {}", schema.fields().len()),
         });
     }
+    if predicates.is_empty() {
+        // The program interpreter drops every row of an empty program; the host call
+        // keeps them all.
+        return Err(unsupported("a resident filter without predicates"));
+    }
+    if projection
+        .iter()
+        .any(|c| matches!(batch.columns()[*c].values, ResidentValues::Wide(_)))
+    {
+        return Err(wide_column());
+    }
     let out_schema = Arc::new(schema.project(projection)?);
     let rows = batch.num_rows();
+    // Kept rows are u32 indices, and the block totals u32 counts.
+    u32::try_from(rows).map_err(|_| unsupported("a batch of 2^32 rows or more"))?;
     let stream = dev.stream;
-    // Wide decimals never live on a device, so column-to-column comparisons are exact
+    let _finished = SyncOnExit(stream);
+    // A decimal column lies on the device as images only while its values fit 64 bits
+    // (otherwise `slot_pointers` refuses it), so column-to-column comparisons are exact
     // (`DeviceProgram::check_column_pairs` has nothing to refuse).
     let program = DeviceProgram::compile(&schema, predicates)?;
     let slot_types: Vec<i32> = program
@@ -127,7 +128,7 @@ pub(super) fn filter_project_resident(
     let rows_u64 = rows as u64;
 
     let buffers = ProgramBuffers::upload(dev, stream, &program, &slot_types)?;
-    let [images, offsets, bytes, validity] = slot_pointers(batch, &program);
+    let [images, offsets, bytes, validity] = slot_pointers(batch, &program)?;
     let image_ptrs = device_ptr_table(dev, stream, images.into_iter())?;
     let offset_ptrs = device_ptr_table(dev, stream, offsets.into_iter())?;
     let byte_ptrs = device_ptr_table(dev, stream, bytes.into_iter())?;
@@ -218,7 +219,8 @@ pub(super) fn filter_project_resident(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch compact_rows"))?;
 
-    // The only readback: the kept count, the last entry of the scanned block totals.
+    // The kept count, the last entry of the scanned block totals, sizes the output (the
+    // one readback besides each projected string column's byte total below).
     let totals = stream
         .clone_dtoh(&block_counts.slice(blocks..blocks + 1))
         .map_err(dev.err("cuMemcpyDtoH"))?;

@@ -1,8 +1,9 @@
-//! `SET oxidelake.execution.device_resident = true` (ADR-0014): a GPU filter runs between
-//! a `HostToDeviceExec` and a `DeviceToHostExec` that EXPLAIN shows, with the answer of
-//! the plan without them. Without a GPU the "device" is the CPU backend's host memory;
-//! `scripts/test-cuda-emulated.sh` runs the test again with `OXIDE_BACKEND=cuda`, where the
-//! CUDA backend filters the batches where they lie.
+//! `SET oxidelake.execution.device_resident = true` (ADR-0014): a GPU filter and the GPU
+//! projection above it run between one `HostToDeviceExec` and one `DeviceToHostExec` that
+//! EXPLAIN shows, with the answer of the plan without them. Without a GPU the "device" is
+//! the CPU backend's host memory; `scripts/test-cuda-emulated.sh` runs the test again with
+//! `OXIDE_BACKEND=cuda`, where the CUDA backend filters the batches and computes their
+//! product (a 31-digit decimal, held as 64-bit images while it fits) where they lie.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use oxidelake_runtime::OxideSession;
 
 use super::data::{sorted_rows, tpch_lake};
 
-/// TPC-H Q6: one scan, one filter.
+/// TPC-H Q6: one scan, one filter, one computed column, one aggregate.
 const Q6: &str = "SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem \
      WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
      AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
@@ -53,18 +54,23 @@ async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn Execu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_resident_gpu_filter_runs_between_one_upload_and_one_download_with_the_same_answer()
- {
+async fn tpch_q6s_filter_and_product_run_between_one_upload_and_one_download_with_the_same_answer()
+{
     let (_dir, session) = tpch_lake(0.1).await;
     session
         .sql("SET oxidelake.placement.target = 'cuda'")
         .await
         .unwrap();
     let (host_rows, host_plan) = run(&session, Q6).await;
-    let names = ["HostToDeviceExec", "GpuFilterExec", "DeviceToHostExec"];
+    let names = [
+        "HostToDeviceExec",
+        "GpuFilterExec",
+        "GpuProjectionExec",
+        "DeviceToHostExec",
+    ];
     assert_eq!(
         lines_naming(&host_plan, &names),
-        ["GpuFilterExec[cuda]"],
+        ["GpuProjectionExec[cuda]", "GpuFilterExec[cuda]"],
         "off by default"
     );
 
@@ -77,6 +83,7 @@ async fn a_device_resident_gpu_filter_runs_between_one_upload_and_one_download_w
         lines_naming(&plan, &names),
         [
             "DeviceToHostExec[cuda]",
+            "GpuProjectionExec[cuda]",
             "GpuFilterExec[cuda]",
             "HostToDeviceExec[cuda]"
         ]
@@ -90,12 +97,17 @@ async fn a_device_resident_gpu_filter_runs_between_one_upload_and_one_download_w
     assert_eq!(up, down, "each batch crossed once each way");
     let on_device = oxidelake_device::HardwareDetector::shared()
         .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd);
-    let bridged = metric(&plan, "GpuFilterExec", "bridged_batches");
-    if on_device {
-        // OXIDE_BACKEND=cuda (scripts/test-cuda-emulated.sh): filtered in place.
-        assert_eq!(bridged, 0, "the device filtered the resident batches");
-    } else {
-        assert_eq!(bridged, up, "the CPU backend bridges every batch");
+    for node in ["GpuFilterExec", "GpuProjectionExec"] {
+        let bridged = metric(&plan, node, "bridged_batches");
+        if on_device {
+            // OXIDE_BACKEND=cuda (scripts/test-cuda-emulated.sh): in place.
+            assert_eq!(
+                bridged, 0,
+                "{node}: the device worked on the resident batches"
+            );
+        } else {
+            assert_eq!(bridged, up, "{node}: the CPU backend bridges every batch");
+        }
     }
 
     // The user's EXPLAIN shows them too.

@@ -48,7 +48,16 @@ fn duckdb_rows(python_path: &str, data: &Path, statements: &[String]) -> Vec<Vec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
 async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
-    all_22_equal_duckdb("cuda").await;
+    all_22_equal_duckdb("cuda", false).await;
+}
+
+/// Placed for cuda with device-resident batches (ADR-0014): the GPU filters and
+/// projections run between transitions (bridged through the host on the CPU backend, in
+/// place on `CudaBackend` under `scripts/test-cuda-emulated.sh`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
+async fn all_22_tpch_queries_placed_for_cuda_with_device_resident_batches_equal_duckdb() {
+    all_22_equal_duckdb("cuda", true).await;
 }
 
 /// Placed for the CPU, the stock operators run, with the join filters of
@@ -56,11 +65,12 @@ async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
 async fn all_22_tpch_queries_placed_for_cpu_equal_duckdb() {
-    all_22_equal_duckdb("cpu").await;
+    all_22_equal_duckdb("cpu", false).await;
 }
 
-/// Runs the 22 queries placed for `placement` and compares each answer with DuckDB's.
-async fn all_22_equal_duckdb(placement: &str) {
+/// Runs the 22 queries placed for `placement` (with device-resident batches when
+/// `resident`) and compares each answer with DuckDB's.
+async fn all_22_equal_duckdb(placement: &str, resident: bool) {
     let python_path = std::env::var("OXIDE_DUCKDB_PYTHONPATH")
         .expect("OXIDE_DUCKDB_PYTHONPATH names the folder holding the duckdb package");
     let sf: f64 = std::env::var("OXIDE_TPCH_SF")
@@ -72,11 +82,25 @@ async fn all_22_equal_duckdb(placement: &str) {
         .sql(&format!("SET oxidelake.placement.target = '{placement}'"))
         .await
         .unwrap();
+    session
+        .sql(&format!(
+            "SET oxidelake.execution.device_resident = {resident}"
+        ))
+        .await
+        .unwrap();
     let mut compared = 0;
+    let mut with_transitions = 0;
     for query in 1..=22 {
         let statements = tpch_query(query, sf).unwrap();
         let mut ours = Vec::new();
         for (i, statement) in statements.iter().enumerate() {
+            if statements.len() == 1 || i == 1 {
+                let plan = session.physical_plan(statement).await.unwrap();
+                let text = datafusion::physical_plan::displayable(plan.as_ref())
+                    .indent(false)
+                    .to_string();
+                with_transitions += usize::from(text.contains("HostToDeviceExec"));
+            }
             let batches = session.sql(statement).await.unwrap();
             // Q15 is create view / query / drop view: the query's rows are the answer.
             if statements.len() == 1 || i == 1 {
@@ -98,10 +122,23 @@ async fn all_22_equal_duckdb(placement: &str) {
             );
         }
         println!(
-            "tpch oracle: Q{query} placed {placement} equals DuckDB ({} rows)",
+            "tpch oracle: Q{query} placed {placement}{} equals DuckDB ({} rows)",
+            if resident { " (device-resident)" } else { "" },
             ours.len()
         );
         compared += 1;
     }
     assert_eq!(compared, 22);
+    println!("tpch oracle: {with_transitions} of 22 plans cross to the device explicitly");
+    if resident {
+        assert!(
+            with_transitions > 0,
+            "no plan had a HostToDeviceExec with device_resident on"
+        );
+    } else {
+        assert_eq!(
+            with_transitions, 0,
+            "transitions only with device_resident on"
+        );
+    }
 }

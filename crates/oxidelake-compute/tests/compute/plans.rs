@@ -1,0 +1,45 @@
+//! Plans built from SQL for the operator tests.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::TreeNode;
+use datafusion::datasource::MemTable;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::prelude::SessionContext;
+use oxidelake_compute::{BackendChoice, GpuProjectionExec};
+use oxidelake_core::BackendKind;
+
+/// `SELECT {select}` over `input` as a `GpuProjectionExec` placed for cuda on `backend`:
+/// DataFusion plans the select list over a table of `input`'s schema (so the
+/// expressions carry its types and casts), and its projection is rebuilt over `input`.
+pub async fn gpu_projection(
+    input: Arc<dyn ExecutionPlan>,
+    select: &str,
+    backend: BackendChoice,
+) -> Arc<dyn ExecutionPlan> {
+    let ctx = SessionContext::new();
+    let table = MemTable::try_new(input.schema(), vec![vec![]]).unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    let plan = ctx
+        .sql(&format!("SELECT {select} FROM t"))
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let mut exprs = None;
+    plan.apply(|node| {
+        if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            exprs = Some(p.expr().to_vec());
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    let exprs = exprs.unwrap_or_else(|| panic!("no projection in the plan of {select}"));
+    Arc::new(
+        GpuProjectionExec::try_new(exprs, input, BackendKind::Cuda)
+            .unwrap()
+            .with_backend(backend),
+    )
+}

@@ -1,0 +1,90 @@
+//! What the CUDA operators over device-resident batches (ADR-0014) share: addresses
+//! inside a batch's allocation, an output allocation ordered on the stream, copies of a
+//! column's spans between batches, and the wait that keeps a batch alive until the
+//! kernels reading it through raw addresses are done.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use oxidelake_core::EngineError;
+
+use super::launch::Dev;
+use crate::DeviceBuffer;
+use crate::handles::DeviceMem;
+use crate::resident::Span;
+
+/// The device address of byte `offset` of `memory`.
+pub(super) fn address(memory: &DeviceBuffer, offset: usize) -> u64 {
+    (memory.address() + offset) as u64
+}
+
+/// Allocates `bytes` of zeroed device memory on `stream` (ordered before the kernels
+/// that fill it) as a `DeviceBuffer`.
+pub(super) fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+    let slice = dev
+        .stream
+        .alloc_zeros::<u8>(bytes.max(1))
+        .map_err(dev.err("cuMemAlloc"))?;
+    let base = {
+        let (ptr, _sync) = slice.device_ptr(dev.stream);
+        ptr
+    };
+    Ok(DeviceBuffer {
+        device: dev.backend.device,
+        len_bytes: bytes,
+        address: usize::try_from(base).unwrap_or(usize::MAX),
+        mem: DeviceMem::Cuda(slice),
+    })
+}
+
+/// The CUDA allocation behind `memory`.
+fn cuda_slice(memory: &DeviceBuffer) -> Result<&CudaSlice<u8>, EngineError> {
+    match &memory.mem {
+        DeviceMem::Cuda(slice) => Ok(slice),
+        _ => Err(EngineError::Internal(
+            "a CUDA resident operator got another backend's memory".into(),
+        )),
+    }
+}
+
+/// Enqueues a device-to-device copy of span `from` of `src` into span `to` of `dst`
+/// (equal lengths; nothing for an empty span).
+pub(super) fn copy_span(
+    dev: &Dev<'_>,
+    src: &DeviceBuffer,
+    from: Span,
+    dst: &mut DeviceBuffer,
+    to: Span,
+) -> Result<(), EngineError> {
+    if from.len != to.len {
+        return Err(EngineError::Internal(format!(
+            "a resident copy of {} bytes into a span of {}",
+            from.len, to.len
+        )));
+    }
+    if from.len == 0 {
+        return Ok(());
+    }
+    let source = cuda_slice(src)?.slice(from.offset..from.offset + from.len);
+    let DeviceMem::Cuda(target) = &mut dst.mem else {
+        return Err(EngineError::Internal(
+            "a CUDA resident operator got another backend's memory".into(),
+        ));
+    };
+    let mut target = target.slice_mut(to.offset..to.offset + to.len);
+    dev.stream
+        .memcpy_dtod(&source, &mut target)
+        .map_err(dev.err("cuMemcpyDtoDAsync"))
+}
+
+/// Waits for its stream when dropped (errors ignored: the stream's own error is what the
+/// caller reports). The kernels reach device batches through raw addresses that
+/// cudarc's per-allocation events cannot see, so whatever path an operator leaves by,
+/// its work must be finished before the caller may drop an input or output batch.
+pub(super) struct SyncOnExit<'a>(pub(super) &'a Arc<CudaStream>);
+
+impl Drop for SyncOnExit<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.synchronize();
+    }
+}
