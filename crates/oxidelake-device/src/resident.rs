@@ -40,7 +40,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Decimal128Type, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use oxidelake_core::EngineError;
+use oxidelake_core::{BackendKind, EngineError, MemoryTier, TelemetryHub};
 
 use crate::ops::{ValueClass, string_column, value_class, write_images};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer};
@@ -97,7 +97,32 @@ pub struct ResidentColumn {
     pub validity: Option<Span>,
 }
 
-/// A batch whose columns live in one allocation on a device.
+/// A device batch's bytes in the telemetry hub's device-tier gauge, from the batch's
+/// creation to its drop (not on the CPU backend, whose "device" is host memory).
+#[derive(Debug)]
+struct HeldOnDevice(i64);
+
+impl HeldOnDevice {
+    fn new(memory: &DeviceBuffer) -> Self {
+        if memory.device().kind == BackendKind::CpuSimd {
+            return Self(0);
+        }
+        let bytes = i64::try_from(memory.len()).unwrap_or(i64::MAX);
+        TelemetryHub::global().add_tier_bytes(MemoryTier::Device, bytes);
+        Self(bytes)
+    }
+}
+
+impl Drop for HeldOnDevice {
+    fn drop(&mut self) {
+        if self.0 != 0 {
+            TelemetryHub::global().add_tier_bytes(MemoryTier::Device, -self.0);
+        }
+    }
+}
+
+/// A batch whose columns live in one allocation on a device. Its allocation counts in
+/// the telemetry hub's device tier while it lives (on a GPU backend).
 #[derive(Debug)]
 pub struct DeviceBatch {
     schema: SchemaRef,
@@ -106,12 +131,12 @@ pub struct DeviceBatch {
     memory: DeviceBuffer,
     /// Bytes of the allocation in use (the copies move exactly these).
     bytes: usize,
+    _held: HeldOnDevice,
 }
 
 impl DeviceBatch {
     /// A batch a backend built on the device: `columns` lie in `memory`, whose first
     /// `bytes` the copies move.
-    #[cfg(feature = "cuda")]
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
@@ -119,12 +144,14 @@ impl DeviceBatch {
         memory: DeviceBuffer,
         bytes: usize,
     ) -> Self {
+        let held = HeldOnDevice::new(&memory);
         Self {
             schema,
             rows,
             columns,
             memory,
             bytes,
+            _held: held,
         }
     }
 
@@ -365,13 +392,13 @@ pub fn upload_with(
     if let Some(pool) = pool {
         pool.give(staging);
     }
-    Ok(DeviceBatch {
-        schema: batch.schema(),
+    Ok(DeviceBatch::from_parts(
+        batch.schema(),
         rows,
         columns,
         memory,
-        bytes: size,
-    })
+        size,
+    ))
 }
 
 /// Copies `batch` back to the host with its columns' original types (one copy).

@@ -383,6 +383,36 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_device_batch_is_in_the_device_gauge_while_it_lives() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_device::GpuBackend;
+    use oxidelake_device::resident;
+    let device = || TelemetryHub::global().snapshot().memory.device_bytes;
+    let backend = cuda(None);
+    let stream = backend.create_stream().unwrap();
+    let batches = run(scan(2)).await;
+    let batch = arrow::compute::concat_batches(&schema(), &batches).unwrap();
+    let before = device();
+    let on_device = resident::upload(backend.as_ref(), &stream, &batch).unwrap();
+    assert_eq!(
+        device(),
+        before + on_device.memory().len() as u64,
+        "the batch's allocation is counted"
+    );
+    drop(on_device);
+    assert_eq!(device(), before, "and released with the batch");
+    // The CPU backend's "device" is host memory: nothing is counted.
+    let cpu = CpuBackend::new();
+    let cpu_stream = cpu.create_stream().unwrap();
+    let on_cpu = resident::upload(&cpu, &cpu_stream, &batch).unwrap();
+    assert_eq!(device(), before);
+    drop(on_cpu);
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
 async fn a_filter_between_transitions_gathers_strings_and_nulls_on_the_device_one_copy_each_way_per_batch()
  {
     if emulator_missing() {

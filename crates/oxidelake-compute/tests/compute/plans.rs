@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::TreeNode;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::MemTable;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::prelude::SessionContext;
@@ -12,7 +14,8 @@ use oxidelake_core::BackendKind;
 
 /// `SELECT {select}` over `input` as a `GpuProjectionExec` placed for cuda on `backend`:
 /// DataFusion plans the select list over a table of `input`'s schema (so the
-/// expressions carry its types and casts), and its projection is rebuilt over `input`.
+/// expressions carry its types and casts), and its projection is rebuilt over `input`,
+/// each column found again by name (the planned scan reads only the columns named).
 pub async fn gpu_projection(
     input: Arc<dyn ExecutionPlan>,
     select: &str,
@@ -36,7 +39,26 @@ pub async fn gpu_projection(
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
     })
     .unwrap();
-    let exprs = exprs.unwrap_or_else(|| panic!("no projection in the plan of {select}"));
+    let schema = input.schema();
+    let exprs = exprs
+        .unwrap_or_else(|| panic!("no projection in the plan of {select}"))
+        .into_iter()
+        .map(|mut p| {
+            p.expr = Arc::clone(&p.expr)
+                .transform(|e| match e.downcast_ref::<Column>() {
+                    Some(c) => {
+                        let at = schema.index_of(c.name()).unwrap();
+                        Ok(Transformed::yes(
+                            Arc::new(Column::new(c.name(), at)) as Arc<dyn PhysicalExpr>
+                        ))
+                    }
+                    None => Ok(Transformed::no(e)),
+                })
+                .unwrap()
+                .data;
+            p
+        })
+        .collect();
     Arc::new(
         GpuProjectionExec::try_new(exprs, input, BackendKind::Cuda)
             .unwrap()
