@@ -92,6 +92,11 @@ const char* kFakePtx = R"(
 .visible .entry agg_assign_groups() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
+.visible .entry agg_assign_groups_rows() { ret; }
+.visible .entry agg_slot_flags() { ret; }
+.visible .entry agg_group_rows() { ret; }
+.visible .entry agg_fill() { ret; }
+.visible .entry agg_compact_words() { ret; }
 .visible .entry l2_distance() { ret; }
 .visible .entry cosine_distance() { ret; }
 .visible .entry not_a_host_kernel() { ret; }
@@ -662,6 +667,143 @@ void aggregation_matches_reference(Env& e) {
     }
 }
 
+// The resident aggregation kernels: rows grouped by an Int64 column with NULLs and a
+// string column (NULL equals NULL, strings compared by bytes), the used slots listed,
+// each group's first row, exact decimal sums by 32-bit halves, COUNT without values, the
+// fill and the word compaction.
+void resident_aggregation_matches_reference(Env& e) {
+    Driver& d = e.d;
+    const size_t rows = g_tsan ? 3000 : 12000;
+    std::vector<int64_t> keys(rows), values(rows);
+    std::vector<int32_t> offsets{0};
+    std::string bytes;
+    const char* words[] = {"", "a", "ab", "abc", "b", "ba", "longer than twelve bytes"};
+    for (size_t i = 0; i < rows; ++i) {
+        keys[i] = static_cast<int64_t>(i % 11) - 3;
+        bytes += words[(i / 3 + i % 4) % 7];
+        offsets.push_back(static_cast<int32_t>(bytes.size()));
+        values[i] = i % 5 == 0 ? INT64_MAX - static_cast<int64_t>(i) : -static_cast<int64_t>(i * 1000003);
+    }
+    const auto key_valid = bitmap_where(rows, [](size_t i) { return i % 17 != 0; });
+    const auto str_valid = bitmap_where(rows, [](size_t i) { return i % 29 != 0; });
+    const auto value_valid = bitmap_where(rows, [](size_t i) { return i % 7 != 3; });
+    std::vector<uint8_t> byte_vec(bytes.begin(), bytes.end());
+    byte_vec.push_back(0);
+    const CUdeviceptr d_keys = upload(d, keys), d_key_valid = upload(d, key_valid);
+    const CUdeviceptr d_offsets = upload(d, offsets), d_bytes = upload(d, byte_vec), d_str_valid = upload(d, str_valid);
+    const CUdeviceptr d_values = upload(d, values), d_value_valid = upload(d, value_valid);
+    const std::vector<int32_t> kinds{0, 1};
+    const std::vector<uint64_t> images{d_keys, 0}, offs{0, d_offsets}, byts{0, d_bytes}, valid{d_key_valid, d_str_valid};
+    const CUdeviceptr t_kinds = upload(d, kinds), t_images = upload(d, images), t_offsets = upload(d, offs),
+                      t_bytes = upload(d, byts), t_valid = upload(d, valid);
+    auto tuple_of = [&](size_t i) {
+        const std::string k = bit(key_valid, i) ? std::to_string(keys[i]) : "null";
+        const std::string v = bit(str_valid, i) ? "'" + bytes.substr(offsets[i], offsets[i + 1] - offsets[i]) + "'" : "null";
+        return k + "|" + v;
+    };
+    int columns = 2;
+    uint64_t n = rows, capacity = 256;
+    const CUdeviceptr slot_state = zeros<uint32_t>(d, capacity), slot_row = zeros<uint32_t>(d, capacity);
+    const CUdeviceptr group_of_row = zeros<uint32_t>(d, rows), overflow = zeros<uint32_t>(d, 1);
+    CHECK_CU(d, e.launch("agg_assign_groups_rows", blocks_for(rows), kBlock, 0,
+                         {&t_kinds, &t_images, &t_offsets, &t_bytes, &t_valid, &columns, &n, &capacity, &slot_state,
+                          &slot_row, &group_of_row, &overflow}),
+             CUDA_SUCCESS);
+    CHECK(download<uint32_t>(d, overflow, 1) == std::vector<uint32_t>{0});
+    const auto state = download<uint32_t>(d, slot_state, capacity);
+    const auto first = download<uint32_t>(d, slot_row, capacity);
+    const auto group = download<uint32_t>(d, group_of_row, rows);
+    std::map<std::string, uint32_t> slot_of;
+    bool consistent = state.size() == capacity && group.size() == rows;
+    for (size_t i = 0; i < rows && consistent; ++i) {
+        const uint32_t s = group[i];
+        consistent = s < capacity && state[s] == 2 && tuple_of(first[s]) == tuple_of(i);
+        auto [it, fresh] = slot_of.try_emplace(tuple_of(i), s);
+        consistent = consistent && it->second == s;  // one slot per key tuple
+    }
+    if (!consistent) std::printf("    rows and their slots disagree\n");
+    CHECK(consistent);
+    std::vector<uint32_t> used;
+    for (size_t s = 0; s < capacity && s < state.size(); ++s) {
+        if (state[s] == 2) used.push_back(static_cast<uint32_t>(s));
+    }
+    CHECK(used.size() == slot_of.size());
+
+    const CUdeviceptr flags = zeros<uint8_t>(d, capacity);
+    CHECK_CU(d, e.launch("agg_slot_flags", blocks_for(capacity), kBlock, 0, {&slot_state, &capacity, &flags}), CUDA_SUCCESS);
+    const auto got_flags = download<uint8_t>(d, flags, capacity);
+    bool flags_ok = got_flags.size() == capacity;
+    for (size_t s = 0; s < capacity && flags_ok; ++s) flags_ok = got_flags[s] == (state[s] == 2 ? 1 : 0);
+    CHECK(flags_ok);
+
+    uint64_t groups = used.size();
+    const CUdeviceptr d_used = upload(d, used), group_rows = zeros<uint32_t>(d, groups);
+    CHECK_CU(d, e.launch("agg_group_rows", blocks_for(groups), kBlock, 0, {&d_used, &groups, &capacity, &slot_row, &group_rows}),
+             CUDA_SUCCESS);
+    std::vector<uint32_t> want_rows;
+    for (uint32_t s : used) want_rows.push_back(first[s]);
+    CHECK(download<uint32_t>(d, group_rows, groups) == want_rows);
+
+    // Words: [lo sums | hi sums | counts of values | counts of rows | MIN (filled)] per slot.
+    const uint64_t word_columns = 5;
+    const CUdeviceptr table = zeros<int64_t>(d, word_columns * capacity);
+    const CUdeviceptr lo = table, hi = table + 8 * capacity, counts = table + 16 * capacity,
+                      row_counts = table + 24 * capacity, mins = table + 32 * capacity;
+    const CUdeviceptr scratch = zeros<uint64_t>(d, capacity), no_validity = 0;
+    int64_t fill = INT64_MAX;
+    CHECK_CU(d, e.launch("agg_fill", blocks_for(capacity), kBlock, 0, {&mins, &capacity, &fill}), CUDA_SUCCESS);
+    int op_lo = 4, op_hi = 5, op_count = 1, op_min = 2;
+    CHECK_CU(d, e.launch("agg_update_i64", blocks_for(rows), kBlock, 0,
+                         {&d_values, &d_value_valid, &group_of_row, &n, &capacity, &op_lo, &lo, &counts}), CUDA_SUCCESS);
+    CHECK_CU(d, e.launch("agg_update_i64", blocks_for(rows), kBlock, 0,
+                         {&d_values, &d_value_valid, &group_of_row, &n, &capacity, &op_hi, &hi, &scratch}), CUDA_SUCCESS);
+    // COUNT(*) reads no values: a null values pointer must not be touched.
+    CHECK_CU(d, e.launch("agg_update_i64", blocks_for(rows), kBlock, 0,
+                         {&no_validity, &no_validity, &group_of_row, &n, &capacity, &op_count, &scratch, &row_counts}),
+             CUDA_SUCCESS);
+    CHECK_CU(d, e.launch("agg_update_i64", blocks_for(rows), kBlock, 0,
+                         {&d_values, &d_value_valid, &group_of_row, &n, &capacity, &op_min, &mins, &scratch}), CUDA_SUCCESS);
+    const CUdeviceptr out = zeros<int64_t>(d, word_columns * groups);
+    uint64_t w = word_columns;
+    CHECK_CU(d, e.launch("agg_compact_words", blocks_for(groups * word_columns), kBlock, 0,
+                         {&table, &capacity, &w, &d_used, &groups, &out}),
+             CUDA_SUCCESS);
+    const auto got = download<int64_t>(d, out, word_columns * groups);
+    struct Want { __int128 sum = 0; int64_t values = 0, rows = 0, min = INT64_MAX; };
+    std::map<std::string, Want> want;
+    for (size_t i = 0; i < rows; ++i) {
+        Want& g = want[tuple_of(i)];
+        g.rows++;
+        if (!bit(value_valid, i)) continue;
+        g.sum += values[i];
+        g.values++;
+        g.min = std::min(g.min, values[i]);
+    }
+    bool sums_ok = got.size() == word_columns * groups;
+    for (size_t g = 0; g < groups && sums_ok; ++g) {
+        const Want& x = want[tuple_of(want_rows[g])];
+        const __int128 exact = (static_cast<__int128>(got[groups + g]) << 32) + static_cast<__int128>(got[g]);
+        sums_ok = exact == x.sum && got[2 * groups + g] == x.values && got[3 * groups + g] == x.rows &&
+                  got[4 * groups + g] == x.min;
+    }
+    if (!sums_ok) std::printf("    resident sums, counts or minima differ\n");
+    CHECK(sums_ok);
+
+    // More distinct key tuples than slots: the overflow flag.
+    uint64_t tiny = 8;
+    const CUdeviceptr s2 = zeros<uint32_t>(d, tiny), r2 = zeros<uint32_t>(d, tiny), o2 = zeros<uint32_t>(d, 1);
+    CHECK_CU(d, e.launch("agg_assign_groups_rows", blocks_for(rows), kBlock, 0,
+                         {&t_kinds, &t_images, &t_offsets, &t_bytes, &t_valid, &columns, &n, &tiny, &s2, &r2,
+                          &group_of_row, &o2}),
+             CUDA_SUCCESS);
+    CHECK(download<uint32_t>(d, o2, 1) == std::vector<uint32_t>{1});
+    for (CUdeviceptr p : {d_keys, d_key_valid, d_offsets, d_bytes, d_str_valid, d_values, d_value_valid, t_kinds, t_images,
+                          t_offsets, t_bytes, t_valid, slot_state, slot_row, group_of_row, overflow, flags, d_used,
+                          group_rows, table, scratch, out, s2, r2, o2}) {
+        d.cuMemFree_v2(p);
+    }
+}
+
 void vector_distance_matches_reference(Env& e) {
     Driver& d = e.d;
     const int dim = 37;  // not a multiple of the warp size
@@ -893,7 +1035,8 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
                           "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
-                          "agg_update_i64", "agg_update_f64", "l2_distance", "cosine_distance"}) {
+                          "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
+                          "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
         CHECK(d.oxide_emu_launch_count(k) > 0);
     }
@@ -934,6 +1077,7 @@ int main(int argc, char** argv) {
     run_case("filter_project.cu value programs match the reference", [&] { value_programs_match_reference(env); });
     run_case("hash_join.cu build/probe matches the reference", [&] { hash_join_matches_reference(env); });
     run_case("aggregation.cu matches the reference", [&] { aggregation_matches_reference(env); });
+    run_case("aggregation.cu resident grouping matches the reference", [&] { resident_aggregation_matches_reference(env); });
     run_case("vector_distance.cu matches the reference", [&] { vector_distance_matches_reference(env); });
     run_case("streams run concurrently", [&] { streams_run_concurrently(d); });
     run_case("events order work across streams; without, no order", [&] { events_order_work_across_streams(d); });

@@ -16,13 +16,13 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
-use oxidelake_device::resident::{self, ResidentValues};
+use oxidelake_device::resident::ResidentValues;
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
-use crate::transition::{ResidentExec, ResidentStream, as_resident};
+use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 
 /// Keeps the rows where every predicate is true, and outputs the projected columns.
 /// Equivalent to `FilterExec(a AND b ...)` with a projection, but the dropped columns are
@@ -326,22 +326,19 @@ impl ResidentExec for GpuFilterExec {
                         // fall back to.
                         Err(err) => return Err(DataFusionError::from(err)),
                     }
-                    let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
-                    let out = exec.run(&metrics, |backend, stream| {
-                        backend.filter_project(
-                            stream,
-                            FilterProjectArgs {
-                                batch: &host,
-                                predicates: &predicates,
-                                projection: &projection,
-                            },
-                        )
-                    })?;
-                    let kept = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
-                    bridged.add(1);
-                    let moved = exec.bytes_moved(|| batch.bytes() + kept.bytes());
-                    metrics.record(host.num_rows(), out.num_rows(), started, moved);
-                    Ok(kept)
+                    bridge(&exec, &metrics, &bridged, &batch, started, |host| {
+                        let out = exec.run(&metrics, |backend, stream| {
+                            backend.filter_project(
+                                stream,
+                                FilterProjectArgs {
+                                    batch: host,
+                                    predicates: &predicates,
+                                    projection: &projection,
+                                },
+                            )
+                        })?;
+                        Ok((out, 0))
+                    })
                 })
                 .await
                 .map_err(|e| DataFusionError::External(Box::new(e)))?

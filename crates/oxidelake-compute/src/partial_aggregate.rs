@@ -23,11 +23,16 @@
 //! rows, by DataFusion's own skip settings), later rows pass through as their own state
 //! rows without device work, as stock DataFusion's partial aggregate does (see
 //! `pass_through`).
+//!
+//! Where the input hands on device batches (ADR-0014), the aggregate reads them where
+//! they lie and only its result comes back to the host (see `resident`); EXPLAIN says
+//! `input=device`.
 
 mod digits;
 mod from_plan;
 mod keys;
 mod pass_through;
+mod resident;
 mod spec;
 
 use std::fmt;
@@ -42,17 +47,20 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PlanProperties,
 };
+use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
 
 use crate::device_batches::off_the_polling_thread;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
+use crate::transition::as_resident;
 
 use keys::KeyEncoding;
 pub use spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
@@ -223,8 +231,13 @@ impl DisplayAs for GpuPartialAggregateExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "{}: mode=Partial, gby=[{}], aggr=[{}]",
+                "{}: mode=Partial, {}gby=[{}], aggr=[{}]",
                 placement_label("GpuPartialAggregateExec", self.placement),
+                if as_resident(&self.input).is_some() {
+                    "input=device, "
+                } else {
+                    ""
+                },
                 keys.join(", "),
                 states.join(", ")
             ),
@@ -244,6 +257,7 @@ struct BatchPlan<'a> {
 }
 
 /// How one state column is made from the device's results (indices into them).
+#[derive(Debug)]
 enum StateFrom {
     /// One result, converted to the state type.
     Result(usize),
@@ -439,20 +453,12 @@ impl BatchPlan<'_> {
             let mut out = self
                 .encoding
                 .decode(&encoded, group_keys, &slice, self.keys)?;
-            for (i, state) in work.states.iter().enumerate() {
-                let to = self.schema.field(self.keys.len() + i).data_type();
-                out.push(match state {
-                    StateFrom::Result(at) => spec::to_state(result.column(at + 1), to)?,
-                    StateFrom::AvgCount(at) => spec::avg_count_state(result.column(at + 1))?,
-                    StateFrom::Limbs(limbs) => {
-                        let sums: Vec<(&ArrayRef, u32)> = limbs
-                            .iter()
-                            .map(|(at, shift)| (result.column(at + 1), *shift))
-                            .collect();
-                        spec::join_limbs(&sums, to)?
-                    }
-                });
-            }
+            out.extend(state_columns(
+                &work.states,
+                self.schema,
+                self.keys.len(),
+                &result.columns()[1..],
+            )?);
             outputs.push(RecordBatch::try_new(Arc::clone(self.schema), out)?);
             offset += len;
         }
@@ -460,6 +466,89 @@ impl BatchPlan<'_> {
             1 => outputs.swap_remove(0),
             _ => arrow::compute::concat_batches(self.schema, &outputs)?,
         })
+    }
+}
+
+/// The state columns (after `keys` key columns of `schema`) made from the device's
+/// result columns `results` (one per device aggregate) as `states` says.
+fn state_columns(
+    states: &[StateFrom],
+    schema: &SchemaRef,
+    keys: usize,
+    results: &[ArrayRef],
+) -> Result<Vec<ArrayRef>> {
+    let result = |at: usize| {
+        results.get(at).ok_or_else(|| {
+            DataFusionError::Internal(format!("device aggregate {at} of {}", results.len()))
+        })
+    };
+    states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            let to = schema.field(keys + i).data_type();
+            match state {
+                StateFrom::Result(at) => spec::to_state(result(*at)?, to),
+                StateFrom::AvgCount(at) => spec::avg_count_state(result(*at)?),
+                StateFrom::Limbs(limbs) => {
+                    let sums = limbs
+                        .iter()
+                        .map(|(at, shift)| Ok((result(*at)?, *shift)))
+                        .collect::<Result<Vec<(&ArrayRef, u32)>>>()?;
+                    spec::join_limbs(&sums, to)
+                }
+            }
+        })
+        .collect()
+}
+
+impl GpuPartialAggregateExec {
+    /// The partial states of the device batches `input` hands on (see `resident`).
+    fn execute_on_device_batches(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let probe = pass_through::SkipProbe::new(context.session_config().options());
+        let input = as_resident(&self.input)
+            .ok_or_else(|| {
+                DataFusionError::Internal(
+                    "GpuPartialAggregateExec's input holds no device batches".into(),
+                )
+            })?
+            .execute_resident(partition, context)?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuPartialAggregateExec",
+            self.placement,
+            &exec,
+        );
+        let shared = Arc::new(resident::ResidentBatches {
+            keys: self.keys.clone(),
+            aggregates: self.aggregates.clone(),
+            encoding: Arc::clone(&self.encoding),
+            schema: Arc::clone(&self.schema),
+            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates).map(Arc::new),
+            probe: std::sync::Mutex::new(probe),
+            exec,
+            metrics,
+            bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
+        });
+        let batches = input.batches.then(move |batch| {
+            let shared = Arc::clone(&shared);
+            async move {
+                let batch = batch?;
+                tokio::task::spawn_blocking(move || shared.states_of(&batch))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            batches,
+        )))
     }
 }
 
@@ -503,6 +592,9 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        if as_resident(&self.input).is_some() {
+            return self.execute_on_device_batches(partition, context);
+        }
         let probe = pass_through::SkipProbe::new(context.session_config().options());
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;

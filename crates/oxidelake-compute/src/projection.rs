@@ -36,12 +36,11 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{
     EvaluateArgs, EvaluateResidentArgs, ProjectedColumn, ValueColumn, is_overflow,
 };
-use oxidelake_device::resident;
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
-use crate::transition::{ResidentExec, ResidentStream, as_resident};
+use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 use crate::value_expr::value_column;
 
 /// Where one output column comes from.
@@ -417,13 +416,9 @@ impl ResidentExec for GpuProjectionExec {
                             Err(err) => return Err(DataFusionError::from(err)),
                         }
                     }
-                    let host = resident::download(exec.backend.as_ref(), &exec.stream, &batch)?;
-                    let (out, moved) = projection.project(&exec, &metrics, &host, device)?;
-                    let back = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
-                    bridged.add(1);
-                    let moved = moved + exec.bytes_moved(|| batch.bytes() + back.bytes());
-                    metrics.record(host.num_rows(), out.num_rows(), started, moved);
-                    Ok(back)
+                    bridge(&exec, &metrics, &bridged, &batch, started, |host| {
+                        projection.project(&exec, &metrics, host, device)
+                    })
                 })
                 .await
                 .map_err(|e| DataFusionError::External(Box::new(e)))?

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -90,6 +91,26 @@ const PARKED_STAGING: usize = 4;
 /// Batches a `HostToDeviceExec` uploads ahead of the one its consumer works on, so the
 /// next copy overlaps that work instead of waiting for it.
 const UPLOADS_AHEAD: usize = 1;
+
+/// Runs a resident operator's host path on `batch` (a *bridged* batch): copies it to the
+/// host, runs `host_work` (its output and the bytes that work moved), copies the output
+/// back, and records the batch in `metrics` and `bridged`.
+pub(crate) fn bridge(
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    bridged: &Count,
+    batch: &DeviceBatch,
+    started: Instant,
+    host_work: impl FnOnce(&RecordBatch) -> Result<(RecordBatch, usize)>,
+) -> Result<DeviceBatch> {
+    let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
+    let (out, moved) = host_work(&host)?;
+    let back = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
+    bridged.add(1);
+    let moved = moved + exec.bytes_moved(|| batch.bytes() + back.bytes());
+    metrics.record(host.num_rows(), out.num_rows(), started, moved);
+    Ok(back)
+}
 
 /// Copies and bytes of one transition, beside the operator metrics.
 struct TransitionMetrics {

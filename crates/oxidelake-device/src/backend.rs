@@ -112,6 +112,22 @@ pub trait GpuBackend: Send + Sync + Debug {
         ))
     }
 
+    /// Grouped partial aggregation of a batch that lives on this device; the small
+    /// result (one row per group) comes back to the host (ADR-0014). The default refuses
+    /// with `Unsupported`; the operator then bridges the batch through
+    /// [`GpuBackend::aggregate`] on the host.
+    fn aggregate_resident(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::AggregateResidentArgs<'_>,
+    ) -> Result<RecordBatch, EngineError> {
+        let _ = (stream, args);
+        Err(EngineError::unsupported(
+            "device-resident aggregate",
+            format!("the {} backend aggregates through the host", self.kind()),
+        ))
+    }
+
     /// Computed columns (arithmetic) of one batch.
     fn evaluate(
         &self,

@@ -11,8 +11,10 @@ mod filter;
 mod lane_pool;
 mod launch;
 mod pipeline;
+mod resident_aggregate;
 mod resident_evaluate;
 mod resident_filter;
+mod resident_gather;
 mod resident_memory;
 mod transfers;
 
@@ -441,6 +443,25 @@ impl GpuBackend for CudaBackend {
             stream: self.stream(stream)?,
         };
         resident_evaluate::evaluate_resident(&dev, args)
+    }
+
+    fn aggregate_resident(
+        &self,
+        stream: &DeviceStream,
+        args: crate::ops::AggregateResidentArgs<'_>,
+    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
+        if args.batch.memory().device() != self.device {
+            return Err(foreign_handle(
+                self.device,
+                args.batch.memory().device(),
+                "device batch",
+            ));
+        }
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        resident_aggregate::aggregate_resident(&dev, stream, args)
     }
 
     fn build_join_table(

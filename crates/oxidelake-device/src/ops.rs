@@ -135,6 +135,95 @@ pub struct AggregateArgs<'a> {
     pub aggregates: &'a [AggSpec],
 }
 
+/// What one aggregate over a device-resident batch reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResidentAggInput {
+    /// Every row (COUNT(*)).
+    Rows,
+    /// The valid rows of a column of any type (COUNT(x)).
+    Valid(usize),
+    /// A column's 8-byte integer images: integers, dates, decimals (whose images are
+    /// exact while a batch's values fit 64 bits).
+    Int(usize),
+    /// A column's images as `f64` (Float64).
+    Float(usize),
+    /// The low 32 bits of a column's images, zero-extended: with [`Self::High32`], a sum
+    /// that cannot overflow (`high * 2^32 + low`) for batches under 2^31 rows.
+    Low32(usize),
+    /// The high 32 bits of a column's images, sign-extended.
+    High32(usize),
+}
+
+/// One aggregate of [`AggregateResidentArgs`]: `Count` over `Rows` or `Valid`, `Sum`
+/// over `Int` (wrapping), `Float`, `Low32` or `High32`, `Min` / `Max` over `Int` or
+/// `Float` (NaN the largest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResidentAgg {
+    /// The function.
+    pub func: AggFunc,
+    /// What it reads.
+    pub input: ResidentAggInput,
+}
+
+/// A grouped aggregation of a batch that lives on the device (ADR-0014), grouped by the
+/// values of `keys` (any number of columns of 8-byte images or strings; NULL is a value
+/// of its own; none: one group of every row). The result comes back to the host: one row
+/// per group, the key columns (with their Arrow types) then one column per aggregate:
+/// Int64 for COUNT and the integer inputs, Float64 for `Float`, NULL where a group saw
+/// no value (never for COUNT). Groups come in no particular order.
+#[derive(Debug, Clone, Copy)]
+pub struct AggregateResidentArgs<'a> {
+    /// The input rows, on the device.
+    pub batch: &'a crate::DeviceBatch,
+    /// The group key columns.
+    pub keys: &'a [usize],
+    /// The aggregates.
+    pub aggregates: &'a [ResidentAgg],
+}
+
+/// Checks `aggregates` against `batch`'s columns and the pairs [`ResidentAgg`] allows.
+pub fn check_resident_aggregates(
+    batch: &crate::DeviceBatch,
+    keys: &[usize],
+    aggregates: &[ResidentAgg],
+) -> Result<(), oxidelake_core::EngineError> {
+    let columns = batch.columns().len();
+    let out_of_range =
+        |what: &'static str, c: usize| oxidelake_core::EngineError::InvalidArgument {
+            what,
+            detail: format!("column {c} of {columns}"),
+        };
+    if let Some(k) = keys.iter().find(|k| **k >= columns) {
+        return Err(out_of_range("group key", *k));
+    }
+    for agg in aggregates {
+        use ResidentAggInput as I;
+        let column = match agg.input {
+            I::Rows => None,
+            I::Valid(c) | I::Int(c) | I::Float(c) | I::Low32(c) | I::High32(c) => Some(c),
+        };
+        if let Some(c) = column.filter(|c| *c >= columns) {
+            return Err(out_of_range("aggregate input", c));
+        }
+        let allowed = matches!(
+            (agg.func, agg.input),
+            (AggFunc::Count, I::Rows | I::Valid(_))
+                | (
+                    AggFunc::Sum,
+                    I::Int(_) | I::Float(_) | I::Low32(_) | I::High32(_)
+                )
+                | (AggFunc::Min | AggFunc::Max, I::Int(_) | I::Float(_))
+        );
+        if !allowed {
+            return Err(oxidelake_core::EngineError::InvalidArgument {
+                what: "resident aggregate",
+                detail: format!("{} over {:?}", agg.func.name(), agg.input),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The distance between vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DistanceMetric {

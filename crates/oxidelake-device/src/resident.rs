@@ -42,7 +42,7 @@ use arrow::datatypes::{DataType, Decimal128Type, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::{BackendKind, EngineError, MemoryTier, TelemetryHub};
 
-use crate::ops::{ValueClass, string_column, value_class, write_images};
+use crate::ops::{ValueClass, is_overflow, load_images, string_column, value_class};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer};
 
 mod staging;
@@ -129,20 +129,17 @@ pub struct DeviceBatch {
     rows: usize,
     columns: Vec<ResidentColumn>,
     memory: DeviceBuffer,
-    /// Bytes of the allocation in use (the copies move exactly these).
-    bytes: usize,
     _held: HeldOnDevice,
 }
 
 impl DeviceBatch {
-    /// A batch a backend built on the device: `columns` lie in `memory`, whose first
-    /// `bytes` the copies move.
+    /// A batch a backend built on the device: `columns` lie in `memory` (sized by
+    /// [`Layout::size`]).
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
         columns: Vec<ResidentColumn>,
         memory: DeviceBuffer,
-        bytes: usize,
     ) -> Self {
         let held = HeldOnDevice::new(&memory);
         Self {
@@ -150,7 +147,6 @@ impl DeviceBatch {
             rows,
             columns,
             memory,
-            bytes,
             _held: held,
         }
     }
@@ -175,9 +171,9 @@ impl DeviceBatch {
         &self.memory
     }
 
-    /// Bytes one copy of the batch moves.
+    /// Bytes one copy of the batch moves (its whole allocation).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.memory.len()
     }
 }
 
@@ -235,6 +231,30 @@ impl Layout {
         size_class(self.end)
     }
 
+    /// The layout of a column shaped like `column` holding `rows` rows whose strings
+    /// (for a string column) hold `string_bytes` bytes.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn column_like(
+        &mut self,
+        column: &ResidentColumn,
+        rows: usize,
+        string_bytes: usize,
+    ) -> ResidentColumn {
+        let values = match column.values {
+            ResidentValues::Images(_) => ResidentValues::Images(self.take(rows * 8)),
+            ResidentValues::Wide(_) => ResidentValues::Wide(self.take(rows * 16)),
+            ResidentValues::Strings { .. } => ResidentValues::Strings {
+                offsets: self.take((rows + 1) * 4),
+                bytes: self.take(string_bytes),
+            },
+        };
+        ResidentColumn {
+            data_type: column.data_type.clone(),
+            values,
+            validity: column.validity.map(|_| self.take(rows.div_ceil(8))),
+        }
+    }
+
     pub(crate) fn take(&mut self, len: usize) -> Span {
         let span = Span {
             offset: self.end,
@@ -253,23 +273,6 @@ fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
     } else {
         BooleanBuffer::from_iter(bits.iter()).values().to_vec()
     }
-}
-
-/// A decimal column's exact 8-byte images (0 under a NULL), or `None` when a valid value
-/// needs more than 64 bits.
-fn decimal_images(column: &dyn Array) -> Option<Vec<i64>> {
-    let decimals = column.as_primitive::<Decimal128Type>();
-    let nulls = decimals.logical_nulls();
-    decimals
-        .values()
-        .iter()
-        .enumerate()
-        .map(|(row, v)| match i64::try_from(*v) {
-            Ok(image) => Some(image),
-            Err(_) if nulls.as_ref().is_some_and(|n| n.is_null(row)) => Some(0),
-            Err(_) => None,
-        })
-        .collect()
 }
 
 /// A staging buffer of `bytes` from `pool`, or a new one without a pool.
@@ -319,26 +322,20 @@ pub fn upload_with(
                 let nulls = strings.nulls().cloned();
                 (HostParts::Strings(strings), values, nulls)
             }
-            _ if matches!(column.data_type(), DataType::Decimal128(_, _)) => {
-                let nulls = column.logical_nulls();
-                match decimal_images(column.as_ref()) {
-                    Some(images) => {
-                        let values = ResidentValues::Images(layout.take(rows * 8));
-                        (HostParts::Images(images), values, nulls)
-                    }
-                    None => {
-                        let wide = column.as_primitive::<Decimal128Type>().values().to_vec();
-                        let values = ResidentValues::Wide(layout.take(rows * 16));
-                        (HostParts::Wide(wide), values, nulls)
-                    }
+            // Exact images; a decimal with a valid value beyond 64 bits (the only
+            // overflow `load_images` reports) keeps its 16-byte values.
+            _ => match load_images(column.as_ref()) {
+                Ok(images) => {
+                    let values = ResidentValues::Images(layout.take(rows * 8));
+                    (HostParts::Images(images), values, column.logical_nulls())
                 }
-            }
-            _ => {
-                let mut images = vec![0i64; rows];
-                write_images(column.as_ref(), 0..rows, &mut images)?;
-                let values = ResidentValues::Images(layout.take(rows * 8));
-                (HostParts::Images(images), values, column.logical_nulls())
-            }
+                Err(err) if is_overflow(&err) => {
+                    let wide = column.as_primitive::<Decimal128Type>().values().to_vec();
+                    let values = ResidentValues::Wide(layout.take(rows * 16));
+                    (HostParts::Wide(wide), values, column.logical_nulls())
+                }
+                Err(err) => return Err(err),
+            },
         };
         let nulls = nulls.filter(|n| n.null_count() > 0);
         let validity = nulls.as_ref().map(|_| layout.take(rows.div_ceil(8)));
@@ -397,7 +394,6 @@ pub fn upload_with(
         rows,
         columns,
         memory,
-        size,
     ))
 }
 
@@ -505,7 +501,7 @@ fn host_column(
 }
 
 /// The Arrow array of type `dt` whose 8-byte images are `images` (the inverse of
-/// [`write_images`] for the resident types).
+/// [`crate::ops::write_images`] for the resident types).
 fn from_images(
     images: Vec<i64>,
     nulls: Option<NullBuffer>,

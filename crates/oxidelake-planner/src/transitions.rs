@@ -4,7 +4,11 @@
 //! GPU projection that computes a column) placed on a device whose input and output
 //! columns a device batch can hold gets a `HostToDeviceExec` below it and a
 //! `DeviceToHostExec` above it; between two such operators the pair cancels, so a chain
-//! of them crosses once each way. EXPLAIN shows the transitions.
+//! of them crosses once each way. A GPU partial aggregate above such a chain takes the
+//! place of its `DeviceToHostExec`: it reads the device batches, and its result (one row
+//! per group and batch) is what comes back to the host (`input=device` in EXPLAIN). A
+//! partial aggregate over host batches keeps its host interface: an upload for it alone
+//! would move every row to save nothing. EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
 //! coalesces, so nothing comes between a transition and the operator it feeds. Only
@@ -19,7 +23,9 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use oxidelake_compute::resident::check_resident_schema;
-use oxidelake_compute::{DeviceToHostExec, GpuFilterExec, GpuProjectionExec, HostToDeviceExec};
+use oxidelake_compute::{
+    DeviceToHostExec, GpuFilterExec, GpuPartialAggregateExec, GpuProjectionExec, HostToDeviceExec,
+};
 use oxidelake_core::BackendKind;
 
 use crate::OxideOptions;
@@ -61,6 +67,17 @@ fn resident_operator(
         .then(|| (projection.placement(), projection.input()))
 }
 
+/// The device batches a GPU partial aggregate can read instead of its input: the node
+/// inside the `DeviceToHostExec` it sits on.
+fn aggregate_over_device_batches(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let aggregate = node.downcast_ref::<GpuPartialAggregateExec>()?;
+    if aggregate.placement() == BackendKind::CpuSimd {
+        return None;
+    }
+    let d2h = aggregate.input().downcast_ref::<DeviceToHostExec>()?;
+    Some(Arc::clone(d2h.input()))
+}
+
 impl PhysicalOptimizerRule for DeviceTransitionRule {
     fn optimize(
         &self,
@@ -71,6 +88,13 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
             return Ok(plan);
         }
         plan.transform_up(|node| {
+            if let Some(device_input) = aggregate_over_device_batches(&node) {
+                let node = node.replace_children(
+                    vec![device_input],
+                    ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+                )?;
+                return Ok(Transformed::yes(node));
+            }
             let Some((placement, input)) = resident_operator(&node) else {
                 return Ok(Transformed::no(node));
             };
@@ -203,6 +227,68 @@ mod tests {
             ]
         );
         assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
+    }
+
+    /// `COUNT(*)` and `SUM(a)` grouped by `b`, partial, over `input`.
+    fn partial_aggregate(
+        input: Arc<dyn ExecutionPlan>,
+        placement: BackendKind,
+    ) -> Arc<dyn ExecutionPlan> {
+        use oxidelake_compute::{AggInput, PartialAggSpec, PartialFunc};
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("b", DataType::Utf8, true),
+            Field::new("count(*)[count]", DataType::Int64, true),
+            Field::new("sum(a)[sum]", DataType::Int64, true),
+        ]));
+        let aggregates = vec![
+            PartialAggSpec {
+                func: PartialFunc::Count,
+                input: None,
+            },
+            PartialAggSpec {
+                func: PartialFunc::Sum,
+                input: Some(AggInput {
+                    column: 0,
+                    cast: None,
+                }),
+            },
+        ];
+        Arc::new(
+            GpuPartialAggregateExec::try_new(input, vec![1], aggregates, schema, placement)
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_device_partial_aggregate_reads_the_device_batches_and_is_the_way_back_to_the_host() {
+        let plan = partial_aggregate(
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+            BackendKind::Cuda,
+        );
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "GpuPartialAggregateExec[cuda]",
+                "  GpuFilterExec[cuda]",
+                "    HostToDeviceExec[cuda]",
+                "      DataSourceExec",
+            ]
+        );
+        let text = displayable(out.as_ref()).indent(false).to_string();
+        assert!(text.contains("input=device"), "{text}");
+        // Over host batches it keeps its host interface: no upload for it alone.
+        let plain = partial_aggregate(scan(DataType::Utf8), BackendKind::Cuda);
+        let before = shape(&plain);
+        let out = DeviceTransitionRule.optimize(plain, &config(true)).unwrap();
+        assert_eq!(shape(&out), before);
+        // Placed for the CPU above a device filter: the filter's download stays.
+        let cpu = partial_aggregate(
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+            BackendKind::CpuSimd,
+        );
+        let out = DeviceTransitionRule.optimize(cpu, &config(true)).unwrap();
+        assert_eq!(shape(&out)[1], "  DeviceToHostExec[cuda]");
     }
 
     #[test]

@@ -8,3 +8,8 @@
 EMU_KERNEL(agg_assign_groups);
 EMU_KERNEL(agg_update_i64);
 EMU_KERNEL(agg_update_f64);
+EMU_KERNEL(agg_assign_groups_rows);
+EMU_KERNEL(agg_slot_flags);
+EMU_KERNEL(agg_group_rows);
+EMU_KERNEL(agg_fill);
+EMU_KERNEL(agg_compact_words);

@@ -28,19 +28,13 @@ fn output_column(
     match output {
         ProjectedColumn::Input(i) => {
             let input = &args.batch.columns()[i];
-            let values = match input.values {
-                ResidentValues::Images(_) => ResidentValues::Images(layout.take(rows * 8)),
-                ResidentValues::Wide(_) => ResidentValues::Wide(layout.take(rows * 16)),
-                ResidentValues::Strings { bytes, .. } => ResidentValues::Strings {
-                    offsets: layout.take((rows + 1) * 4),
-                    bytes: layout.take(bytes.len),
-                },
+            let string_bytes = match input.values {
+                ResidentValues::Strings { bytes, .. } => bytes.len,
+                _ => 0,
             };
-            let validity = input.validity.map(|_| layout.take(rows.div_ceil(8)));
             Ok(ResidentColumn {
                 data_type,
-                values,
-                validity,
+                ..layout.column_like(input, rows, string_bytes)
             })
         }
         ProjectedColumn::Computed(k) => {
@@ -260,6 +254,5 @@ pub(super) fn evaluate_resident(
         rows,
         columns,
         memory,
-        size,
     ))
 }

@@ -1,9 +1,8 @@
 //! The CUDA filter over a device-resident batch (ADR-0014): the predicate program reads
 //! the batch's columns where they lie, the kept rows are compacted, and the projected
-//! columns are gathered into a new resident batch: images with `gather_8byte`, validity
-//! bitmaps with `gather_bits`, strings by their lengths, a scan of those, and their
-//! bytes. Only sizes come back to the host: the kept count, and each projected string
-//! column's byte total, which the output's allocation needs.
+//! columns are gathered into a new resident batch (`resident_gather`). Only sizes come
+//! back to the host: the kept count, and each projected string column's byte total,
+//! which the output's allocation needs.
 
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use oxidelake_core::EngineError;
 
 use super::filter::{ProgramBuffers, device_ptr_table};
 use super::launch::{BLOCK, Dev, grid, unsupported};
+use super::resident_gather::{gather_columns, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
@@ -50,29 +50,6 @@ fn slot_pointers(
 /// The refusal of a column held as 16-byte values (a decimal beyond 64 bits).
 fn wide_column() -> EngineError {
     unsupported("a device filter over a decimal column whose batch needs more than 64 bits")
-}
-
-/// The output layout of projected column `column` for `kept` rows whose strings (for a
-/// string column) hold `string_bytes` bytes.
-fn output_column(
-    column: &ResidentColumn,
-    kept: usize,
-    string_bytes: usize,
-    layout: &mut Layout,
-) -> ResidentColumn {
-    let values = match column.values {
-        ResidentValues::Images(_) => ResidentValues::Images(layout.take(kept * 8)),
-        ResidentValues::Wide(_) => ResidentValues::Wide(layout.take(kept * 16)),
-        ResidentValues::Strings { .. } => ResidentValues::Strings {
-            offsets: layout.take((kept + 1) * 4),
-            bytes: layout.take(string_bytes),
-        },
-    };
-    ResidentColumn {
-        data_type: column.data_type.clone(),
-        values,
-        validity: column.validity.map(|_| layout.take(kept.div_ceil(8))),
-    }
 }
 
 /// See the module docs.
@@ -227,177 +204,21 @@ pub(super) fn filter_project_resident(
     super::transfers::device_to_host(4);
     let kept = totals.first().copied().unwrap_or(0) as usize;
 
-    let kept_u64 = kept as u64;
-    let gather_grid = grid(kept);
-    // Strings: each kept row's length, scanned into offsets in a scratch array whose last
-    // entry is the column's byte total (read back: the output allocation needs it).
-    let scan_len =
-        u32::try_from(kept).map_err(|_| unsupported("batch too large for one launch"))?;
-    let mut starts: Vec<Option<CudaSlice<u32>>> = Vec::with_capacity(projection.len());
-    let mut string_bytes = Vec::with_capacity(projection.len());
-    for source in projection {
-        let ResidentValues::Strings { offsets, .. } = batch.columns()[*source].values else {
-            starts.push(None);
-            string_bytes.push(0);
-            continue;
-        };
-        let mut lengths: CudaSlice<u32> = stream
-            .alloc_zeros(kept + 1)
-            .map_err(dev.err("cuMemAlloc"))?;
-        if kept > 0 {
-            let in_offsets = address(batch.memory(), offsets.offset);
-            let kernel = dev
-                .backend
-                .function(CudaKernel::FilterProject, "gather_string_lengths")?;
-            let mut launch = stream.launch_builder(&kernel);
-            launch
-                .arg(&in_offsets)
-                .arg(&rows_u64)
-                .arg(&kept_rows)
-                .arg(&kept_u64)
-                .arg(&mut lengths);
-            // SAFETY: gather_string_lengths(const i32*, u64, const u32*, u64, u32*):
-            // `in_offsets` addresses the column's rows + 1 offsets in the input batch,
-            // kept_rows holds >= kept indices, lengths holds kept + 1 entries, and the
-            // kernel bounds its index by kept.
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(gather_grid) }
-                .map_err(dev.err("launch gather_string_lengths"))?;
-            let mut launch = stream.launch_builder(&scan);
-            launch.arg(&mut lengths).arg(&scan_len);
-            // SAFETY: exclusive_scan_blocks(u32*, u32) as one block over kept entries of
-            // lengths, writing the total at index kept (kept + 1 entries).
-            #[allow(unsafe_code)]
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(dev.err("launch exclusive_scan_blocks"))?;
-        }
-        let total = stream
-            .clone_dtoh(&lengths.slice(kept..kept + 1))
-            .map_err(dev.err("cuMemcpyDtoH"))?;
-        super::transfers::device_to_host(4);
-        string_bytes.push(total.first().copied().unwrap_or(0) as usize);
-        starts.push(Some(lengths));
-    }
-
+    let extents = string_extents(dev, batch, projection, &kept_rows, kept)?;
     let mut layout = Layout::new();
     let columns: Vec<ResidentColumn> = projection
         .iter()
-        .zip(&string_bytes)
-        .map(|(source, bytes)| output_column(&batch.columns()[*source], kept, *bytes, &mut layout))
+        .zip(&extents)
+        .map(|(source, extent)| layout.column_like(&batch.columns()[*source], kept, extent.bytes))
         .collect();
     let size = layout.size();
     let memory = alloc_on_stream(dev, size)?;
-    if kept > 0 {
-        let mut scratch_valid: CudaSlice<u8> =
-            stream.alloc_zeros(kept).map_err(dev.err("cuMemAlloc"))?;
-        for ((source, out), starts) in projection.iter().zip(&columns).zip(&starts) {
-            let input = &batch.columns()[*source];
-            let in_validity = input
-                .validity
-                .map_or(0, |span| address(batch.memory(), span.offset));
-            match (input.values, out.values, starts) {
-                (ResidentValues::Images(from), ResidentValues::Images(to), _) => {
-                    let values = address(batch.memory(), from.offset);
-                    let out_values = address(&memory, to.offset);
-                    let kernel = dev
-                        .backend
-                        .function(CudaKernel::FilterProject, "gather_8byte")?;
-                    let mut launch = stream.launch_builder(&kernel);
-                    launch
-                        .arg(&values)
-                        .arg(&in_validity)
-                        .arg(&rows_u64)
-                        .arg(&kept_rows)
-                        .arg(&kept_u64)
-                        .arg(&out_values)
-                        .arg(&mut scratch_valid);
-                    // SAFETY: gather_8byte(const i64*, const u8*, u64, const u32*, u64, i64*,
-                    // u8*): `values` addresses the column's `rows` images in the input
-                    // batch and `in_validity` its bitmap of ceil(rows/8) bytes or 0 (no
-                    // NULLs); kept_rows holds >= kept indices below rows (compact_rows
-                    // wrote them in order); `out_values` addresses the kept images of the
-                    // output span (`output_column`); scratch_valid holds kept bytes.
-                    #[allow(unsafe_code)]
-                    unsafe { launch.launch(gather_grid) }
-                        .map_err(dev.err("launch gather_8byte"))?;
-                }
-                (
-                    ResidentValues::Strings { offsets, bytes },
-                    ResidentValues::Strings {
-                        offsets: out_offsets,
-                        bytes: out_bytes,
-                    },
-                    Some(starts),
-                ) => {
-                    let (in_offsets, in_bytes) = (
-                        address(batch.memory(), offsets.offset),
-                        address(batch.memory(), bytes.offset),
-                    );
-                    let (out_offsets, out_bytes) = (
-                        address(&memory, out_offsets.offset),
-                        address(&memory, out_bytes.offset),
-                    );
-                    let kernel = dev
-                        .backend
-                        .function(CudaKernel::FilterProject, "gather_string_bytes")?;
-                    let mut launch = stream.launch_builder(&kernel);
-                    launch
-                        .arg(&in_offsets)
-                        .arg(&in_bytes)
-                        .arg(&rows_u64)
-                        .arg(&kept_rows)
-                        .arg(starts)
-                        .arg(&kept_u64)
-                        .arg(&out_offsets)
-                        .arg(&out_bytes);
-                    // SAFETY: gather_string_bytes(const i32*, const u8*, u64, const u32*,
-                    // const u32*, u64, i32*, u8*): the input offsets (rows + 1, from 0)
-                    // and bytes lie in the input batch; `starts` holds kept + 1 scanned
-                    // lengths of exactly these rows, whose total sized the output bytes
-                    // span; the output offsets span holds kept + 1 entries; the kernel
-                    // bounds its index by kept.
-                    #[allow(unsafe_code)]
-                    unsafe { launch.launch(gather_grid) }
-                        .map_err(dev.err("launch gather_string_bytes"))?;
-                }
-                _ => {
-                    return Err(EngineError::Internal(
-                        "resident gather: column layouts disagree".into(),
-                    ));
-                }
-            }
-            if let Some(to) = out.validity {
-                let out_bits = address(&memory, to.offset);
-                let kernel = dev
-                    .backend
-                    .function(CudaKernel::FilterProject, "gather_bits")?;
-                let mut launch = stream.launch_builder(&kernel);
-                launch
-                    .arg(&in_validity)
-                    .arg(&rows_u64)
-                    .arg(&kept_rows)
-                    .arg(&kept_u64)
-                    .arg(&out_bits);
-                // SAFETY: gather_bits(const u8*, u64, const u32*, u64, u8*): the input
-                // bitmap covers `rows` bits (or is 0), kept_rows holds >= kept indices,
-                // and the output span holds ceil(kept/8) bytes, one per thread.
-                #[allow(unsafe_code)]
-                unsafe { launch.launch(grid(kept.div_ceil(8))) }
-                    .map_err(dev.err("launch gather_bits"))?;
-            }
-        }
-    }
+    gather_columns(
+        dev, batch, projection, &kept_rows, kept, &extents, &columns, &memory,
+    )?;
     // The consumer reads the batch on another stream.
     stream
         .synchronize()
         .map_err(dev.err("cuStreamSynchronize"))?;
-    Ok(DeviceBatch::from_parts(
-        out_schema, kept, columns, memory, size,
-    ))
+    Ok(DeviceBatch::from_parts(out_schema, kept, columns, memory))
 }

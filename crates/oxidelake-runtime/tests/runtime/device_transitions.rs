@@ -1,9 +1,11 @@
-//! `SET oxidelake.execution.device_resident = true` (ADR-0014): a GPU filter and the GPU
-//! projection above it run between one `HostToDeviceExec` and one `DeviceToHostExec` that
-//! EXPLAIN shows, with the answer of the plan without them. Without a GPU the "device" is
-//! the CPU backend's host memory; `scripts/test-cuda-emulated.sh` runs the test again with
-//! `OXIDE_BACKEND=cuda`, where the CUDA backend filters the batches and computes their
-//! product (a 31-digit decimal, held as 64-bit images while it fits) where they lie.
+//! `SET oxidelake.execution.device_resident = true` (ADR-0014): a GPU filter, the GPU
+//! projection above it and the GPU partial aggregate above that run on device batches
+//! after one `HostToDeviceExec` that EXPLAIN shows; the partial aggregate's result is what
+//! comes back to the host; the answer is that of the plan without transitions. Without a
+//! GPU the "device" is the CPU backend's host memory; `scripts/test-cuda-emulated.sh` runs
+//! the tests again with `OXIDE_BACKEND=cuda`, where the CUDA backend filters the batches,
+//! computes their products (31-digit decimals, held as 64-bit images while they fit) and
+//! groups and sums them where they lie.
 
 use std::sync::Arc;
 
@@ -53,53 +55,44 @@ async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn Execu
     (sorted_rows(&batches), plan)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tpch_q6s_filter_and_product_run_between_one_upload_and_one_download_with_the_same_answer()
-{
-    let (_dir, session) = tpch_lake(0.1).await;
-    session
-        .sql("SET oxidelake.placement.target = 'cuda'")
-        .await
-        .unwrap();
-    let (host_rows, host_plan) = run(&session, Q6).await;
-    let names = [
-        "HostToDeviceExec",
+/// Whether the executing backend is a device (`OXIDE_BACKEND=cuda` on the emulated
+/// driver), where nothing may be bridged through the host.
+fn on_device() -> bool {
+    oxidelake_device::HardwareDetector::shared()
+        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
+}
+
+/// The plan's GPU operators and transitions.
+const NAMES: [&str; 5] = [
+    "HostToDeviceExec",
+    "GpuFilterExec",
+    "GpuProjectionExec",
+    "DeviceToHostExec",
+    "GpuPartialAggregateExec",
+];
+
+/// Checks that `plan` uploaded its batches once, that its filter, projection and
+/// partial aggregate worked on them where they lie (on a device) or bridged every batch
+/// (on the CPU backend), and that nothing downloaded them besides the aggregate, which
+/// took as many rows as in `host_plan` (the same query without transitions).
+fn check_one_crossing(plan: &Arc<dyn ExecutionPlan>, host_plan: &Arc<dyn ExecutionPlan>) {
+    let up = metric(plan, "HostToDeviceExec", "copies");
+    assert!(up > 0, "batches crossed to the device");
+    assert_eq!(metric(plan, "DeviceToHostExec", "copies"), 0);
+    let aggregated = metric(plan, "GpuPartialAggregateExec", "rows_in");
+    assert!(aggregated > 0);
+    assert_eq!(
+        aggregated,
+        metric(host_plan, "GpuPartialAggregateExec", "rows_in"),
+        "the aggregate took the rows it takes without transitions"
+    );
+    for node in [
         "GpuFilterExec",
         "GpuProjectionExec",
-        "DeviceToHostExec",
-    ];
-    assert_eq!(
-        lines_naming(&host_plan, &names),
-        ["GpuProjectionExec[cuda]", "GpuFilterExec[cuda]"],
-        "off by default"
-    );
-
-    session
-        .sql("SET oxidelake.execution.device_resident = true")
-        .await
-        .unwrap();
-    let (rows, plan) = run(&session, Q6).await;
-    assert_eq!(
-        lines_naming(&plan, &names),
-        [
-            "DeviceToHostExec[cuda]",
-            "GpuProjectionExec[cuda]",
-            "GpuFilterExec[cuda]",
-            "HostToDeviceExec[cuda]"
-        ]
-    );
-    assert_eq!(rows, host_rows);
-    let (up, down) = (
-        metric(&plan, "HostToDeviceExec", "copies"),
-        metric(&plan, "DeviceToHostExec", "copies"),
-    );
-    assert!(up > 0, "batches crossed to the device");
-    assert_eq!(up, down, "each batch crossed once each way");
-    let on_device = oxidelake_device::HardwareDetector::shared()
-        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd);
-    for node in ["GpuFilterExec", "GpuProjectionExec"] {
-        let bridged = metric(&plan, node, "bridged_batches");
-        if on_device {
+        "GpuPartialAggregateExec",
+    ] {
+        let bridged = metric(plan, node, "bridged_batches");
+        if on_device() {
             // OXIDE_BACKEND=cuda (scripts/test-cuda-emulated.sh): in place.
             assert_eq!(
                 bridged, 0,
@@ -109,6 +102,43 @@ async fn tpch_q6s_filter_and_product_run_between_one_upload_and_one_download_wit
             assert_eq!(bridged, up, "{node}: the CPU backend bridges every batch");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q6s_filter_product_and_sum_run_on_device_batches_after_one_upload_with_the_same_answer()
+ {
+    let (_dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    let (host_rows, host_plan) = run(&session, Q6).await;
+    assert_eq!(
+        lines_naming(&host_plan, &NAMES),
+        [
+            "GpuPartialAggregateExec[cuda]",
+            "GpuProjectionExec[cuda]",
+            "GpuFilterExec[cuda]"
+        ],
+        "off by default"
+    );
+
+    session
+        .sql("SET oxidelake.execution.device_resident = true")
+        .await
+        .unwrap();
+    let (rows, plan) = run(&session, Q6).await;
+    assert_eq!(
+        lines_naming(&plan, &NAMES),
+        [
+            "GpuPartialAggregateExec[cuda]",
+            "GpuProjectionExec[cuda]",
+            "GpuFilterExec[cuda]",
+            "HostToDeviceExec[cuda]"
+        ]
+    );
+    assert_eq!(rows, host_rows);
+    check_one_crossing(&plan, &host_plan);
 
     // The user's EXPLAIN shows them too.
     let explain = session.sql(&format!("EXPLAIN {Q6}")).await.unwrap();
@@ -116,7 +146,54 @@ async fn tpch_q6s_filter_and_product_run_between_one_upload_and_one_download_wit
         .unwrap()
         .to_string();
     assert!(
-        text.contains("HostToDeviceExec[cuda]") && text.contains("DeviceToHostExec[cuda]"),
+        text.contains("HostToDeviceExec[cuda]")
+            && text.contains("GpuPartialAggregateExec[cuda]: mode=Partial, input=device"),
         "{text}"
     );
+}
+
+/// TPC-H Q1: grouped by two string columns, eight aggregates over decimals and
+/// computed decimal products. Its one scan crosses to the device once; the partial
+/// aggregate groups the strings on the device, and its groups are what comes back
+/// before the first CPU operator (the final aggregate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q1_crosses_to_the_device_once_and_back_as_its_partial_aggregates_groups() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    let q1 = oxidelake_runtime::cli::tpch::tpch_query(1, 0.1)
+        .unwrap()
+        .remove(0);
+    let (host_rows, host_plan) = run(&session, &q1).await;
+    session
+        .sql("SET oxidelake.execution.device_resident = true")
+        .await
+        .unwrap();
+    let (rows, plan) = run(&session, &q1).await;
+    assert_eq!(rows, host_rows);
+    assert_eq!(rows.len(), 4, "Q1 has four groups");
+    let lines = lines_naming(&plan, &NAMES);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("HostToDeviceExec"))
+            .count(),
+        1,
+        "one upload for the one scan: {lines:?}"
+    );
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("GpuPartialAggregateExec[cuda]")
+    );
+    check_one_crossing(&plan, &host_plan);
+    // Above the partial aggregate only CPU operators run: its output is on the host.
+    let text = displayable(plan.as_ref()).indent(false).to_string();
+    let above: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with("GpuPartialAggregateExec"))
+        .collect();
+    assert!(above.iter().all(|l| !l.contains("[cuda]")), "{text}");
+    assert!(text.contains("input=device"), "{text}");
 }

@@ -1,0 +1,283 @@
+//! `GpuPartialAggregateExec` over device-resident batches (ADR-0014, stage 2).
+//!
+//! Where the aggregate's input hands on device batches (a GPU filter or projection
+//! between transitions), the aggregate reads them in place and is itself the way back to
+//! the host: its result, one row per group and batch, is all that crosses. The device
+//! groups the rows by the key columns where they lie, so keys of any number and type
+//! a device batch holds (strings included) need no numbering on the host.
+//!
+//! The aggregates map onto the device's [`ResidentAgg`]s once per operator: SUM and AVG
+//! of integers (wrapping, as DataFusion's), of floats, and of decimals (two 32-bit
+//! halves, joined exactly on the host), COUNT(*) and COUNT(x), MIN / MAX of integers,
+//! dates, decimals up to 18 digits and floats. An aggregate outside that (a cast the
+//! device would have to compute) makes the operator *bridge* every batch: download it
+//! and run the host path. So does a backend that refuses the batch (the CPU backend
+//! always, keeping the host path the reference; CUDA for a decimal column whose batch
+//! needs more than 64 bits). Once grouping stops reducing, batches are downloaded and
+//! pass through as their own states, as on the host path.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::metrics::Count;
+use oxidelake_core::EngineError;
+use oxidelake_device::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
+use oxidelake_device::resident::{self, DeviceBatch};
+
+use super::keys::KeyEncoding;
+use super::pass_through::{self, SkipProbe};
+use super::spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
+use super::{BatchPlan, StateFrom, state_columns};
+use crate::exec_support::{ExecBackend, OperatorMetrics};
+
+/// The device aggregates of an operator and how its state columns come from them.
+#[derive(Debug)]
+pub(super) struct ResidentPlan {
+    aggregates: Vec<ResidentAgg>,
+    states: Vec<StateFrom>,
+}
+
+impl ResidentPlan {
+    /// The plan for `aggregates` over `input`; `None` when one needs the host (a cast).
+    pub(super) fn new(input: &Schema, aggregates: &[PartialAggSpec]) -> Option<Self> {
+        let mut plan = Self {
+            aggregates: Vec::new(),
+            states: Vec::new(),
+        };
+        for spec in aggregates {
+            let column = match &spec.input {
+                None => None,
+                Some(AggInput { column, cast }) => {
+                    let dt = input.fields().get(*column)?.data_type();
+                    if cast.as_ref().is_some_and(|to| to != dt) {
+                        return None;
+                    }
+                    Some((*column, dt))
+                }
+            };
+            let state = match spec.func {
+                PartialFunc::Count => {
+                    let input =
+                        column.map_or(ResidentAggInput::Rows, |(c, _)| ResidentAggInput::Valid(c));
+                    StateFrom::Result(plan.push(AggFunc::Count, input))
+                }
+                PartialFunc::Sum | PartialFunc::Avg => {
+                    let (c, dt) = column?;
+                    if spec.func == PartialFunc::Avg {
+                        let count = plan.push(AggFunc::Count, ResidentAggInput::Valid(c));
+                        plan.states.push(StateFrom::AvgCount(count));
+                    }
+                    match dt {
+                        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                            StateFrom::Result(plan.push(AggFunc::Sum, ResidentAggInput::Int(c)))
+                        }
+                        DataType::Float64 => {
+                            StateFrom::Result(plan.push(AggFunc::Sum, ResidentAggInput::Float(c)))
+                        }
+                        DataType::Decimal128(_, _) => StateFrom::Limbs(vec![
+                            (plan.push(AggFunc::Sum, ResidentAggInput::Low32(c)), 0),
+                            (plan.push(AggFunc::Sum, ResidentAggInput::High32(c)), 32),
+                        ]),
+                        _ => return None,
+                    }
+                }
+                PartialFunc::Min | PartialFunc::Max => {
+                    let (c, dt) = column?;
+                    let func = if spec.func == PartialFunc::Min {
+                        AggFunc::Min
+                    } else {
+                        AggFunc::Max
+                    };
+                    let input = match dt {
+                        DataType::Int8
+                        | DataType::Int16
+                        | DataType::Int32
+                        | DataType::Int64
+                        | DataType::Date32 => ResidentAggInput::Int(c),
+                        DataType::Decimal128(p, _) if *p <= MAX_DEVICE_DECIMAL_PRECISION => {
+                            ResidentAggInput::Int(c)
+                        }
+                        DataType::Float64 => ResidentAggInput::Float(c),
+                        _ => return None,
+                    };
+                    StateFrom::Result(plan.push(func, input))
+                }
+            };
+            plan.states.push(state);
+        }
+        Some(plan)
+    }
+
+    /// The device aggregate `func` over `input`: an existing one when pushed already
+    /// (SUM(x) beside AVG(x)'s sum, COUNT(x) beside AVG(x)'s count).
+    fn push(&mut self, func: AggFunc, input: ResidentAggInput) -> usize {
+        let agg = ResidentAgg { func, input };
+        if let Some(at) = self.aggregates.iter().position(|a| *a == agg) {
+            return at;
+        }
+        self.aggregates.push(agg);
+        self.aggregates.len() - 1
+    }
+}
+
+/// What every batch of one partition shares.
+pub(super) struct ResidentBatches {
+    pub(super) keys: Vec<usize>,
+    pub(super) aggregates: Vec<PartialAggSpec>,
+    pub(super) encoding: Arc<KeyEncoding>,
+    pub(super) schema: SchemaRef,
+    pub(super) plan: Option<Arc<ResidentPlan>>,
+    pub(super) probe: Mutex<SkipProbe>,
+    pub(super) exec: ExecBackend,
+    pub(super) metrics: OperatorMetrics,
+    pub(super) bridged: Count,
+}
+
+impl ResidentBatches {
+    /// The partial states of one device batch (see the module docs).
+    pub(super) fn states_of(&self, batch: &DeviceBatch) -> Result<RecordBatch> {
+        let started = Instant::now();
+        let mut probe = self
+            .probe
+            .lock()
+            .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
+        if probe.skipping() {
+            // Grouping does not reduce here: each row is its own state.
+            let host = self.download(batch)?;
+            let out = pass_through::row_states(&host, &self.keys, &self.aggregates, &self.schema)?;
+            let moved = self.exec.bytes_moved(|| batch.bytes());
+            self.metrics
+                .record(host.num_rows(), out.num_rows(), started, moved);
+            return Ok(out);
+        }
+        if let Some(plan) = &self.plan {
+            let args = AggregateResidentArgs {
+                batch,
+                keys: &self.keys,
+                aggregates: &plan.aggregates,
+            };
+            match self
+                .exec
+                .backend
+                .aggregate_resident(&self.exec.stream, args)
+            {
+                Ok(result) => {
+                    let out = self.assemble(plan, &result)?;
+                    probe.record(batch.num_rows(), out.num_rows());
+                    // What crossed: the groups' keys and words, and the sizes read back.
+                    let moved = self.exec.bytes_moved(|| result.get_array_memory_size());
+                    self.metrics
+                        .record(batch.num_rows(), out.num_rows(), started, moved);
+                    return Ok(out);
+                }
+                Err(EngineError::Unsupported { .. }) => {}
+                // The batch lives on the device: there is no host copy to fall back to.
+                Err(err) => return Err(DataFusionError::from(err)),
+            }
+        }
+        let host = self.download(batch)?;
+        self.bridged.add(1);
+        let plan = BatchPlan {
+            keys: &self.keys,
+            aggregates: &self.aggregates,
+            encoding: &self.encoding,
+            schema: &self.schema,
+        };
+        let out = plan.run(&self.exec, &self.metrics, &host)?;
+        probe.record(host.num_rows(), out.num_rows());
+        let moved = self.exec.bytes_moved(|| {
+            batch.bytes() + host.get_array_memory_size() + out.get_array_memory_size()
+        });
+        self.metrics
+            .record(host.num_rows(), out.num_rows(), started, moved);
+        Ok(out)
+    }
+
+    fn download(&self, batch: &DeviceBatch) -> Result<RecordBatch> {
+        Ok(resident::download(
+            self.exec.backend.as_ref(),
+            &self.exec.stream,
+            batch,
+        )?)
+    }
+
+    /// The output batch from the device's result: its key columns, then the states.
+    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<RecordBatch> {
+        let keys = self.keys.len();
+        let mut columns: Vec<ArrayRef> = result.columns()[..keys].to_vec();
+        columns.extend(state_columns(
+            &plan.states,
+            &self.schema,
+            keys,
+            &result.columns()[keys..],
+        )?);
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::Field;
+
+    fn spec(func: PartialFunc, column: Option<usize>) -> PartialAggSpec {
+        PartialAggSpec {
+            func,
+            input: column.map(|column| AggInput { column, cast: None }),
+        }
+    }
+
+    #[test]
+    fn q1s_aggregates_share_device_work_and_decimal_sums_go_by_halves() {
+        let input = Schema::new(vec![
+            Field::new("qty", DataType::Decimal128(15, 2), true),
+            Field::new("price", DataType::Float64, true),
+            Field::new("n", DataType::Int32, true),
+        ]);
+        let specs = [
+            spec(PartialFunc::Sum, Some(0)),
+            spec(PartialFunc::Avg, Some(0)),
+            spec(PartialFunc::Max, Some(1)),
+            spec(PartialFunc::Count, None),
+            spec(PartialFunc::Count, Some(2)),
+            spec(PartialFunc::Sum, Some(2)),
+        ];
+        let plan = ResidentPlan::new(&input, &specs).unwrap();
+        use ResidentAggInput as I;
+        let pairs: Vec<(AggFunc, I)> = plan.aggregates.iter().map(|a| (a.func, a.input)).collect();
+        assert_eq!(
+            pairs,
+            [
+                (AggFunc::Sum, I::Low32(0)),
+                (AggFunc::Sum, I::High32(0)),
+                (AggFunc::Count, I::Valid(0)),
+                (AggFunc::Max, I::Float(1)),
+                (AggFunc::Count, I::Rows),
+                (AggFunc::Count, I::Valid(2)),
+                (AggFunc::Sum, I::Int(2)),
+            ],
+            "AVG(qty) reuses SUM(qty)'s halves"
+        );
+        // SUM, AVG (count and sum), MAX, COUNT(*), COUNT(n), SUM(n)
+        assert_eq!(plan.states.len(), 7);
+    }
+
+    #[test]
+    fn an_aggregate_over_a_cast_keeps_the_host_path() {
+        let input = Schema::new(vec![Field::new("n", DataType::Int32, true)]);
+        let avg = PartialAggSpec {
+            func: PartialFunc::Avg,
+            input: Some(AggInput {
+                column: 0,
+                cast: Some(DataType::Float64),
+            }),
+        };
+        assert!(ResidentPlan::new(&input, &[avg]).is_none());
+        let wide_min = spec(PartialFunc::Min, Some(0));
+        let wide = Schema::new(vec![Field::new("d", DataType::Decimal128(30, 2), true)]);
+        assert!(ResidentPlan::new(&wide, &[wide_min]).is_none());
+    }
+}

@@ -1,0 +1,222 @@
+//! Gathering rows of a device-resident batch into a new one (ADR-0014), for the resident
+//! filter (its kept rows) and the resident aggregate (each group's first row): images
+//! with `gather_8byte`, validity bitmaps with `gather_bits`, strings by their lengths, a
+//! scan of those and their bytes (`gather_string_lengths`, `exclusive_scan_blocks`,
+//! `gather_string_bytes`).
+//!
+//! In two steps, because the output's allocation needs each string column's byte total,
+//! which only the device knows: [`string_extents`] scans the lengths and reads back the
+//! totals (4 bytes a string column), the caller lays out and allocates the output, and
+//! [`gather_columns`] fills it.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use oxidelake_core::EngineError;
+
+use super::launch::{BLOCK, Dev, grid, unsupported};
+use super::resident_memory::address;
+use crate::DeviceBuffer;
+use crate::kernels::CudaKernel;
+use crate::resident::{DeviceBatch, ResidentColumn, ResidentValues};
+
+/// One gathered column's string extent: the scanned lengths of the gathered rows (their
+/// output offsets, `rows + 1` entries) and the bytes they total; `None` and 0 for a
+/// column that is not a string column.
+pub(super) struct StringExtent {
+    starts: Option<CudaSlice<u32>>,
+    /// The gathered strings' byte total.
+    pub(super) bytes: usize,
+}
+
+/// The string extents of columns `sources` of `batch` gathered at the `rows` indices of
+/// `row_list` (below `batch.num_rows()`).
+pub(super) fn string_extents(
+    dev: &Dev<'_>,
+    batch: &DeviceBatch,
+    sources: &[usize],
+    row_list: &CudaSlice<u32>,
+    rows: usize,
+) -> Result<Vec<StringExtent>, EngineError> {
+    let stream = dev.stream;
+    let (in_rows, rows_u64) = (batch.num_rows() as u64, rows as u64);
+    let scan_len =
+        u32::try_from(rows).map_err(|_| unsupported("batch too large for one launch"))?;
+    let mut extents = Vec::with_capacity(sources.len());
+    for source in sources {
+        let ResidentValues::Strings { offsets, .. } = batch.columns()[*source].values else {
+            extents.push(StringExtent {
+                starts: None,
+                bytes: 0,
+            });
+            continue;
+        };
+        let mut lengths: CudaSlice<u32> = stream
+            .alloc_zeros(rows + 1)
+            .map_err(dev.err("cuMemAlloc"))?;
+        if rows > 0 {
+            let in_offsets = address(batch.memory(), offsets.offset);
+            let kernel = dev
+                .backend
+                .function(CudaKernel::FilterProject, "gather_string_lengths")?;
+            let mut launch = stream.launch_builder(&kernel);
+            launch
+                .arg(&in_offsets)
+                .arg(&in_rows)
+                .arg(row_list)
+                .arg(&rows_u64)
+                .arg(&mut lengths);
+            // SAFETY: gather_string_lengths(const i32*, u64, const u32*, u64, u32*):
+            // `in_offsets` addresses the column's in_rows + 1 offsets in the input batch,
+            // row_list holds >= rows indices below in_rows, lengths holds rows + 1
+            // entries, and the kernel bounds its index by rows.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(rows)) }
+                .map_err(dev.err("launch gather_string_lengths"))?;
+            let scan = dev
+                .backend
+                .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
+            let mut launch = stream.launch_builder(&scan);
+            launch.arg(&mut lengths).arg(&scan_len);
+            // SAFETY: exclusive_scan_blocks(u32*, u32) as one block over `rows` entries of
+            // lengths, writing the total at index rows (rows + 1 entries).
+            #[allow(unsafe_code)]
+            unsafe {
+                launch.launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (BLOCK, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+            }
+            .map_err(dev.err("launch exclusive_scan_blocks"))?;
+        }
+        let total = stream
+            .clone_dtoh(&lengths.slice(rows..rows + 1))
+            .map_err(dev.err("cuMemcpyDtoH"))?;
+        super::transfers::device_to_host(4);
+        extents.push(StringExtent {
+            starts: Some(lengths),
+            bytes: total.first().copied().unwrap_or(0) as usize,
+        });
+    }
+    Ok(extents)
+}
+
+/// Gathers columns `sources` of `batch` at the `rows` indices of `row_list` into the
+/// columns `out` of `memory` (laid out for `rows` rows and the byte totals of
+/// `extents`, which [`string_extents`] computed for the same rows). Enqueued on the
+/// stream; the caller synchronises.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gather_columns(
+    dev: &Dev<'_>,
+    batch: &DeviceBatch,
+    sources: &[usize],
+    row_list: &CudaSlice<u32>,
+    rows: usize,
+    extents: &[StringExtent],
+    out: &[ResidentColumn],
+    memory: &DeviceBuffer,
+) -> Result<(), EngineError> {
+    if rows == 0 {
+        return Ok(());
+    }
+    let stream = dev.stream;
+    let (in_rows, rows_u64) = (batch.num_rows() as u64, rows as u64);
+    let gather_grid = grid(rows);
+    let mut scratch_valid: CudaSlice<u8> =
+        stream.alloc_zeros(rows).map_err(dev.err("cuMemAlloc"))?;
+    for ((source, out), extent) in sources.iter().zip(out).zip(extents) {
+        let input = &batch.columns()[*source];
+        let in_validity = input
+            .validity
+            .map_or(0, |span| address(batch.memory(), span.offset));
+        match (input.values, out.values, &extent.starts) {
+            (ResidentValues::Images(from), ResidentValues::Images(to), _) => {
+                let values = address(batch.memory(), from.offset);
+                let out_values = address(memory, to.offset);
+                let kernel = dev
+                    .backend
+                    .function(CudaKernel::FilterProject, "gather_8byte")?;
+                let mut launch = stream.launch_builder(&kernel);
+                launch
+                    .arg(&values)
+                    .arg(&in_validity)
+                    .arg(&in_rows)
+                    .arg(row_list)
+                    .arg(&rows_u64)
+                    .arg(&out_values)
+                    .arg(&mut scratch_valid);
+                // SAFETY: gather_8byte(const i64*, const u8*, u64, const u32*, u64, i64*,
+                // u8*): `values` addresses the column's in_rows images in the input batch
+                // and `in_validity` its bitmap of ceil(in_rows/8) bytes or 0 (no NULLs);
+                // row_list holds >= rows indices below in_rows; `out_values` addresses
+                // the rows images of the output span (`Layout::column_like`);
+                // scratch_valid holds rows bytes.
+                #[allow(unsafe_code)]
+                unsafe { launch.launch(gather_grid) }.map_err(dev.err("launch gather_8byte"))?;
+            }
+            (
+                ResidentValues::Strings { offsets, bytes },
+                ResidentValues::Strings {
+                    offsets: out_offsets,
+                    bytes: out_bytes,
+                },
+                Some(starts),
+            ) => {
+                let (in_offsets, in_bytes) = (
+                    address(batch.memory(), offsets.offset),
+                    address(batch.memory(), bytes.offset),
+                );
+                let (out_offsets, out_bytes) = (
+                    address(memory, out_offsets.offset),
+                    address(memory, out_bytes.offset),
+                );
+                let kernel = dev
+                    .backend
+                    .function(CudaKernel::FilterProject, "gather_string_bytes")?;
+                let mut launch = stream.launch_builder(&kernel);
+                launch
+                    .arg(&in_offsets)
+                    .arg(&in_bytes)
+                    .arg(&in_rows)
+                    .arg(row_list)
+                    .arg(starts)
+                    .arg(&rows_u64)
+                    .arg(&out_offsets)
+                    .arg(&out_bytes);
+                // SAFETY: gather_string_bytes(const i32*, const u8*, u64, const u32*,
+                // const u32*, u64, i32*, u8*): the input offsets (in_rows + 1, from 0)
+                // and bytes lie in the input batch; `starts` holds rows + 1 scanned
+                // lengths of exactly these rows, whose total sized the output bytes span;
+                // the output offsets span holds rows + 1 entries; the kernel bounds its
+                // index by rows.
+                #[allow(unsafe_code)]
+                unsafe { launch.launch(gather_grid) }
+                    .map_err(dev.err("launch gather_string_bytes"))?;
+            }
+            _ => {
+                return Err(EngineError::Internal(
+                    "resident gather: column layouts disagree".into(),
+                ));
+            }
+        }
+        if let Some(to) = out.validity {
+            let out_bits = address(memory, to.offset);
+            let kernel = dev
+                .backend
+                .function(CudaKernel::FilterProject, "gather_bits")?;
+            let mut launch = stream.launch_builder(&kernel);
+            launch
+                .arg(&in_validity)
+                .arg(&in_rows)
+                .arg(row_list)
+                .arg(&rows_u64)
+                .arg(&out_bits);
+            // SAFETY: gather_bits(const u8*, u64, const u32*, u64, u8*): the input bitmap
+            // covers in_rows bits (or is 0), row_list holds >= rows indices, and the
+            // output span holds ceil(rows/8) bytes, one per thread.
+            #[allow(unsafe_code)]
+            unsafe { launch.launch(grid(rows.div_ceil(8))) }
+                .map_err(dev.err("launch gather_bits"))?;
+        }
+    }
+    Ok(())
+}
