@@ -734,3 +734,173 @@ async fn transitions_reuse_their_pinned_staging_across_hundreds_of_batches() {
         assert!(metric(node, "staging_allocations") <= 2, "{name}");
     }
 }
+
+/// `GROUP BY d` of `input` (`dated_filter`'s output: `d`, `amount`, `k`): SUM(amount),
+/// COUNT(*), MIN(k), AVG(amount), placed for cuda on `backend`.
+fn partial_by_date(
+    input: Arc<dyn ExecutionPlan>,
+    backend: BackendChoice,
+) -> Arc<dyn ExecutionPlan> {
+    use oxidelake_compute::{AggInput, GpuPartialAggregateExec, PartialAggSpec, PartialFunc};
+    let of = |func, column: Option<usize>| PartialAggSpec {
+        func,
+        input: column.map(|column| AggInput { column, cast: None }),
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("d", DataType::Date32, true),
+        Field::new("sum", DataType::Decimal128(28, 2), true),
+        Field::new("count", DataType::Int64, true),
+        Field::new("min", DataType::Int64, true),
+        Field::new("avg_count", DataType::UInt64, true),
+        Field::new("avg_sum", DataType::Decimal128(28, 2), true),
+    ]));
+    let aggregates = vec![
+        of(PartialFunc::Sum, Some(1)),
+        of(PartialFunc::Count, None),
+        of(PartialFunc::Min, Some(2)),
+        of(PartialFunc::Avg, Some(1)),
+    ];
+    Arc::new(
+        GpuPartialAggregateExec::try_new(input, vec![0], aggregates, schema, BackendKind::Cuda)
+            .unwrap()
+            .with_backend(backend),
+    )
+}
+
+/// `batches` scan batches of `d` (Date32, 300 values, every 11th NULL), `s`
+/// ("row<k>"), `amount` (Decimal128(18, 2) of both signs, up to about 10^15 units: their
+/// high 32 bits matter) and `k` (Int64).
+fn ledger_scan(batches: usize) -> Arc<dyn ExecutionPlan> {
+    use arrow::array::{Date32Array, Decimal128Array};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("d", DataType::Date32, true),
+        Field::new("s", DataType::Utf8, false),
+        Field::new("amount", DataType::Decimal128(18, 2), false),
+        Field::new("k", DataType::Int64, false),
+    ]));
+    let parts: Vec<RecordBatch> = (0..batches)
+        .map(|b| {
+            let start = (b * SCAN_ROWS) as i64;
+            let keys = start..start + SCAN_ROWS as i64;
+            let d: Date32Array = keys
+                .clone()
+                .map(|v| (v % 11 != 0).then_some((v % 300) as i32))
+                .collect();
+            let s: StringArray = keys.clone().map(|v| Some(format!("row{v}"))).collect();
+            let amount = Decimal128Array::from_iter_values(keys.clone().map(|v| {
+                let magnitude = i128::from(v) * 1_000_000_007 % 100_000_000_000_000_000;
+                if v % 3 == 0 { -magnitude } else { magnitude }
+            }))
+            .with_precision_and_scale(18, 2)
+            .unwrap();
+            let k = Int64Array::from_iter_values(keys);
+            let columns: Vec<arrow::array::ArrayRef> =
+                vec![Arc::new(d), Arc::new(s), Arc::new(amount), Arc::new(k)];
+            RecordBatch::try_new(Arc::clone(&schema), columns).unwrap()
+        })
+        .collect();
+    MemorySourceConfig::try_new_exec(&[parts], schema, None).unwrap()
+}
+
+/// `s LIKE '%3%'` over `ledger_scan`, projecting `d`, `amount`, `k`.
+fn dated_filter(input: Arc<dyn ExecutionPlan>, backend: BackendChoice) -> Arc<dyn ExecutionPlan> {
+    let predicates = vec![Predicate::Like {
+        column: 1,
+        pattern: "%3%".into(),
+        negated: false,
+    }];
+    Arc::new(
+        GpuFilterExec::try_new(input, predicates, vec![0, 2, 3], BackendKind::Cuda)
+            .unwrap()
+            .with_backend(backend),
+    )
+}
+
+/// Partial states merged per key: (sum, count, min, avg count, avg sum), each as text.
+fn merged_states(batches: &[RecordBatch]) -> BTreeMap<Option<i32>, [i128; 5]> {
+    use arrow::array::{AsArray, Date32Array};
+    use arrow::datatypes::{Decimal128Type, Int64Type, UInt64Type};
+    let mut out: BTreeMap<Option<i32>, [i128; 5]> = BTreeMap::new();
+    for b in batches {
+        let d: &Date32Array = b.column(0).as_primitive();
+        let sum = b.column(1).as_primitive::<Decimal128Type>();
+        let count = b.column(2).as_primitive::<Int64Type>();
+        let min = b.column(3).as_primitive::<Int64Type>();
+        let avg_count = b.column(4).as_primitive::<UInt64Type>();
+        let avg_sum = b.column(5).as_primitive::<Decimal128Type>();
+        for row in 0..b.num_rows() {
+            let key = d.is_valid(row).then(|| d.value(row));
+            let e = out.entry(key).or_insert([0, 0, i128::MAX, 0, 0]);
+            use arrow::array::Array;
+            if sum.is_valid(row) {
+                e[0] += sum.value(row);
+            }
+            e[1] += i128::from(count.value(row));
+            if min.is_valid(row) {
+                e[2] = e[2].min(i128::from(min.value(row)));
+            }
+            if avg_count.is_valid(row) {
+                e[3] += i128::from(avg_count.value(row));
+            }
+            if avg_sum.is_valid(row) {
+                e[4] += avg_sum.value(row);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_downloads_only_its_groups()
+ {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::HostToDeviceExec;
+    let batches = 40;
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let filter = dated_filter(Arc::clone(&h2d), fixed.clone());
+    let aggregate = partial_by_date(Arc::clone(&filter), fixed);
+    emu::trace(true);
+    let ours = run(Arc::clone(&aggregate)).await;
+    emu::trace(false);
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock = run(partial_by_date(
+        dated_filter(ledger_scan(batches), cpu.clone()),
+        cpu,
+    ))
+    .await;
+    let (ours, stock) = (merged_states(&ours), merged_states(&stock));
+    assert!(ours.len() > 100, "{} groups", ours.len());
+    assert!(ours.contains_key(&None), "NULL dates are a group");
+    assert_eq!(ours, stock, "the partial states merge to the CPU backend's");
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    for (node, name) in [(&filter, "filter"), (&aggregate, "aggregate")] {
+        assert_eq!(
+            metric(node, "bridged_batches"),
+            0,
+            "{name}: no batch via the host"
+        );
+        assert_eq!(metric(node, "cpu_fallback_batches"), 0, "{name}");
+    }
+    assert_eq!(metric(&h2d, "copies"), gathered, "one upload per batch");
+    let count = traced_ops();
+    assert_eq!(count("launch agg_assign_groups_rows"), gathered);
+    assert_eq!(count("launch agg_compact_words"), gathered);
+    assert_eq!(
+        count("launch agg_assign_groups"),
+        0,
+        "no host-numbered keys"
+    );
+    assert_eq!(
+        count("d2h"),
+        4 * gathered,
+        "per batch: the filter's kept count, the aggregate's overflow flag and group \
+         count, and one download of the groups"
+    );
+}

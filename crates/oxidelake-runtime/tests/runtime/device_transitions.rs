@@ -99,7 +99,12 @@ fn check_one_crossing(plan: &Arc<dyn ExecutionPlan>, host_plan: &Arc<dyn Executi
                 "{node}: the device worked on the resident batches"
             );
         } else {
-            assert_eq!(bridged, up, "{node}: the CPU backend bridges every batch");
+            let nodes = lines_naming(plan, &[node]).len();
+            assert_eq!(
+                bridged,
+                up * nodes,
+                "{node}: the CPU backend bridges every batch in each of the {nodes}"
+            );
         }
     }
 }
