@@ -99,7 +99,7 @@ OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime 
   -- --nocapture device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the device-resident test on the emulated driver failed (exit $rc)"; exit "$rc"; }
-grep -q "^test result: ok. 2 passed" "$LOG_DIR/resident.log" \
+grep -q "^test result: ok. 3 passed" "$LOG_DIR/resident.log" \
   || { echo "the device-resident test did not run"; exit 1; }
 
 echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"

@@ -15,6 +15,10 @@
 //! probe rows with (or without) a pair. NULL keys never match. One integer-like key is
 //! widened to Int64; other keys are numbered on the host first (`keys`).
 //!
+//! Where the probe input hands on device batches (ADR-0014), an inner join without a join
+//! filter on one integer-like key probes them where they lie and brings back only the
+//! joined rows (see `resident`); EXPLAIN says `probe=device`.
+//!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
 //! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
 //! in a cluster, by tasks in other processes). The placement rule runs them as the right
@@ -24,6 +28,7 @@ mod build_memory;
 mod dynamic_filter;
 mod keys;
 mod radix;
+mod resident;
 mod residual;
 mod strings;
 mod widen;
@@ -49,7 +54,7 @@ use datafusion::physical_plan::filter_pushdown::{
 };
 use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -64,6 +69,7 @@ use oxidelake_device::JoinTable;
 use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
+use crate::transition::as_resident;
 use dynamic_filter::BuildFilter;
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
@@ -443,6 +449,20 @@ impl GpuHashJoinExec {
     pub fn placement(&self) -> BackendKind {
         self.placement
     }
+
+    /// Whether a device can probe this join with device batches where they lie: an
+    /// inner join without a join filter, on one key the device widens to Int64 (see
+    /// `resident`). The transition rule hands such a join its probe input's device
+    /// batches.
+    pub fn probes_device_batches(&self) -> bool {
+        let right = self.right.schema();
+        self.join_type == JoinType::Inner
+            && self.filter.is_none()
+            && matches!(self.on.as_slice(), [(_, r)] if right
+                .fields()
+                .get(*r)
+                .is_some_and(|f| widen::widens_exactly(f.data_type())))
+    }
 }
 
 impl DisplayAs for GpuHashJoinExec {
@@ -469,6 +489,9 @@ impl DisplayAs for GpuHashJoinExec {
                     self.join_type,
                     on.join(", ")
                 )?;
+                if as_resident(&self.right).is_some() {
+                    write!(f, ", probe=device")?;
+                }
                 if let Some(filter) = &self.filter {
                     write!(f, ", filter={}", filter.expression())?;
                 }
@@ -608,11 +631,24 @@ impl ExecutionPlan for GpuHashJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let probe = self.right.execute(partition, Arc::clone(&context))?;
+        // Device batches where the probe input hands them on (see `resident`), host
+        // batches otherwise.
+        let (probe, exec) = match as_resident(&self.right) {
+            Some(resident) => {
+                let input = resident.execute_resident(partition, Arc::clone(&context))?;
+                let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+                (Err(input.batches), exec)
+            }
+            None => (
+                Ok(self.right.execute(partition, Arc::clone(&context))?),
+                ExecBackend::new(&self.backend)?,
+            ),
+        };
         let build_filter = self.build_filter.clone();
         let build_keys: Vec<usize> = self.on.iter().map(|(l, _)| *l).collect();
         let batch_size = context.session_config().batch_size().max(1);
-        let exec = Arc::new(ExecBackend::new(&self.backend)?);
+        let exec = Arc::new(exec);
+        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
         let metrics = Arc::new(OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -677,9 +713,30 @@ impl ExecutionPlan for GpuHashJoinExec {
         let stream = futures::stream::once(async move {
             let side = build.await?;
             let output = Arc::clone(&schema);
-            let joined = map_batches(probe, output, batching, move |batch| {
-                probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
-            });
+            let joined: SendableRecordBatchStream = match probe {
+                Ok(probe) => map_batches(probe, output, batching, move |batch| {
+                    probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
+                }),
+                Err(device_batches) => {
+                    let joined = device_batches.then(move |batch| {
+                        let (exec, metrics, bridged) =
+                            (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
+                        let (side, join, schema) =
+                            (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
+                        async move {
+                            let batch = batch?;
+                            tokio::task::spawn_blocking(move || {
+                                resident::probe_device_batch(
+                                    &exec, &metrics, &bridged, &side, &batch, &join, &schema,
+                                )
+                            })
+                            .await
+                            .map_err(|e| DataFusionError::External(Box::new(e)))?
+                        }
+                    });
+                    Box::pin(RecordBatchStreamAdapter::new(output, joined))
+                }
+            };
             Ok::<_, DataFusionError>(joined.flat_map(move |batch| {
                 futures::stream::iter(match batch {
                     Ok(batch) => slices(&batch, batch_size).into_iter().map(Ok).collect(),

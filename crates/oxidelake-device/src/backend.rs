@@ -128,6 +128,23 @@ pub trait GpuBackend: Send + Sync + Debug {
         ))
     }
 
+    /// Probes `table` with a batch that lives on this device; the matched pairs' build
+    /// rows and gathered probe columns come back to the host (ADR-0014). The default
+    /// refuses with `Unsupported`; the operator then bridges the batch through
+    /// [`GpuBackend::probe_join_table`] on the host.
+    fn probe_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        args: crate::ops::ProbeResidentArgs<'_>,
+    ) -> Result<crate::ops::ResidentMatches, EngineError> {
+        let _ = (stream, table, args);
+        Err(EngineError::unsupported(
+            "device-resident join probe",
+            format!("the {} backend probes through the host", self.kind()),
+        ))
+    }
+
     /// Computed columns (arithmetic) of one batch.
     fn evaluate(
         &self,

@@ -16,6 +16,7 @@ mod resident_evaluate;
 mod resident_filter;
 mod resident_gather;
 mod resident_memory;
+mod resident_probe;
 mod transfers;
 
 use std::collections::HashMap;
@@ -495,6 +496,31 @@ impl GpuBackend for CudaBackend {
         match &table.inner {
             crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
                 launch::probe_join_table(&dev, t, probe_keys)
+            }
+            _ => Err(foreign_handle(self.device, table.device, "join table")),
+        }
+    }
+
+    fn probe_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        table: &crate::JoinTable,
+        args: crate::ops::ProbeResidentArgs<'_>,
+    ) -> Result<crate::ops::ResidentMatches, EngineError> {
+        if args.batch.memory().device() != self.device {
+            return Err(foreign_handle(
+                self.device,
+                args.batch.memory().device(),
+                "device batch",
+            ));
+        }
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        match &table.inner {
+            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
+                resident_probe::probe_resident(&dev, stream, t, args)
             }
             _ => Err(foreign_handle(self.device, table.device, "join table")),
         }

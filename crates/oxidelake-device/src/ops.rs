@@ -224,6 +224,29 @@ pub fn check_resident_aggregates(
     Ok(())
 }
 
+/// A probe of a built join table by a batch that lives on the device (ADR-0014): the
+/// probe key is column `key` of `batch`, whose 8-byte images are the key widened to
+/// Int64 as the build side's keys were (one integer-like key); NULL keys never match.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeResidentArgs<'a> {
+    /// The probe rows, on the device.
+    pub batch: &'a crate::DeviceBatch,
+    /// The key column.
+    pub key: usize,
+    /// The probe columns to bring back, one row per matched pair.
+    pub gather: &'a [usize],
+}
+
+/// What a [`ProbeResidentArgs`] probe brings back to the host: each matched pair's build
+/// row, and the `gather` columns of its probe row (the pairs in the same order).
+#[derive(Debug, Clone)]
+pub struct ResidentMatches {
+    /// Row indices into the build side.
+    pub build_indices: UInt32Array,
+    /// The gathered probe columns, one row per pair.
+    pub probe_rows: arrow::record_batch::RecordBatch,
+}
+
 /// The distance between vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DistanceMetric {

@@ -8,7 +8,10 @@
 //! place of its `DeviceToHostExec`: it reads the device batches, and its result (one row
 //! per group and batch) is what comes back to the host (`input=device` in EXPLAIN). A
 //! partial aggregate over host batches keeps its host interface: an upload for it alone
-//! would move every row to save nothing. EXPLAIN shows the transitions.
+//! would move every row to save nothing. Likewise a GPU inner join that can probe
+//! device batches in place (`GpuHashJoinExec::probes_device_batches`) takes the device
+//! batches of a probe input that hands them on, and brings back only the joined rows
+//! (`probe=device`). EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
 //! coalesces, so nothing comes between a transition and the operator it feeds. Only
@@ -24,7 +27,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use oxidelake_compute::resident::check_resident_schema;
 use oxidelake_compute::{
-    DeviceToHostExec, GpuFilterExec, GpuPartialAggregateExec, GpuProjectionExec, HostToDeviceExec,
+    DeviceToHostExec, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
+    HostToDeviceExec,
 };
 use oxidelake_core::BackendKind;
 
@@ -67,15 +71,31 @@ fn resident_operator(
         .then(|| (projection.placement(), projection.input()))
 }
 
-/// The device batches a GPU partial aggregate can read instead of its input: the node
-/// inside the `DeviceToHostExec` it sits on.
-fn aggregate_over_device_batches(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
-    let aggregate = node.downcast_ref::<GpuPartialAggregateExec>()?;
-    if aggregate.placement() == BackendKind::CpuSimd {
+/// The device-batch source inside a `DeviceToHostExec` child.
+fn inside_download(child: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    child
+        .downcast_ref::<DeviceToHostExec>()
+        .map(|d2h| Arc::clone(d2h.input()))
+}
+
+/// The new children of a node that reads device batches in place of a download below
+/// it: a GPU partial aggregate (its input), or a GPU join that probes device batches
+/// (its probe input; the build side stays on the host).
+fn reading_device_batches(node: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn ExecutionPlan>>> {
+    if let Some(aggregate) = node.downcast_ref::<GpuPartialAggregateExec>() {
+        if aggregate.placement() == BackendKind::CpuSimd {
+            return None;
+        }
+        return Some(vec![inside_download(aggregate.input())?]);
+    }
+    let join = node.downcast_ref::<GpuHashJoinExec>()?;
+    if join.placement() == BackendKind::CpuSimd || !join.probes_device_batches() {
         return None;
     }
-    let d2h = aggregate.input().downcast_ref::<DeviceToHostExec>()?;
-    Some(Arc::clone(d2h.input()))
+    Some(vec![
+        Arc::clone(join.left()),
+        inside_download(join.right())?,
+    ])
 }
 
 impl PhysicalOptimizerRule for DeviceTransitionRule {
@@ -88,9 +108,9 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            if let Some(device_input) = aggregate_over_device_batches(&node) {
+            if let Some(children) = reading_device_batches(&node) {
                 let node = node.replace_children(
-                    vec![device_input],
+                    children,
                     ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
                 )?;
                 return Ok(Transformed::yes(node));
@@ -289,6 +309,34 @@ mod tests {
         );
         let out = DeviceTransitionRule.optimize(cpu, &config(true)).unwrap();
         assert_eq!(shape(&out)[1], "  DeviceToHostExec[cuda]");
+    }
+
+    #[test]
+    fn a_device_inner_join_probes_the_device_batches_and_its_build_side_comes_down() {
+        let join = |build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>| {
+            Arc::new(GpuHashJoinExec::try_new(build, probe, 0, 0, BackendKind::Cuda).unwrap())
+                as Arc<dyn ExecutionPlan>
+        };
+        let plan = join(
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+        );
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "GpuHashJoinExec[cuda]",
+                "  DeviceToHostExec[cuda]",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
+                "  GpuFilterExec[cuda]",
+                "    HostToDeviceExec[cuda]",
+                "      DataSourceExec",
+            ]
+        );
+        let text = displayable(out.as_ref()).indent(false).to_string();
+        assert!(text.contains("probe=device"), "{text}");
     }
 
     #[test]

@@ -180,30 +180,67 @@ pub(super) fn probe_join_table(
     keys: &Int64Array,
 ) -> Result<JoinMatches, EngineError> {
     let rows = keys.len();
-    if rows == 0 {
-        return Ok(JoinMatches {
-            build_indices: UInt32Array::from(Vec::<u32>::new()),
-            probe_indices: UInt32Array::from(Vec::<u32>::new()),
-        });
-    }
-    let rows_u64 = rows as u64;
     let d_keys = dev.upload(keys.values())?;
     let d_valid = dev.validity(keys.nulls(), rows)?;
+    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
+    let (build, probe) = match probe_pairs(dev, table, keys_at, valid_at, rows)? {
+        Some(pairs) => (dev.download(&pairs.build)?, dev.download(&pairs.probe)?),
+        None => (Vec::new(), Vec::new()),
+    };
+    Ok(JoinMatches {
+        build_indices: UInt32Array::from(build),
+        probe_indices: UInt32Array::from(probe),
+    })
+}
+
+/// The device address of `slice` (its writes are ordered on `dev`'s stream before any
+/// kernel enqueued there after this call).
+pub(super) fn slice_address<T>(dev: &Dev<'_>, slice: &CudaSlice<T>) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (ptr, _sync) = slice.device_ptr(dev.stream);
+    ptr
+}
+
+/// The matched pairs of a probe, on the device: each pair's build row and probe row.
+pub(super) struct DevicePairs {
+    pub(super) build: CudaSlice<u32>,
+    pub(super) probe: CudaSlice<u32>,
+    pub(super) len: usize,
+}
+
+/// Probes `table` with `rows` Int64 keys at device address `keys` (validity bitmap at
+/// `valid`, 0 for none: NULL keys never match); `None` when no row matches. The match
+/// counts come to the host for the scan that places each row's pairs (4 bytes a row, and
+/// 8 bytes a row of offsets back). The addresses must stay valid until this returns: it
+/// reads the counts, which waits for the kernels reading them.
+pub(super) fn probe_pairs(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<Option<DevicePairs>, EngineError> {
+    if rows == 0 {
+        return Ok(None);
+    }
+    let rows_u64 = rows as u64;
     let mut counts = dev.zeros::<u32>(rows)?;
     let f = dev
         .backend
         .function(CudaKernel::HashJoin, "join_probe_count")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
-        .arg(&d_keys)
-        .arg(&d_valid)
+        .arg(&keys)
+        .arg(&valid)
         .arg(&rows_u64)
         .arg(&table.capacity)
         .arg(&table.slot_state)
         .arg(&table.slot_keys)
         .arg(&mut counts);
     // SAFETY: join_probe_count(const i64*, const u8*, u64, u64, const u32*, const i64*,
-    // u32*): inputs cover `rows`, the table arrays hold `capacity` slots, counts holds rows.
+    // u32*): `keys` addresses `rows` Int64 keys and `valid` a bitmap of ceil(rows/8)
+    // bytes or 0 (the caller's contract), the table arrays hold `capacity` slots, counts
+    // holds rows.
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_count"))?;
     let counts_host = dev.download(&counts)?;
@@ -214,24 +251,18 @@ pub(super) fn probe_join_table(
         total += u64::from(*c);
     }
     if total == 0 {
-        return Ok(JoinMatches {
-            build_indices: UInt32Array::from(Vec::<u32>::new()),
-            probe_indices: UInt32Array::from(Vec::<u32>::new()),
-        });
+        return Ok(None);
     }
     let d_offsets = dev.upload(&offsets)?;
-    let total_usize = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
-    let (mut out_build, mut out_probe) = (
-        dev.zeros::<u32>(total_usize)?,
-        dev.zeros::<u32>(total_usize)?,
-    );
+    let len = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
+    let (mut build, mut probe) = (dev.zeros::<u32>(len)?, dev.zeros::<u32>(len)?);
     let f = dev
         .backend
         .function(CudaKernel::HashJoin, "join_probe_write")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
-        .arg(&d_keys)
-        .arg(&d_valid)
+        .arg(&keys)
+        .arg(&valid)
         .arg(&rows_u64)
         .arg(&table.capacity)
         .arg(&table.slot_state)
@@ -239,18 +270,15 @@ pub(super) fn probe_join_table(
         .arg(&table.slot_rows)
         .arg(&d_offsets)
         .arg(&total)
-        .arg(&mut out_build)
-        .arg(&mut out_probe);
-    // SAFETY: join_probe_write's arguments in order; the outputs hold `total` pairs and
-    // the kernel checks dst < out_capacity before each write.
+        .arg(&mut build)
+        .arg(&mut probe);
+    // SAFETY: join_probe_write's arguments in order, keys and validity as for
+    // join_probe_count; the outputs hold `total` pairs and the kernel checks dst <
+    // out_capacity before each write.
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_write"))?;
-    let build = dev.download(&out_build)?;
-    let probe = dev.download(&out_probe)?;
-    Ok(JoinMatches {
-        build_indices: UInt32Array::from(build),
-        probe_indices: UInt32Array::from(probe),
-    })
+    dev.sync()?;
+    Ok(Some(DevicePairs { build, probe, len }))
 }
 
 /// The open-addressing group table of one batch on the device.

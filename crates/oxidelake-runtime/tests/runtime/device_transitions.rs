@@ -202,3 +202,76 @@ async fn tpch_q1_crosses_to_the_device_once_and_back_as_its_partial_aggregates_g
     assert!(above.iter().all(|l| !l.contains("[cuda]")), "{text}");
     assert!(text.contains("input=device"), "{text}");
 }
+
+/// The names of the children of every node called `name` in `plan`.
+fn children_of(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(n) = stack.pop() {
+        if n.name() == name {
+            out.extend(n.children().iter().map(|c| c.name().to_string()));
+        }
+        stack.extend(n.children().into_iter().cloned());
+    }
+    out
+}
+
+/// TPC-H Q3 and Q5: every scan a device filter reads crosses to the device once (the
+/// other scans feed joins' host interface, which sends only the keys); the joins probe
+/// their probe sides' device batches where they lie (`probe=device`), so a probe side
+/// comes back to the host only as joined rows; the build sides are downloaded (the build
+/// keeps its rows on the host), and a join's rows go up again only where a device
+/// operator takes them (the revenue product and partial aggregate). Answers equal the
+/// plan without transitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_q3_and_q5_probe_device_batches_in_their_joins_with_one_upload_per_scan() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    // (query, scans read by a device filter, scans)
+    for (query, filtered, scans) in [(3, 3, 3), (5, 2, 6)] {
+        let sql = oxidelake_runtime::cli::tpch::tpch_query(query, 0.1)
+            .unwrap()
+            .remove(0);
+        session
+            .sql("SET oxidelake.execution.device_resident = false")
+            .await
+            .unwrap();
+        let (host_rows, _) = run(&session, &sql).await;
+        session
+            .sql("SET oxidelake.execution.device_resident = true")
+            .await
+            .unwrap();
+        let (rows, plan) = run(&session, &sql).await;
+        assert_eq!(rows, host_rows, "Q{query}");
+        let text = displayable(plan.as_ref()).indent(false).to_string();
+        let uploads = children_of(&plan, "HostToDeviceExec");
+        let of = |name: &str| uploads.iter().filter(|c| c.as_str() == name).count();
+        // A single-file scan reaches its upload through a round-robin repartition.
+        let over_scans = of("DataSourceExec") + of("RepartitionExec");
+        assert_eq!(
+            over_scans, filtered,
+            "Q{query}: one upload per filtered scan\n{text}"
+        );
+        assert_eq!(
+            over_scans + of("GpuHashJoinExec"),
+            uploads.len(),
+            "Q{query}: besides the scans only joined rows go up\n{text}"
+        );
+        assert!(
+            text.matches("probe=device").count() >= 1,
+            "Q{query}: a join probes device batches\n{text}"
+        );
+        // Each download feeds a join's build side: no probe side comes down whole.
+        let downloads = lines_naming(&plan, &["DeviceToHostExec"]).len();
+        assert!(downloads < scans, "Q{query}\n{text}");
+        let bridged = metric(&plan, "GpuHashJoinExec", "bridged_batches");
+        if on_device() {
+            assert_eq!(bridged, 0, "Q{query}: the device probed every device batch");
+        } else {
+            assert!(bridged > 0, "Q{query}: the CPU backend bridges");
+        }
+    }
+}
