@@ -904,3 +904,76 @@ async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_do
          count, and one download of the groups"
     );
 }
+
+/// A build side: `id` (every third number below 20,000) and `name` ("n<id>").
+fn names() -> Arc<dyn ExecutionPlan> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+    ]));
+    let ids: Vec<i64> = (0..20_000).step_by(3).collect();
+    let names: StringArray = ids.iter().map(|i| Some(format!("n{i}"))).collect();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(ids)), Arc::new(names)],
+    )
+    .unwrap();
+    MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None).unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_join_probing_a_resident_filter_brings_back_only_the_joined_rows() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{GpuHashJoinExec, HostToDeviceExec};
+    let batches = 40;
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let join = |probe: Arc<dyn ExecutionPlan>, backend: BackendChoice| {
+        Arc::new(
+            GpuHashJoinExec::try_new(names(), probe, 0, 2, BackendKind::Cuda)
+                .unwrap()
+                .with_backend(backend),
+        ) as Arc<dyn ExecutionPlan>
+    };
+    let filter = dated_filter(Arc::clone(&h2d), fixed.clone());
+    let joined = join(Arc::clone(&filter), fixed);
+    emu::trace(true);
+    let ours = run(Arc::clone(&joined)).await;
+    emu::trace(false);
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock = run(join(dated_filter(ledger_scan(batches), cpu.clone()), cpu)).await;
+    let rows = assert_same_rows("join over a resident filter", &ours, &stock, 0.0);
+    assert!(rows > 1000, "{rows}");
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    for (node, name) in [(&filter, "filter"), (&joined, "join")] {
+        assert_eq!(
+            metric(node, "bridged_batches"),
+            0,
+            "{name}: no batch via the host"
+        );
+        assert_eq!(metric(node, "cpu_fallback_batches"), 0, "{name}");
+    }
+    let count = traced_ops();
+    assert_eq!(count("launch join_probe_count"), gathered);
+    // Batches past the build side's largest key (20,000) match nothing: they read back
+    // only their counts and gather nothing.
+    let matching = (0..gathered).filter(|b| b * BATCH_ROWS < 20_000).count();
+    assert!(matching > 0 && matching < gathered);
+    assert_eq!(
+        count("launch gather_8byte"),
+        3 * gathered + 3 * matching,
+        "the filter's three columns, then the joined rows' three probe columns"
+    );
+    assert_eq!(
+        count("d2h"),
+        2 * gathered + 2 * matching,
+        "per batch: the filter's kept count and the probe's match counts; per batch with \
+         a match, the joined probe rows and their build rows"
+    );
+}
