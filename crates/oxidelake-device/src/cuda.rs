@@ -198,6 +198,26 @@ impl CudaBackend {
             _ => Err(foreign_handle(self.device, stream.device, "stream")),
         }
     }
+
+    /// The device helpers for an operator over `batch` on `stream`, refusing a batch
+    /// another device holds.
+    fn resident_dev<'a>(
+        &'a self,
+        stream: &'a DeviceStream,
+        batch: &crate::DeviceBatch,
+    ) -> Result<launch::Dev<'a>, EngineError> {
+        if batch.memory().device() != self.device {
+            return Err(foreign_handle(
+                self.device,
+                batch.memory().device(),
+                "device batch",
+            ));
+        }
+        Ok(launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        })
+    }
 }
 
 impl GpuBackend for CudaBackend {
@@ -401,17 +421,7 @@ impl GpuBackend for CudaBackend {
         predicates: &[crate::ops::Predicate],
         projection: &[usize],
     ) -> Result<crate::DeviceBatch, EngineError> {
-        if batch.memory().device() != self.device {
-            return Err(foreign_handle(
-                self.device,
-                batch.memory().device(),
-                "device batch",
-            ));
-        }
-        let dev = launch::Dev {
-            backend: self,
-            stream: self.stream(stream)?,
-        };
+        let dev = self.resident_dev(stream, batch)?;
         resident_filter::filter_project_resident(&dev, batch, predicates, projection)
     }
 
@@ -432,17 +442,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::EvaluateResidentArgs<'_>,
     ) -> Result<crate::DeviceBatch, EngineError> {
-        if args.batch.memory().device() != self.device {
-            return Err(foreign_handle(
-                self.device,
-                args.batch.memory().device(),
-                "device batch",
-            ));
-        }
-        let dev = launch::Dev {
-            backend: self,
-            stream: self.stream(stream)?,
-        };
+        let dev = self.resident_dev(stream, args.batch)?;
         resident_evaluate::evaluate_resident(&dev, args)
     }
 
@@ -451,17 +451,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::AggregateResidentArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        if args.batch.memory().device() != self.device {
-            return Err(foreign_handle(
-                self.device,
-                args.batch.memory().device(),
-                "device batch",
-            ));
-        }
-        let dev = launch::Dev {
-            backend: self,
-            stream: self.stream(stream)?,
-        };
+        let dev = self.resident_dev(stream, args.batch)?;
         resident_aggregate::aggregate_resident(&dev, stream, args)
     }
 
@@ -507,17 +497,7 @@ impl GpuBackend for CudaBackend {
         table: &crate::JoinTable,
         args: crate::ops::ProbeResidentArgs<'_>,
     ) -> Result<crate::ops::ResidentMatches, EngineError> {
-        if args.batch.memory().device() != self.device {
-            return Err(foreign_handle(
-                self.device,
-                args.batch.memory().device(),
-                "device batch",
-            ));
-        }
-        let dev = launch::Dev {
-            backend: self,
-            stream: self.stream(stream)?,
-        };
+        let dev = self.resident_dev(stream, args.batch)?;
         match &table.inner {
             crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
                 resident_probe::probe_resident(&dev, stream, t, args)

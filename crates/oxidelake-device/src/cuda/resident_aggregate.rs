@@ -2,8 +2,8 @@
 //!
 //! The rows are grouped where they lie: `agg_assign_groups_rows` hashes and compares the
 //! key columns in place (any number of them, images or strings), so no key is numbered
-//! on the host. The used slots are listed in slot order (`agg_slot_flags`, then the
-//! filter's `count_flags` / `exclusive_scan_blocks` / `compact_rows`), which makes them
+//! on the host. The used slots are listed in slot order (`agg_slot_flags`, then
+//! `resident_gather::list_flagged`), which makes them
 //! dense group numbers; `agg_group_rows` names each group's first row, whose key values
 //! are gathered into the output. The aggregates fold into one table of 8-byte words
 //! (an accumulator and a count per aggregate, `agg_update_i64` / `agg_update_f64`),
@@ -20,12 +20,12 @@ use arrow::array::{ArrayRef, AsArray, Float64Array, Int64Array};
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::device_ptr_table;
-use super::launch::{BLOCK, Dev, grid, unsupported};
-use super::resident_gather::{gather_columns, string_extents};
+use super::launch::{Dev, grid, unsupported};
+use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
@@ -190,18 +190,13 @@ fn assign(
 /// The used slots of `groups`' table in slot order (the dense group numbers), and how
 /// many there are (read back: the output's size).
 fn used_slots(dev: &Dev<'_>, groups: &Groups) -> Result<(CudaSlice<u32>, usize), EngineError> {
-    let stream = dev.stream;
     let slots = groups.capacity;
     let slots_u64 = slots as u64;
-    let blocks = slots.div_ceil(BLOCK as usize).max(1);
-    let blocks_u32 = u32::try_from(blocks).map_err(|_| unsupported("group table too large"))?;
     let mut flags = dev.zeros::<u8>(slots)?;
-    let mut block_counts = dev.zeros::<u32>(blocks + 1)?;
-    let mut used = dev.zeros::<u32>(slots)?;
     let f = dev
         .backend
         .function(CudaKernel::Aggregation, "agg_slot_flags")?;
-    let mut launch = stream.launch_builder(&f);
+    let mut launch = dev.stream.launch_builder(&f);
     launch
         .arg(&groups.slot_state)
         .arg(&slots_u64)
@@ -210,55 +205,7 @@ fn used_slots(dev: &Dev<'_>, groups: &Groups) -> Result<(CudaSlice<u32>, usize),
     // entries and the kernel bounds its index by slots.
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(slots)) }.map_err(dev.err("launch agg_slot_flags"))?;
-    let count = dev
-        .backend
-        .function(CudaKernel::FilterProject, "count_flags")?;
-    let mut launch = stream.launch_builder(&count);
-    launch
-        .arg(&flags)
-        .arg(&slots_u64)
-        .arg(&mut block_counts)
-        .arg(&blocks_u32);
-    // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has `slots` bytes,
-    // block_counts blocks + 1 entries, and the grid has `blocks` blocks.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(slots)) }.map_err(dev.err("launch count_flags"))?;
-    let scan = dev
-        .backend
-        .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
-    let mut launch = stream.launch_builder(&scan);
-    launch.arg(&mut block_counts).arg(&blocks_u32);
-    // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block and touches indices
-    // 0..=blocks of block_counts (blocks + 1 entries).
-    #[allow(unsafe_code)]
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        })
-    }
-    .map_err(dev.err("launch exclusive_scan_blocks"))?;
-    let compact = dev
-        .backend
-        .function(CudaKernel::FilterProject, "compact_rows")?;
-    let mut launch = stream.launch_builder(&compact);
-    launch
-        .arg(&flags)
-        .arg(&slots_u64)
-        .arg(&block_counts)
-        .arg(&blocks_u32)
-        .arg(&mut used)
-        .arg(&slots_u64);
-    // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): used holds
-    // `slots` entries and the kernel checks each destination against that capacity.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(slots)) }.map_err(dev.err("launch compact_rows"))?;
-    let total = stream
-        .clone_dtoh(&block_counts.slice(blocks..blocks + 1))
-        .map_err(dev.err("cuMemcpyDtoH"))?;
-    super::transfers::device_to_host(4);
-    Ok((used, total.first().copied().unwrap_or(0) as usize))
+    list_flagged(dev, &flags, slots)
 }
 
 /// The `agg_update_*` call of one aggregate: its operation, the values and validity
@@ -338,49 +285,35 @@ fn fold(
             #[allow(unsafe_code)]
             unsafe { launch.launch(grid(capacity)) }.map_err(dev.err("launch agg_fill"))?;
         }
-        if float {
-            let f = dev
-                .backend
-                .function(CudaKernel::Aggregation, "agg_update_f64")?;
-            let mut launch = stream.launch_builder(&f);
-            launch
-                .arg(&values)
-                .arg(&validity)
-                .arg(&groups.group_of_row)
-                .arg(&rows_u64)
-                .arg(&capacity_u64)
-                .arg(&op)
-                .arg(&acc)
-                .arg(&acc)
-                .arg(&counts);
-            // SAFETY: agg_update_f64(const f64*, const u8*, const u32*, u64, u64, int,
-            // f64*, i64*, u64*): `values` addresses the column's `rows` f64 images in the
-            // batch and `validity` its bitmap or 0; group_of_row holds `rows` slots below
-            // capacity (no overflow: `assign` returned the table); the accumulator and
-            // count addresses are word columns of `capacity` words. The accumulator is
-            // passed as both the sum and the ordered image: an operation writes only one.
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_update_f64"))?;
+        let kernel = if float {
+            "agg_update_f64"
         } else {
-            let f = dev
-                .backend
-                .function(CudaKernel::Aggregation, "agg_update_i64")?;
-            let mut launch = stream.launch_builder(&f);
-            launch
-                .arg(&values)
-                .arg(&validity)
-                .arg(&groups.group_of_row)
-                .arg(&rows_u64)
-                .arg(&capacity_u64)
-                .arg(&op)
-                .arg(&acc)
-                .arg(&counts);
-            // SAFETY: agg_update_i64(const i64*, const u8*, const u32*, u64, u64, int,
-            // i64*, u64*): as for agg_update_f64; COUNT reads no values (`values` may be
-            // 0 then).
-            #[allow(unsafe_code)]
-            unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch agg_update_i64"))?;
+            "agg_update_i64"
+        };
+        let f = dev.backend.function(CudaKernel::Aggregation, kernel)?;
+        let mut launch = stream.launch_builder(&f);
+        launch
+            .arg(&values)
+            .arg(&validity)
+            .arg(&groups.group_of_row)
+            .arg(&rows_u64)
+            .arg(&capacity_u64)
+            .arg(&op)
+            .arg(&acc);
+        if float {
+            // The f64 kernel's ordered-image accumulator: the same words (an operation
+            // writes only one of its two accumulators).
+            launch.arg(&acc);
         }
+        launch.arg(&counts);
+        // SAFETY: agg_update_i64(const i64*, const u8*, const u32*, u64, u64, int, i64*,
+        // u64*) and agg_update_f64(const f64*, const u8*, const u32*, u64, u64, int, f64*,
+        // i64*, u64*): `values` addresses the column's `rows` images in the batch (COUNT
+        // reads none: it may be 0 then) and `validity` its bitmap or 0; group_of_row
+        // holds `rows` slots below capacity (no overflow: `assign` returned the table);
+        // the accumulator and count addresses are word columns of `capacity` words.
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(grid(rows)) }.map_err(dev.err(&format!("launch {kernel}")))?;
     }
     Ok(table)
 }

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::{ProgramBuffers, device_ptr_table};
-use super::launch::{BLOCK, Dev, grid, unsupported};
-use super::resident_gather::{gather_columns, string_extents};
+use super::launch::{Dev, grid, unsupported};
+use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
@@ -99,9 +99,6 @@ pub(super) fn filter_project_resident(
         .collect();
     let num_instrs =
         i32::try_from(program.len()).map_err(|_| unsupported("predicate program too long"))?;
-    let blocks = rows.div_ceil(BLOCK as usize).max(1);
-    let blocks_u32 =
-        u32::try_from(blocks).map_err(|_| unsupported("batch too large for one launch"))?;
     let rows_u64 = rows as u64;
 
     let buffers = ProgramBuffers::upload(dev, stream, &program, &slot_types)?;
@@ -111,12 +108,6 @@ pub(super) fn filter_project_resident(
     let byte_ptrs = device_ptr_table(dev, stream, bytes.into_iter())?;
     let validity_ptrs = device_ptr_table(dev, stream, validity.into_iter())?;
     let mut flags: CudaSlice<u8> = stream
-        .alloc_zeros(rows.max(1))
-        .map_err(dev.err("cuMemAlloc"))?;
-    let mut block_counts: CudaSlice<u32> = stream
-        .alloc_zeros(blocks + 1)
-        .map_err(dev.err("cuMemAlloc"))?;
-    let mut kept_rows: CudaSlice<u32> = stream
         .alloc_zeros(rows.max(1))
         .map_err(dev.err("cuMemAlloc"))?;
 
@@ -150,59 +141,9 @@ pub(super) fn filter_project_resident(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch eval_predicates"))?;
 
-    let count = dev
-        .backend
-        .function(CudaKernel::FilterProject, "count_flags")?;
-    let mut launch = stream.launch_builder(&count);
-    launch
-        .arg(&flags)
-        .arg(&rows_u64)
-        .arg(&mut block_counts)
-        .arg(&blocks_u32);
-    // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has >= rows bytes,
-    // block_counts blocks + 1 entries, and the grid has `blocks` blocks.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch count_flags"))?;
-    let scan = dev
-        .backend
-        .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
-    let mut launch = stream.launch_builder(&scan);
-    launch.arg(&mut block_counts).arg(&blocks_u32);
-    // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block and touches indices
-    // 0..=blocks of block_counts (blocks + 1 entries).
-    #[allow(unsafe_code)]
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        })
-    }
-    .map_err(dev.err("launch exclusive_scan_blocks"))?;
-    let compact = dev
-        .backend
-        .function(CudaKernel::FilterProject, "compact_rows")?;
-    let capacity = rows as u64;
-    let mut launch = stream.launch_builder(&compact);
-    launch
-        .arg(&flags)
-        .arg(&rows_u64)
-        .arg(&block_counts)
-        .arg(&blocks_u32)
-        .arg(&mut kept_rows)
-        .arg(&capacity);
-    // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): kept_rows holds
-    // max(rows, 1) entries and the kernel checks each destination against `capacity`.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch compact_rows"))?;
-
-    // The kept count, the last entry of the scanned block totals, sizes the output (the
-    // one readback besides each projected string column's byte total below).
-    let totals = stream
-        .clone_dtoh(&block_counts.slice(blocks..blocks + 1))
-        .map_err(dev.err("cuMemcpyDtoH"))?;
-    super::transfers::device_to_host(4);
-    let kept = totals.first().copied().unwrap_or(0) as usize;
+    // The kept rows; their count sizes the output (the one readback besides each
+    // projected string column's byte total).
+    let (kept_rows, kept) = list_flagged(dev, &flags, rows)?;
 
     let extents = string_extents(dev, batch, projection, &kept_rows, kept)?;
     let mut layout = Layout::new();

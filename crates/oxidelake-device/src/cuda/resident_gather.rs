@@ -7,7 +7,8 @@
 //! In two steps, because the output's allocation needs each string column's byte total,
 //! which only the device knows: [`string_extents`] scans the lengths and reads back the
 //! totals (4 bytes a string column), the caller lays out and allocates the output, and
-//! [`gather_columns`] fills it.
+//! [`gather_columns`] fills it. [`list_flagged`] makes the row list from one flag byte
+//! per row.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use oxidelake_core::EngineError;
@@ -17,6 +18,96 @@ use super::resident_memory::address;
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
 use crate::resident::{DeviceBatch, ResidentColumn, ResidentValues};
+
+/// Scans the first `len` entries of `values` (which holds `len + 1`) into exclusive
+/// prefix sums in one block, writing their total at index `len`
+/// (`exclusive_scan_blocks`).
+pub(super) fn scan_one_block(
+    dev: &Dev<'_>,
+    values: &mut CudaSlice<u32>,
+    len: u32,
+) -> Result<(), EngineError> {
+    if values.len() <= len as usize {
+        return Err(EngineError::Internal(format!(
+            "a scan of {len} entries in a buffer of {}",
+            values.len()
+        )));
+    }
+    let scan = dev
+        .backend
+        .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
+    let mut launch = dev.stream.launch_builder(&scan);
+    launch.arg(values).arg(&len);
+    // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block and touches indices
+    // 0..=len of values, which holds more than len entries (checked above).
+    #[allow(unsafe_code)]
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
+    .map_err(dev.err("launch exclusive_scan_blocks"))?;
+    Ok(())
+}
+
+/// The indices of the non-zero bytes among the `n` of `flags`, in order, and how many
+/// there are (read back, 4 bytes: what the caller allocates for depends on it):
+/// `count_flags` per block, [`scan_one_block`] over the block totals, `compact_rows`.
+pub(super) fn list_flagged(
+    dev: &Dev<'_>,
+    flags: &CudaSlice<u8>,
+    n: usize,
+) -> Result<(CudaSlice<u32>, usize), EngineError> {
+    let stream = dev.stream;
+    if flags.len() < n {
+        return Err(EngineError::Internal(format!(
+            "{n} flags in a buffer of {}",
+            flags.len()
+        )));
+    }
+    let blocks = n.div_ceil(BLOCK as usize).max(1);
+    let blocks_u32 =
+        u32::try_from(blocks).map_err(|_| unsupported("too many rows for one launch"))?;
+    let n_u64 = n as u64;
+    let mut block_counts = dev.zeros::<u32>(blocks + 1)?;
+    let mut listed = dev.zeros::<u32>(n)?;
+    let count = dev
+        .backend
+        .function(CudaKernel::FilterProject, "count_flags")?;
+    let mut launch = stream.launch_builder(&count);
+    launch
+        .arg(flags)
+        .arg(&n_u64)
+        .arg(&mut block_counts)
+        .arg(&blocks_u32);
+    // SAFETY: count_flags(const u8*, u64, u32*, u32): flags has >= n bytes (checked
+    // above), block_counts blocks + 1 entries, and the grid has `blocks` blocks.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch count_flags"))?;
+    scan_one_block(dev, &mut block_counts, blocks_u32)?;
+    let compact = dev
+        .backend
+        .function(CudaKernel::FilterProject, "compact_rows")?;
+    let mut launch = stream.launch_builder(&compact);
+    launch
+        .arg(flags)
+        .arg(&n_u64)
+        .arg(&block_counts)
+        .arg(&blocks_u32)
+        .arg(&mut listed)
+        .arg(&n_u64);
+    // SAFETY: compact_rows(const u8*, u64, const u32*, u32, u32*, u64): listed holds
+    // max(n, 1) entries and the kernel checks each destination against n.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch compact_rows"))?;
+    let total = stream
+        .clone_dtoh(&block_counts.slice(blocks..blocks + 1))
+        .map_err(dev.err("cuMemcpyDtoH"))?;
+    super::transfers::device_to_host(4);
+    Ok((listed, total.first().copied().unwrap_or(0) as usize))
+}
 
 /// One gathered column's string extent: the scanned lengths of the gathered rows (their
 /// output offsets, `rows + 1` entries) and the bytes they total; `None` and 0 for a
@@ -71,22 +162,7 @@ pub(super) fn string_extents(
             #[allow(unsafe_code)]
             unsafe { launch.launch(grid(rows)) }
                 .map_err(dev.err("launch gather_string_lengths"))?;
-            let scan = dev
-                .backend
-                .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
-            let mut launch = stream.launch_builder(&scan);
-            launch.arg(&mut lengths).arg(&scan_len);
-            // SAFETY: exclusive_scan_blocks(u32*, u32) as one block over `rows` entries of
-            // lengths, writing the total at index rows (rows + 1 entries).
-            #[allow(unsafe_code)]
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(dev.err("launch exclusive_scan_blocks"))?;
+            scan_one_block(dev, &mut lengths, scan_len)?;
         }
         let total = stream
             .clone_dtoh(&lengths.slice(rows..rows + 1))

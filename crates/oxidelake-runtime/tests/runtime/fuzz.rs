@@ -6,7 +6,8 @@
 //! run placed for cpu and placed for cuda; every result must be identical.
 //!
 //! `OXIDE_FUZZ_QUERIES` (default 2000) and `OXIDE_FUZZ_SEED` (default 1) choose the run;
-//! the longer run is in docs/placement-coverage.md. A failure prints the seed, the query
+//! `OXIDE_FUZZ_DEVICE_RESIDENT=1` runs the cuda session with device-resident batches
+//! (ADR-0014); the longer run is in docs/placement-coverage.md. A failure prints the seed, the query
 //! number and the SQL, so it can be replayed.
 
 use std::sync::Arc;
@@ -351,6 +352,12 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
             session.sql(sql).await.unwrap();
         }
     }
+    let resident = std::env::var("OXIDE_FUZZ_DEVICE_RESIDENT").is_ok_and(|v| v == "1");
+    if resident {
+        cuda.sql("SET oxidelake.execution.device_resident = true")
+            .await
+            .unwrap();
+    }
     let tables = tables();
     let mut rng = Rng(seed);
     let (mut placed_filters, mut filters, mut rows) = (0, 0, 0);
@@ -382,9 +389,10 @@ async fn random_queries_placed_for_cuda_return_exactly_the_rows_placed_for_cpu()
         rows += want.len();
     }
     println!(
-        "fuzz: seed {seed}, {count} queries, {rows} rows, {placed_filters} of {filters} \
+        "fuzz: seed {seed}, {count} queries{}, {rows} rows, {placed_filters} of {filters} \
          filters, {placed_joins} of {joins} joins and {placed_projections} of {projections} \
-         computed projections placed on GPU operators, no differences"
+         computed projections placed on GPU operators, no differences",
+        if resident { " (device-resident)" } else { "" }
     );
     assert!(
         placed_projections * 10 >= projections * 9 && placed_projections > 0,
