@@ -16,7 +16,8 @@
 #      CudaBackend against the CPU plans; TPC-H Q18 at SF 0.1 under a small device limit,
 #      its spilling joins' pairs joined on CudaBackend; then the 22 TPC-H queries at SF 0.01, placed for
 #      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache),
-#      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend;
+#      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend,
+#      500 more with device-resident batches;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
 #      fails if any kernel never ran.
 #
@@ -94,7 +95,7 @@ grep -q "^test result: ok. 1 passed" "$LOG_DIR/device_limit.log" \
 grep -Eq "^emulated launches:.* join_build=[1-9]" "$LOG_DIR/device_limit.log" \
   || { echo "no join_build launch in the device-limit test"; exit 1; }
 
-echo "== device-resident batches: TPC-H Q6 and Q1 between one upload and their partial aggregates on CudaBackend"
+echo "== device-resident batches: TPC-H Q6, Q1, Q3 and Q5 with their filters, products, partial aggregates and join probes in place on CudaBackend"
 OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
   -- --nocapture device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
 rc=${PIPESTATUS[0]}
@@ -120,9 +121,19 @@ OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=1000 cargo test --workspace --features "$F
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
+echo "== differential fuzzer on CudaBackend with device-resident batches: 500 random queries"
+OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=500 OXIDE_FUZZ_SEED=2 OXIDE_FUZZ_DEVICE_RESIDENT=1 \
+  cargo test --workspace --features "$FEATURES" --test runtime -- --nocapture fuzz \
+  2>&1 | tee "$LOG_DIR/fuzz_resident.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "the device-resident fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
+grep -q "^fuzz: .*(device-resident)" "$LOG_DIR/fuzz_resident.log" \
+  || { echo "the device-resident fuzzer did not run"; exit 1; }
+
 # Sum the per-process reports and require every kernel to have run.
 python3 - "$LOG_DIR"/ignored.log "$LOG_DIR"/pipeline.log "$LOG_DIR"/differential.log \
-  "$LOG_DIR"/device_limit.log "$LOG_DIR"/resident.log "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log <<'EOF'
+  "$LOG_DIR"/device_limit.log "$LOG_DIR"/resident.log "$LOG_DIR"/tpch.log "$LOG_DIR"/fuzz.log \
+  "$LOG_DIR"/fuzz_resident.log <<'EOF'
 import re, sys
 counts = {}
 for path in sys.argv[1:]:
