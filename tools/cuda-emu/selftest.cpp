@@ -89,6 +89,7 @@ const char* kFakePtx = R"(
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
 .visible .entry join_probe_write() { ret; }
+.visible .entry join_match_flags() { ret; }
 .visible .entry agg_assign_groups() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
@@ -532,6 +533,19 @@ void hash_join_matches_reference(Env& e) {
         total += c;
     }
     CHECK(total == want.size());
+    // join_match_flags: a byte per probe row, with a pair (matched = 1) or without (0).
+    for (int matched : {1, 0}) {
+        const CUdeviceptr flags = zeros<uint8_t>(d, probe_rows);
+        CHECK_CU(d, e.launch("join_match_flags", blocks_for(probe_rows), kBlock, 0, {&counts, &n_probe, &matched, &flags}),
+                 CUDA_SUCCESS);
+        const auto got_flags = download<uint8_t>(d, flags, probe_rows);
+        bool same = got_flags.size() == host_counts.size();
+        for (size_t i = 0; i < host_counts.size() && same; ++i) {
+            same = got_flags[i] == (((host_counts[i] > 0) == (matched == 1)) ? 1 : 0);
+        }
+        CHECK(same);
+        d.cuMemFree_v2(flags);
+    }
     const CUdeviceptr d_offsets = upload(d, offsets);
     const CUdeviceptr out_build = zeros<uint32_t>(d, total), out_probe = zeros<uint32_t>(d, total);
     CHECK_CU(d, e.launch("join_probe_write", blocks_for(probe_rows), kBlock, 0,
@@ -1034,7 +1048,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "eval_values", "join_build", "join_probe_count", "join_probe_write", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);

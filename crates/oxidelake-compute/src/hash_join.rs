@@ -15,9 +15,10 @@
 //! probe rows with (or without) a pair. NULL keys never match. One integer-like key is
 //! widened to Int64; other keys are numbered on the host first (`keys`).
 //!
-//! Where the probe input hands on device batches (ADR-0014), an inner join without a join
-//! filter on one integer-like key probes them where they lie and brings back only the
-//! joined rows (see `resident`); EXPLAIN says `probe=device`.
+//! Where the probe input hands on device batches (ADR-0014), an inner, right semi or
+//! right anti join without a join filter on one integer-like key probes them where they
+//! lie and brings back only the joined rows (see `resident`); EXPLAIN says
+//! `probe=device`.
 //!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
 //! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
@@ -451,13 +452,15 @@ impl GpuHashJoinExec {
     }
 
     /// Whether a device can probe this join with device batches where they lie: an
-    /// inner join without a join filter, on one key the device widens to Int64 (see
-    /// `resident`). The transition rule hands such a join its probe input's device
-    /// batches.
+    /// inner, right semi or right anti join without a join filter, on one key the device
+    /// widens to Int64 (see `resident`). The transition rule hands such a join its probe
+    /// input's device batches.
     pub fn probes_device_batches(&self) -> bool {
         let right = self.right.schema();
-        self.join_type == JoinType::Inner
-            && self.filter.is_none()
+        matches!(
+            self.join_type,
+            JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+        ) && self.filter.is_none()
             && matches!(self.on.as_slice(), [(_, r)] if right
                 .fields()
                 .get(*r)

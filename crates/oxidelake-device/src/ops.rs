@@ -224,6 +224,17 @@ pub fn check_resident_aggregates(
     Ok(())
 }
 
+/// Which probe rows a [`ProbeResidentArgs`] probe brings back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeRows {
+    /// One row per matched pair, with its build row (an inner join).
+    Pairs,
+    /// Each probe row with at least one pair, once (a right semi join).
+    Matched,
+    /// Each probe row without a pair, NULL keys included (a right anti join).
+    Unmatched,
+}
+
 /// A probe of a built join table by a batch that lives on the device (ADR-0014): the
 /// probe key is column `key` of `batch`, whose 8-byte images are the key widened to
 /// Int64 as the build side's keys were (one integer-like key); NULL keys never match.
@@ -233,12 +244,16 @@ pub struct ProbeResidentArgs<'a> {
     pub batch: &'a crate::DeviceBatch,
     /// The key column.
     pub key: usize,
-    /// The probe columns to bring back, one row per matched pair.
+    /// The probe columns to bring back.
     pub gather: &'a [usize],
+    /// Which rows.
+    pub rows: ProbeRows,
 }
 
-/// What a [`ProbeResidentArgs`] probe brings back to the host: each matched pair's build
-/// row, and the `gather` columns of its probe row (the pairs in the same order).
+/// What a [`ProbeResidentArgs`] probe brings back to the host: for [`ProbeRows::Pairs`]
+/// each matched pair's build row and the `gather` columns of its probe row (the pairs in
+/// the same order); otherwise the `gather` columns of the chosen probe rows, in probe
+/// order, and no build rows.
 #[derive(Debug, Clone)]
 pub struct ResidentMatches {
     /// Row indices into the build side.

@@ -8,3 +8,4 @@
 EMU_KERNEL(join_build);
 EMU_KERNEL(join_probe_count);
 EMU_KERNEL(join_probe_write);
+EMU_KERNEL(join_match_flags);

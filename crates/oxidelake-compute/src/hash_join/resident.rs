@@ -1,10 +1,11 @@
 //! `GpuHashJoinExec` probing with device-resident batches (ADR-0014, stage 2).
 //!
 //! Where the probe input hands on device batches (a GPU filter or projection between
-//! transitions), an inner join without a join filter on one integer-like key probes the
-//! key images where they lie, and only the joined rows come back to the host: each
-//! pair's build row (the build side lives on the host) and the probe columns the join
-//! outputs, gathered on the device. The join is then the way back to the host for its
+//! transitions), an inner, right semi or right anti join without a join filter on one
+//! integer-like key probes the key images where they lie, and only the joined rows come
+//! back to the host: for an inner join each pair's build row (the build side lives on
+//! the host) and the probe columns the join outputs, gathered on the device; for a semi
+//! or anti join the probe rows with (without) a match. The join is then the way back to the host for its
 //! probe side. Any other batch is *bridged*: downloaded and probed by the host path
 //! (`bridged_batches`; every batch on the CPU backend, which keeps the host path the
 //! reference). A device error on a resident batch fails the query: there is no host copy
@@ -21,7 +22,7 @@ use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::Count;
 use oxidelake_core::EngineError;
-use oxidelake_device::ops::ProbeResidentArgs;
+use oxidelake_device::ops::{ProbeResidentArgs, ProbeRows};
 use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::JoinKeys;
@@ -58,14 +59,21 @@ fn probe_on_device(
     let JoinKeys::Widened(key) = join.keys else {
         return Ok(None);
     };
-    if join.join_type != JoinType::Inner
-        || join.filter.is_some()
-        || side.table.device() != exec.backend.device()
-    {
+    let rows = match join.join_type {
+        JoinType::Inner => ProbeRows::Pairs,
+        JoinType::RightSemi => ProbeRows::Matched,
+        JoinType::RightAnti => ProbeRows::Unmatched,
+        _ => return Ok(None),
+    };
+    if join.filter.is_some() || side.table.device() != exec.backend.device() {
         return Ok(None);
     }
     let started = Instant::now();
-    let build_width = side.batch.num_columns();
+    // Semi and anti joins output probe columns only: their indices count from 0.
+    let build_width = match rows {
+        ProbeRows::Pairs => side.batch.num_columns(),
+        _ => 0,
+    };
     let wanted: Vec<usize> = match &join.projection {
         Some(projection) => projection.clone(),
         None => (0..build_width + batch.columns().len()).collect(),
@@ -84,6 +92,7 @@ fn probe_on_device(
         batch,
         key,
         gather: &gather,
+        rows,
     };
     let matches = match exec
         .backend
@@ -108,7 +117,8 @@ fn probe_on_device(
         });
     }
     let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
-    // What crossed: the pairs' build rows and the gathered probe columns.
+    // What crossed: the pairs' build rows (none for semi and anti joins) and the
+    // gathered probe columns.
     let moved = exec.bytes_moved(|| {
         matches.build_indices.len() * 4 + matches.probe_rows.get_array_memory_size()
     });

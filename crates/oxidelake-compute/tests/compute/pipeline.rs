@@ -977,3 +977,59 @@ async fn a_join_probing_a_resident_filter_brings_back_only_the_joined_rows() {
          a match, the joined probe rows and their build rows"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn semi_and_anti_joins_probing_a_resident_filter_bring_back_only_their_probe_rows() {
+    if emulator_missing() {
+        return;
+    }
+    use datafusion::common::JoinType;
+    use oxidelake_compute::{GpuHashJoinExec, HostToDeviceExec};
+    let batches = 40;
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    let matching = (0..gathered).filter(|b| b * BATCH_ROWS < 20_000).count();
+    for join_type in [JoinType::RightSemi, JoinType::RightAnti] {
+        let backend = cuda(None);
+        let fixed = BackendChoice::Fixed(backend.clone());
+        let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+            HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
+                .with_backend(fixed.clone()),
+        );
+        let join = |probe: Arc<dyn ExecutionPlan>, backend: BackendChoice| {
+            Arc::new(
+                GpuHashJoinExec::try_new_with_type(
+                    names(),
+                    probe,
+                    0,
+                    2,
+                    join_type,
+                    BackendKind::Cuda,
+                )
+                .unwrap()
+                .with_backend(backend),
+            ) as Arc<dyn ExecutionPlan>
+        };
+        let joined = join(dated_filter(Arc::clone(&h2d), fixed.clone()), fixed);
+        emu::trace(true);
+        let ours = run(Arc::clone(&joined)).await;
+        emu::trace(false);
+        let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+        let stock = run(join(dated_filter(ledger_scan(batches), cpu.clone()), cpu)).await;
+        let rows = assert_same_rows(&format!("{join_type}"), &ours, &stock, 0.0);
+        assert!(rows > 0, "{join_type}");
+        assert_eq!(metric(&joined, "bridged_batches"), 0, "{join_type}");
+        let count = traced_ops();
+        assert_eq!(count("launch join_match_flags"), gathered, "{join_type}");
+        assert_eq!(count("launch join_probe_write"), 0, "{join_type}: no pairs");
+        // Per batch: the filter's kept count and the kept rows' count; per batch with rows
+        // to bring back, their download (a semi join's rows are in the matching batches,
+        // an anti join's in every batch).
+        let with_rows = if join_type == JoinType::RightSemi {
+            matching
+        } else {
+            gathered
+        };
+        assert_eq!(count("d2h"), 2 * gathered + with_rows, "{join_type}");
+    }
+}

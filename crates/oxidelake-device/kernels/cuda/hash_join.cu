@@ -9,6 +9,9 @@
 //                        the first empty slot and counts equal keys -> counts[row].
 //   3. (host or a scan kernel) exclusive prefix sum of counts -> offsets, total.
 //   4. join_probe_write  same walk, writing (build row, probe row) pairs at offsets[row].
+//   5. join_match_flags  (semi and anti joins over device-resident batches, ADR-0014)
+//                        a byte per probe row: whether it has a pair (matched = 1) or
+//                        has none (matched = 0), for the filter's compaction kernels.
 //
 // capacity must be a power of two and larger than the number of build rows (the host
 // sizes it at >= 2x), so every walk ends at an empty slot. Grid math: a 1-D grid of
@@ -109,5 +112,16 @@ extern "C" __global__ void join_probe_write(const long long* __restrict__ keys,
             ++dst;
         }
         slot = (slot + 1ull) & mask;
+    }
+}
+
+extern "C" __global__ void join_match_flags(const unsigned int* __restrict__ counts,
+                                            unsigned long long rows,
+                                            int matched,
+                                            unsigned char* __restrict__ flags)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows) {
+        flags[row] = ((counts[row] > 0u) == (matched != 0)) ? 1 : 0;
     }
 }

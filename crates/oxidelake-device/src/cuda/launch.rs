@@ -223,26 +223,7 @@ pub(super) fn probe_pairs(
     if rows == 0 {
         return Ok(None);
     }
-    let rows_u64 = rows as u64;
-    let mut counts = dev.zeros::<u32>(rows)?;
-    let f = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_probe_count")?;
-    let mut launch = dev.stream.launch_builder(&f);
-    launch
-        .arg(&keys)
-        .arg(&valid)
-        .arg(&rows_u64)
-        .arg(&table.capacity)
-        .arg(&table.slot_state)
-        .arg(&table.slot_keys)
-        .arg(&mut counts);
-    // SAFETY: join_probe_count(const i64*, const u8*, u64, u64, const u32*, const i64*,
-    // u32*): `keys` addresses `rows` Int64 keys and `valid` a bitmap of ceil(rows/8)
-    // bytes or 0 (the caller's contract), the table arrays hold `capacity` slots, counts
-    // holds rows.
-    #[allow(unsafe_code)]
-    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_count"))?;
+    let counts = probe_counts(dev, table, keys, valid, rows)?;
     let counts_host = dev.download(&counts)?;
     let mut offsets = Vec::with_capacity(rows);
     let mut total = 0u64;
@@ -253,6 +234,7 @@ pub(super) fn probe_pairs(
     if total == 0 {
         return Ok(None);
     }
+    let rows_u64 = rows as u64;
     let d_offsets = dev.upload(&offsets)?;
     let len = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
     let (mut build, mut probe) = (dev.zeros::<u32>(len)?, dev.zeros::<u32>(len)?);
@@ -279,6 +261,38 @@ pub(super) fn probe_pairs(
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_write"))?;
     dev.sync()?;
     Ok(Some(DevicePairs { build, probe, len }))
+}
+
+/// Each of `rows` probe keys' number of matches in `table` (keys and validity as for
+/// [`probe_pairs`]), on the device; enqueued, not waited for.
+pub(super) fn probe_counts(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<CudaSlice<u32>, EngineError> {
+    let rows_u64 = rows as u64;
+    let mut counts = dev.zeros::<u32>(rows)?;
+    let f = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_probe_count")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&keys)
+        .arg(&valid)
+        .arg(&rows_u64)
+        .arg(&table.capacity)
+        .arg(&table.slot_state)
+        .arg(&table.slot_keys)
+        .arg(&mut counts);
+    // SAFETY: join_probe_count(const i64*, const u8*, u64, u64, const u32*, const i64*,
+    // u32*): `keys` addresses `rows` Int64 keys and `valid` a bitmap of ceil(rows/8)
+    // bytes or 0 (the caller's contract), the table arrays hold `capacity` slots, counts
+    // holds rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_count"))?;
+    Ok(counts)
 }
 
 /// The open-addressing group table of one batch on the device.
