@@ -26,9 +26,9 @@ impl GpuPartialAggregateExec {
     pub fn try_replacing(partial: &AggregateExec, placement: BackendKind) -> Result<Self> {
         let unsupported =
             |detail: String| EngineError::unsupported("GpuPartialAggregateExec", detail);
-        let parts = partial_parts(partial).map_err(unsupported)?;
-        let input = with_computed_arguments(partial.input(), &parts.computed, placement)
-            .map_err(unsupported)?;
+        let mut parts = partial_parts(partial).map_err(unsupported)?;
+        let input =
+            with_computed_arguments(partial.input(), &mut parts, placement).map_err(unsupported)?;
         GpuPartialAggregateExec::try_new(
             input,
             parts.keys,
@@ -130,30 +130,61 @@ fn partial_parts(agg: &AggregateExec) -> Result<PartialParts, String> {
     })
 }
 
-/// `input` with the `computed` argument expressions appended as columns (`input` itself
-/// when there are none): computed on the device when they are arithmetic it covers
-/// ([`GpuProjectionExec`]), by a stock projection otherwise.
+/// `input` projected to the columns `parts` reads, with its `computed` argument
+/// expressions appended (`input` itself when there are none), and `parts`' column
+/// indices moved to that projection. The projection is computed on the device when its
+/// expressions are arithmetic the device covers ([`GpuProjectionExec`]), by a stock
+/// projection otherwise. Columns neither a key nor an argument are left out: each would
+/// be one more copy per batch on a device and one more column in every batch.
 fn with_computed_arguments(
     input: &Arc<dyn ExecutionPlan>,
-    computed: &[Arc<dyn PhysicalExpr>],
+    parts: &mut PartialParts,
     placement: BackendKind,
 ) -> Result<Arc<dyn ExecutionPlan>, String> {
-    if computed.is_empty() {
+    if parts.computed.is_empty() {
         return Ok(Arc::clone(input));
     }
     let schema = input.schema();
-    let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = schema
-        .fields()
+    let width = schema.fields().len();
+    // The input columns the keys and the other arguments read, in input order.
+    let mut used: Vec<usize> = parts
+        .keys
         .iter()
-        .enumerate()
-        .map(|(i, f)| {
+        .copied()
+        .chain(
+            parts
+                .specs
+                .iter()
+                .filter_map(|s| s.input.as_ref().map(|i| i.column)),
+        )
+        .filter(|c| *c < width)
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    let moved = |c: usize| match used.iter().position(|u| *u == c) {
+        Some(at) => at,
+        // A computed argument: after the kept columns.
+        None => used.len() + (c - width),
+    };
+    for key in &mut parts.keys {
+        *key = moved(*key);
+    }
+    for spec in &mut parts.specs {
+        if let Some(input) = spec.input.as_mut() {
+            input.column = moved(input.column);
+        }
+    }
+    let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = used
+        .iter()
+        .map(|i| {
+            let name = schema.field(*i).name();
             (
-                Arc::new(Column::new(f.name(), i)) as Arc<dyn PhysicalExpr>,
-                f.name().clone(),
+                Arc::new(Column::new(name, *i)) as Arc<dyn PhysicalExpr>,
+                name.clone(),
             )
         })
         .collect();
-    for (i, expr) in computed.iter().enumerate() {
+    for (i, expr) in parts.computed.iter().enumerate() {
         exprs.push((Arc::clone(expr), format!("__oxide_agg_arg_{i}")));
     }
     let exprs: Vec<ProjectionExpr> = exprs

@@ -254,6 +254,28 @@ async fn an_arithmetic_argument_is_computed_by_a_gpu_projection_below_the_device
 }
 
 #[tokio::test]
+async fn the_projection_below_the_device_partial_keeps_only_the_keys_and_the_arguments() {
+    // `a` feeds only the computed argument: it is not passed through beside it.
+    let text = gpu_explain("SELECT k, SUM(a * 2), MAX(b) FROM t GROUP BY k").await;
+    let below = below_device_partial(&text);
+    assert!(
+        below.contains("expr=[k@0 as k, b@2 as b, a@1 * 2 as __oxide_agg_arg_0]"),
+        "{text}"
+    );
+    let rows = pretty_rows(
+        PlacementTarget::Cuda,
+        "SELECT k, SUM(a * 2), MAX(b) FROM t GROUP BY k ORDER BY k",
+    )
+    .await;
+    let stock = pretty_rows(
+        PlacementTarget::Cpu,
+        "SELECT k, SUM(a * 2), MAX(b) FROM t GROUP BY k ORDER BY k",
+    )
+    .await;
+    assert_eq!(rows, stock);
+}
+
+#[tokio::test]
 async fn an_argument_the_device_cannot_compute_is_computed_by_a_stock_projection() {
     let text =
         gpu_explain("SELECT k, SUM(CASE WHEN a > 0 THEN a ELSE 0 END) FROM t GROUP BY k").await;
