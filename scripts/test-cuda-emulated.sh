@@ -96,11 +96,12 @@ grep -Eq "^emulated launches:.* join_build=[1-9]" "$LOG_DIR/device_limit.log" \
   || { echo "no join_build launch in the device-limit test"; exit 1; }
 
 echo "== device-resident batches: TPC-H Q6, Q1, Q3 and Q5 with their filters, products, partial aggregates and join probes in place on CudaBackend"
+# One test at a time: one of them reads the process-wide transfer totals.
 OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
-  -- --nocapture device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
+  -- --nocapture --test-threads 1 device_transitions 2>&1 | tee "$LOG_DIR/resident.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the device-resident test on the emulated driver failed (exit $rc)"; exit "$rc"; }
-grep -q "^test result: ok. 3 passed" "$LOG_DIR/resident.log" \
+grep -q "^test result: ok. 4 passed" "$LOG_DIR/resident.log" \
   || { echo "the device-resident test did not run"; exit 1; }
 
 echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"

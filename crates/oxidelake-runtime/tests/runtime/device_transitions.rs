@@ -275,3 +275,65 @@ async fn tpch_q3_and_q5_probe_device_batches_in_their_joins_with_one_upload_per_
         }
     }
 }
+
+/// The bytes the process copied host to device and back while `query` ran on `session`
+/// (the telemetry hub's totals, which every CUDA copy adds to; the CPU backend copies
+/// nothing it counts). Process-wide: the emulated script runs this module one test at a
+/// time.
+async fn bytes_crossing(session: &OxideSession, query: &str) -> (u64, u64) {
+    let hub = oxidelake_core::TelemetryHub::global();
+    let before = hub.snapshot().transfers;
+    let _ = run(session, query).await;
+    let after = hub.snapshot().transfers;
+    (
+        after.h2d_bytes - before.h2d_bytes,
+        after.d2h_bytes - before.d2h_bytes,
+    )
+}
+
+/// What crosses the bus, with and without device-resident batches, for Q1, Q3, Q5 and
+/// Q6 (docs/benchmarks.md has the table of a run). On a device (the emulated script),
+/// every query must bring fewer bytes back to the host with the switch on, and Q1 and
+/// Q6, whose device operators form one chain from the scan to the partial aggregate,
+/// must move fewer bytes in all. Q3 and Q5 are reported: their uploads grow (whole scan
+/// batches as 8-byte images, and joined rows going up again), see docs/benchmarks.md.
+/// On the CPU backend nothing is counted and the test only prints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_resident_batches_bring_fewer_bytes_back_and_move_fewer_for_q1_and_q6() {
+    let (_dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    println!(
+        "bytes across the bus, TPC-H SF 0.1, placed for cuda: query, host interface H2D / D2H, device-resident H2D / D2H"
+    );
+    for query in [1, 3, 5, 6] {
+        let sql = oxidelake_runtime::cli::tpch::tpch_query(query, 0.1)
+            .unwrap()
+            .remove(0);
+        session
+            .sql("SET oxidelake.execution.device_resident = false")
+            .await
+            .unwrap();
+        let host = bytes_crossing(&session, &sql).await;
+        session
+            .sql("SET oxidelake.execution.device_resident = true")
+            .await
+            .unwrap();
+        let resident = bytes_crossing(&session, &sql).await;
+        println!(
+            "bytes across the bus: Q{query} {} / {} -> {} / {}",
+            host.0, host.1, resident.0, resident.1
+        );
+        if on_device() {
+            let what = format!("Q{query}: {host:?} host interface, {resident:?} resident");
+            assert!(host.0 > 0 && host.1 > 0, "{what}");
+            assert!(resident.1 < host.1, "fewer bytes back: {what}");
+            if matches!(query, 1 | 6) {
+                let (all_host, all_resident) = (host.0 + host.1, resident.0 + resident.1);
+                assert!(all_resident < all_host, "fewer in all: {what}");
+            }
+        }
+    }
+}
