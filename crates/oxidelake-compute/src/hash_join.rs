@@ -640,10 +640,10 @@ impl ExecutionPlan for GpuHashJoinExec {
             Some(resident) => {
                 let input = resident.execute_resident(partition, Arc::clone(&context))?;
                 let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
-                (Err(input.batches), exec)
+                (ProbeInput::Device(input.batches), exec)
             }
             None => (
-                Ok(self.right.execute(partition, Arc::clone(&context))?),
+                ProbeInput::Host(self.right.execute(partition, Arc::clone(&context))?),
                 ExecBackend::new(&self.backend)?,
             ),
         };
@@ -717,10 +717,10 @@ impl ExecutionPlan for GpuHashJoinExec {
             let side = build.await?;
             let output = Arc::clone(&schema);
             let joined: SendableRecordBatchStream = match probe {
-                Ok(probe) => map_batches(probe, output, batching, move |batch| {
+                ProbeInput::Host(probe) => map_batches(probe, output, batching, move |batch| {
                     probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
                 }),
-                Err(device_batches) => {
+                ProbeInput::Device(device_batches) => {
                     let joined = device_batches.then(move |batch| {
                         let (exec, metrics, bridged) =
                             (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
@@ -915,6 +915,12 @@ fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
             .iter()
             .enumerate()
             .all(|(i, v)| *v as usize == i)
+}
+
+/// The probe side's batches: on the host, or on the device (see `resident`).
+enum ProbeInput {
+    Host(SendableRecordBatchStream),
+    Device(crate::transition::DeviceBatches),
 }
 
 /// What each probe batch needs besides the build side.

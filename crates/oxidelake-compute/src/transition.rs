@@ -41,6 +41,9 @@ use crate::device_batches::gather;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 
+/// A stream of device batches.
+pub type DeviceBatches = Pin<Box<dyn Stream<Item = Result<DeviceBatch>> + Send>>;
+
 /// Device batches of one partition, with the backend whose memory holds them.
 pub struct ResidentStream {
     /// The backend that allocated the batches; consumers run on it.
@@ -48,7 +51,7 @@ pub struct ResidentStream {
     /// Whether the hardware detector chose that backend (for the `no_device` metric).
     pub detected: bool,
     /// The batches.
-    pub batches: Pin<Box<dyn Stream<Item = Result<DeviceBatch>> + Send>>,
+    pub batches: DeviceBatches,
 }
 
 impl fmt::Debug for ResidentStream {
