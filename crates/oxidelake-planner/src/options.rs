@@ -37,11 +37,11 @@ pub struct OxideOptions {
     /// hash that looks each row up in its partition's hash table: a hash and a lookup
     /// per row, about what the repartition and the probe it spares cost. Off by default.
     pub join_filter_partitioned: bool,
-    /// `oxidelake.execution.device_resident`: GPU filters keep their batches on the
-    /// device between explicit `HostToDeviceExec` / `DeviceToHostExec` transitions
-    /// ([`crate::DeviceTransitionRule`], ADR-0014). Off by default while the other GPU
-    /// operators still take host batches: a filter alone between transitions moves its
-    /// batches more often, not less.
+    /// `oxidelake.execution.device_resident`: GPU filters, projections, partial
+    /// aggregates and join probes keep their batches on the device after an explicit
+    /// `HostToDeviceExec` ([`crate::DeviceTransitionRule`], ADR-0014). Off by default
+    /// until a GPU measures it: on the emulated driver it uploads more than the host
+    /// interface for join-heavy plans (docs/benchmarks.md).
     pub device_resident: bool,
 }
 
