@@ -503,6 +503,17 @@ fn state_columns(
 }
 
 impl GpuPartialAggregateExec {
+    /// The metrics of `partition`, running on `exec`'s backend.
+    fn partition_metrics(&self, partition: usize, exec: &ExecBackend) -> OperatorMetrics {
+        OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuPartialAggregateExec",
+            self.placement,
+            exec,
+        )
+    }
+
     /// The partial states of the device batches `input` hands on (see `resident`).
     fn execute_on_device_batches(
         &self,
@@ -518,19 +529,13 @@ impl GpuPartialAggregateExec {
             })?
             .execute_resident(partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
-        let metrics = OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuPartialAggregateExec",
-            self.placement,
-            &exec,
-        );
+        let metrics = self.partition_metrics(partition, &exec);
         let shared = Arc::new(resident::ResidentBatches {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
             encoding: Arc::clone(&self.encoding),
             schema: Arc::clone(&self.schema),
-            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates).map(Arc::new),
+            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates),
             probe: std::sync::Mutex::new(probe),
             exec,
             metrics,
@@ -598,13 +603,7 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         let probe = pass_through::SkipProbe::new(context.session_config().options());
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend)?;
-        let metrics = OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuPartialAggregateExec",
-            self.placement,
-            &exec,
-        );
+        let metrics = self.partition_metrics(partition, &exec);
         let (keys, aggregates, encoding, schema) = (
             self.keys.clone(),
             self.aggregates.clone(),

@@ -129,7 +129,7 @@ pub(super) struct ResidentBatches {
     pub(super) aggregates: Vec<PartialAggSpec>,
     pub(super) encoding: Arc<KeyEncoding>,
     pub(super) schema: SchemaRef,
-    pub(super) plan: Option<Arc<ResidentPlan>>,
+    pub(super) plan: Option<ResidentPlan>,
     pub(super) probe: Mutex<SkipProbe>,
     pub(super) exec: ExecBackend,
     pub(super) metrics: OperatorMetrics,

@@ -424,10 +424,10 @@ pub(super) fn aggregate_resident(
             .map_err(dev.err("launch agg_compact_words"))?;
     }
     dev.sync()?;
-    let mut fields: Vec<Field> = args
-        .keys
+    // The result's key fields, then the word columns the host turns into results.
+    let mut fields: Vec<Field> = schema.fields()[..args.keys.len()]
         .iter()
-        .map(|k| batch.schema().field(*k).clone().with_nullable(true))
+        .map(|f| f.as_ref().clone())
         .collect();
     fields.extend((0..words).map(|w| Field::new(format!("w{w}"), DataType::Int64, false)));
     let out = DeviceBatch::from_parts(Arc::new(Schema::new(fields)), count, columns, memory);

@@ -12,12 +12,37 @@ use std::sync::Arc;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use oxidelake_runtime::OxideSession;
 
-use super::data::{sorted_rows, tpch_lake};
+use super::data::{GeneratedData, sorted_rows, tpch_lake};
 
 /// TPC-H Q6: one scan, one filter, one computed column, one aggregate.
 const Q6: &str = "SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem \
      WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
      AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
+
+/// TPC-H at SF 0.1 on a session placed for cuda (device-resident batches off).
+async fn placed_for_cuda() -> (GeneratedData, OxideSession) {
+    let (dir, session) = tpch_lake(0.1).await;
+    session
+        .sql("SET oxidelake.placement.target = 'cuda'")
+        .await
+        .unwrap();
+    (dir, session)
+}
+
+/// Turns `oxidelake.execution.device_resident` on or off for `session`.
+async fn set_resident(session: &OxideSession, on: bool) {
+    session
+        .sql(&format!("SET oxidelake.execution.device_resident = {on}"))
+        .await
+        .unwrap();
+}
+
+/// TPC-H query `n` at SF 0.1 (its only statement).
+fn tpch(n: i32) -> String {
+    oxidelake_runtime::cli::tpch::tpch_query(n, 0.1)
+        .unwrap()
+        .remove(0)
+}
 
 /// The sum of metric `name` over the plan's nodes called `node`.
 fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
@@ -112,11 +137,7 @@ fn check_one_crossing(plan: &Arc<dyn ExecutionPlan>, host_plan: &Arc<dyn Executi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q6s_filter_product_and_sum_run_on_device_batches_after_one_upload_with_the_same_answer()
  {
-    let (_dir, session) = tpch_lake(0.1).await;
-    session
-        .sql("SET oxidelake.placement.target = 'cuda'")
-        .await
-        .unwrap();
+    let (_dir, session) = placed_for_cuda().await;
     let (host_rows, host_plan) = run(&session, Q6).await;
     assert_eq!(
         lines_naming(&host_plan, &NAMES),
@@ -128,10 +149,7 @@ async fn tpch_q6s_filter_product_and_sum_run_on_device_batches_after_one_upload_
         "off by default"
     );
 
-    session
-        .sql("SET oxidelake.execution.device_resident = true")
-        .await
-        .unwrap();
+    set_resident(&session, true).await;
     let (rows, plan) = run(&session, Q6).await;
     assert_eq!(
         lines_naming(&plan, &NAMES),
@@ -163,19 +181,10 @@ async fn tpch_q6s_filter_product_and_sum_run_on_device_batches_after_one_upload_
 /// before the first CPU operator (the final aggregate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q1_crosses_to_the_device_once_and_back_as_its_partial_aggregates_groups() {
-    let (_dir, session) = tpch_lake(0.1).await;
-    session
-        .sql("SET oxidelake.placement.target = 'cuda'")
-        .await
-        .unwrap();
-    let q1 = oxidelake_runtime::cli::tpch::tpch_query(1, 0.1)
-        .unwrap()
-        .remove(0);
+    let (_dir, session) = placed_for_cuda().await;
+    let q1 = tpch(1);
     let (host_rows, host_plan) = run(&session, &q1).await;
-    session
-        .sql("SET oxidelake.execution.device_resident = true")
-        .await
-        .unwrap();
+    set_resident(&session, true).await;
     let (rows, plan) = run(&session, &q1).await;
     assert_eq!(rows, host_rows);
     assert_eq!(rows.len(), 4, "Q1 has four groups");
@@ -225,25 +234,13 @@ fn children_of(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Vec<String> {
 /// plan without transitions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q3_and_q5_probe_device_batches_in_their_joins_with_one_upload_per_scan() {
-    let (_dir, session) = tpch_lake(0.1).await;
-    session
-        .sql("SET oxidelake.placement.target = 'cuda'")
-        .await
-        .unwrap();
+    let (_dir, session) = placed_for_cuda().await;
     // (query, scans read by a device filter, scans)
     for (query, filtered, scans) in [(3, 3, 3), (5, 2, 6)] {
-        let sql = oxidelake_runtime::cli::tpch::tpch_query(query, 0.1)
-            .unwrap()
-            .remove(0);
-        session
-            .sql("SET oxidelake.execution.device_resident = false")
-            .await
-            .unwrap();
+        let sql = tpch(query);
+        set_resident(&session, false).await;
         let (host_rows, _) = run(&session, &sql).await;
-        session
-            .sql("SET oxidelake.execution.device_resident = true")
-            .await
-            .unwrap();
+        set_resident(&session, true).await;
         let (rows, plan) = run(&session, &sql).await;
         assert_eq!(rows, host_rows, "Q{query}");
         let text = displayable(plan.as_ref()).indent(false).to_string();
@@ -300,27 +297,15 @@ async fn bytes_crossing(session: &OxideSession, query: &str) -> (u64, u64) {
 /// On the CPU backend nothing is counted and the test only prints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_resident_batches_bring_fewer_bytes_back_and_move_fewer_for_q1_and_q6() {
-    let (_dir, session) = tpch_lake(0.1).await;
-    session
-        .sql("SET oxidelake.placement.target = 'cuda'")
-        .await
-        .unwrap();
+    let (_dir, session) = placed_for_cuda().await;
     println!(
         "bytes across the bus, TPC-H SF 0.1, placed for cuda: query, host interface H2D / D2H, device-resident H2D / D2H"
     );
     for query in [1, 3, 5, 6] {
-        let sql = oxidelake_runtime::cli::tpch::tpch_query(query, 0.1)
-            .unwrap()
-            .remove(0);
-        session
-            .sql("SET oxidelake.execution.device_resident = false")
-            .await
-            .unwrap();
+        let sql = tpch(query);
+        set_resident(&session, false).await;
         let host = bytes_crossing(&session, &sql).await;
-        session
-            .sql("SET oxidelake.execution.device_resident = true")
-            .await
-            .unwrap();
+        set_resident(&session, true).await;
         let resident = bytes_crossing(&session, &sql).await;
         println!(
             "bytes across the bus: Q{query} {} / {} -> {} / {}",
