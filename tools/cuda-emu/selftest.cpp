@@ -85,11 +85,16 @@ const char* kFakePtx = R"(
 .visible .entry gather_string_lengths() { ret; }
 .visible .entry gather_string_bytes() { ret; }
 .visible .entry pack_bits() { ret; }
+.visible .entry append_bits() { ret; }
+.visible .entry shift_offsets() { ret; }
 .visible .entry eval_values() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
 .visible .entry join_probe_write() { ret; }
 .visible .entry join_match_flags() { ret; }
+.visible .entry join_scan_counts() { ret; }
+.visible .entry join_scan_totals() { ret; }
+.visible .entry join_add_block_offsets() { ret; }
 .visible .entry agg_assign_groups() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
@@ -380,6 +385,54 @@ void filter_pipeline_matches_reference(Env& e) {
     d.cuMemFree_v2(in_flags);
     d.cuMemFree_v2(packed);
 
+    // append_bits: three bitmaps (one absent: all set) appended at unaligned bit
+    // positions into bytes pre-filled with 0xFF; every bit equals its source's, and the
+    // bits past the last one keep the fill.
+    {
+        const uint64_t parts[3] = {13, 29, 7};
+        const uint64_t total = parts[0] + parts[1] + parts[2];
+        const CUdeviceptr joined = upload(d, std::vector<uint8_t>((total + 7) / 8 + 1, 0xFF));
+        std::vector<bool> want_bits;
+        uint64_t at = 0;
+        for (int p = 0; p < 3; ++p) {
+            uint64_t part_rows = parts[p];
+            std::vector<uint8_t> src((part_rows + 7) / 8, 0);
+            for (uint64_t i = 0; i < part_rows; ++i) {
+                const bool set = p == 1 || (i * 7 + p) % 3 != 0;
+                if (set) src[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+                want_bits.push_back(set);
+            }
+            const CUdeviceptr in_bits = p == 1 ? 0 : upload(d, src);
+            CHECK_CU(d, e.launch("append_bits", blocks_for((part_rows + 7) / 8 + 1), kBlock, 0,
+                                 {&in_bits, &part_rows, &joined, &at}), CUDA_SUCCESS);
+            if (in_bits != 0) d.cuMemFree_v2(in_bits);
+            at += part_rows;
+        }
+        const auto got = download<uint8_t>(d, joined, (total + 7) / 8 + 1);
+        bool appended_same = true;
+        for (uint64_t i = 0; appended_same && i < got.size() * 8; ++i)
+            appended_same = bit(got, i) == (i < total ? static_cast<bool>(want_bits[i]) : true);
+        CHECK(appended_same);
+        d.cuMemFree_v2(joined);
+    }
+
+    // shift_offsets: offsets from 0 moved up by a base.
+    {
+        const std::vector<int32_t> from{0, 3, 3, 10, 17};
+        uint64_t count = from.size();
+        int base = 1000;
+        const CUdeviceptr in_offsets = upload(d, from);
+        const CUdeviceptr shifted = zeros<int32_t>(d, from.size());
+        CHECK_CU(d, e.launch("shift_offsets", blocks_for(from.size()), kBlock, 0, {&in_offsets, &count, &base, &shifted}),
+                 CUDA_SUCCESS);
+        const auto got = download<int32_t>(d, shifted, from.size());
+        bool shifted_same = got.size() == from.size();
+        for (size_t i = 0; shifted_same && i < from.size(); ++i) shifted_same = got[i] == from[i] + base;
+        CHECK(shifted_same);
+        d.cuMemFree_v2(in_offsets);
+        d.cuMemFree_v2(shifted);
+    }
+
     // Strings of the kept rows: lengths, an exclusive scan into offsets, then the bytes.
     std::vector<int32_t> str_offsets{0};
     std::vector<uint8_t> str_bytes;
@@ -546,7 +599,39 @@ void hash_join_matches_reference(Env& e) {
         CHECK(same);
         d.cuMemFree_v2(flags);
     }
-    const CUdeviceptr d_offsets = upload(d, offsets);
+    // The device scan of the counts: offsets and total equal the host's, here and over
+    // 100,000 counts (391 blocks: the totals' scan runs more than one chunk).
+    auto device_scan = [&](CUdeviceptr d_counts, uint64_t n) {
+        const uint64_t blocks = (n + kBlock - 1) / kBlock;
+        const CUdeviceptr scanned = zeros<uint64_t>(d, n), totals = zeros<uint64_t>(d, blocks + 1);
+        CHECK_CU(d, e.launch("join_scan_counts", static_cast<unsigned>(blocks), kBlock, 0, {&d_counts, &n, &scanned, &totals}),
+                 CUDA_SUCCESS);
+        CHECK_CU(d, e.launch("join_scan_totals", 1, kBlock, 0, {&totals, &blocks}), CUDA_SUCCESS);
+        CHECK_CU(d, e.launch("join_add_block_offsets", static_cast<unsigned>(blocks), kBlock, 0, {&scanned, &n, &totals}),
+                 CUDA_SUCCESS);
+        const uint64_t sum = download<uint64_t>(d, totals, blocks + 1)[blocks];
+        d.cuMemFree_v2(totals);
+        return std::make_pair(scanned, sum);
+    };
+    {
+        std::vector<uint32_t> many(100000);
+        std::vector<uint64_t> want_offsets;
+        uint64_t want_total = 0;
+        for (size_t i = 0; i < many.size(); ++i) {
+            many[i] = static_cast<uint32_t>((i * 7919) % 13 == 0 ? 40000 + i % 9 : i % 4);
+            want_offsets.push_back(want_total);
+            want_total += many[i];
+        }
+        const CUdeviceptr d_many = upload(d, many);
+        auto [scanned, sum] = device_scan(d_many, many.size());
+        CHECK(sum == want_total);
+        CHECK(download<uint64_t>(d, scanned, many.size()) == want_offsets);
+        d.cuMemFree_v2(d_many);
+        d.cuMemFree_v2(scanned);
+    }
+    auto [d_offsets, device_total] = device_scan(counts, probe_rows);
+    CHECK(device_total == total);
+    CHECK(download<uint64_t>(d, d_offsets, probe_rows) == offsets);
     const CUdeviceptr out_build = zeros<uint32_t>(d, total), out_probe = zeros<uint32_t>(d, total);
     CHECK_CU(d, e.launch("join_probe_write", blocks_for(probe_rows), kBlock, 0,
                          {&d_probe, &d_probe_valid, &n_probe, &capacity, &slot_state, &slot_keys, &slot_rows,
@@ -1048,7 +1133,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);

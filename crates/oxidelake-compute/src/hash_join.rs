@@ -82,10 +82,19 @@ pub(crate) use widen::widened;
 /// The collected build side and its hash table.
 #[derive(Debug)]
 struct BuildSide {
-    batch: RecordBatch,
+    /// The build rows on the host: collected there, or copied from `device` the first
+    /// time a host path needs them (a bridged probe batch).
+    host: std::sync::OnceLock<RecordBatch>,
+    /// The build rows on the device, where the side was built there (`resident`).
+    device: Option<oxidelake_device::DeviceBatch>,
+    /// Columns of the build input.
+    width: usize,
     table: JoinTable,
     /// The device key column the table was built from.
     key_column: Int64Array,
+    /// For a side built on the device: its key column in its own type (the only part
+    /// of the side on the host), for the dynamic filter.
+    device_keys: Option<ArrayRef>,
     /// For numbered keys: the build keys' numbers, which probes look up.
     dictionary: Option<KeyDictionary>,
     /// A CPU copy of the table, built on first need: when the device fails a probe, the
@@ -102,11 +111,31 @@ impl BuildSide {
         let Some(filter) = filter else {
             return;
         };
-        let columns: Vec<ArrayRef> = keys
-            .iter()
-            .map(|k| Arc::clone(self.batch.column(*k)))
-            .collect();
+        let columns: Vec<ArrayRef> = match (&self.device_keys, self.host.get()) {
+            (Some(device_keys), _) => vec![Arc::clone(device_keys)],
+            (None, Some(batch)) => keys.iter().map(|k| Arc::clone(batch.column(*k))).collect(),
+            // Not reached: a side has its rows on the host or its keys from the device.
+            (None, None) => return,
+        };
         filter.report(&columns);
+    }
+
+    /// The build rows on the host, copied from the device once if the side was built
+    /// there (held in the query's pool from then on).
+    fn host_batch(&self, exec: &ExecBackend) -> Result<&RecordBatch> {
+        if let Some(batch) = self.host.get() {
+            return Ok(batch);
+        }
+        let device = self.device.as_ref().ok_or_else(|| {
+            DataFusionError::Internal("a join build side with no rows anywhere".into())
+        })?;
+        let batch =
+            oxidelake_device::resident::download(exec.backend.as_ref(), &exec.stream, device)
+                .map_err(DataFusionError::from)?;
+        Ok(self.host.get_or_init(|| {
+            self.reservation.grow(batch.get_array_memory_size());
+            batch
+        }))
     }
 
     /// The CPU table, built from the host copy of the build side once.
@@ -451,6 +480,89 @@ impl GpuHashJoinExec {
         self.placement
     }
 
+    /// What probing `partition` needs: the backend, metrics, the probe spec and the
+    /// build side's future. `device_build` is the build input whose device batches the
+    /// side is built from (`resident`), if it is built on the device.
+    fn probing(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+        exec: ExecBackend,
+        device_build: Option<Arc<dyn ExecutionPlan>>,
+    ) -> Probing {
+        let build_filter = self.build_filter.clone();
+        let build_keys: Vec<usize> = self.on.iter().map(|(l, _)| *l).collect();
+        let exec = Arc::new(exec);
+        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
+        let metrics = Arc::new(OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuHashJoinExec",
+            self.placement,
+            &exec,
+        ));
+        let (build_encoding, probe_encoding) = self.key_encodings();
+        let join = Arc::new(ProbeSpec {
+            keys: probe_encoding,
+            filter: self.filter.clone(),
+            join_type: self.join_type,
+            projection: self.projection.clone(),
+        });
+        let build_with = BuildInputs {
+            left: Arc::clone(&self.left),
+            device_source: device_build,
+            encoding: build_encoding,
+            exec: Arc::clone(&exec),
+            metrics: Arc::clone(&metrics),
+        };
+        let build: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
+            // This partition's own build rows, for this partition's probe only.
+            PartitionMode::Partitioned => {
+                let reservation = build_memory::reservation(&context, Some(partition));
+                async move {
+                    let side = build_with
+                        .collect_and_build(vec![partition], context, reservation)
+                        .await?;
+                    side.fill(build_filter.as_deref(), &build_keys);
+                    Ok(side)
+                }
+                .boxed()
+            }
+            // Every left partition, collected and indexed once for all output partitions.
+            _ => {
+                let once = Arc::clone(&self.build);
+                async move {
+                    once.get_or_try_init(|| {
+                        let reservation = build_memory::reservation(&context, None);
+                        let partitions = 0..build_with
+                            .source()
+                            .properties()
+                            .partitioning
+                            .partition_count();
+                        async move {
+                            let side = build_with
+                                .collect_and_build(partitions.collect(), context, reservation)
+                                .await?;
+                            side.fill(build_filter.as_deref(), &build_keys);
+                            Ok(side)
+                        }
+                    })
+                    .await
+                    .cloned()
+                }
+                .boxed()
+            }
+        };
+        Probing {
+            exec,
+            metrics,
+            bridged,
+            join,
+            schema: Arc::clone(&self.schema),
+            build,
+        }
+    }
+
     /// Whether a device can probe this join with device batches where they lie: an
     /// inner, right semi or right anti join without a join filter, on one key the device
     /// widens to Int64 (see `resident`). The transition rule hands such a join its probe
@@ -494,6 +606,9 @@ impl DisplayAs for GpuHashJoinExec {
                 )?;
                 if as_resident(&self.right).is_some() {
                     write!(f, ", probe=device")?;
+                }
+                if self.gives_device_batches() {
+                    write!(f, ", build=device")?;
                 }
                 if let Some(filter) = &self.filter {
                     write!(f, ", filter={}", filter.expression())?;
@@ -647,67 +762,15 @@ impl ExecutionPlan for GpuHashJoinExec {
                 ExecBackend::new(&self.backend)?,
             ),
         };
-        let build_filter = self.build_filter.clone();
-        let build_keys: Vec<usize> = self.on.iter().map(|(l, _)| *l).collect();
         let batch_size = context.session_config().batch_size().max(1);
-        let exec = Arc::new(exec);
-        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
-        let metrics = Arc::new(OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuHashJoinExec",
-            self.placement,
-            &exec,
-        ));
-        let (build_encoding, probe_encoding) = self.key_encodings();
-        let join = Arc::new(ProbeSpec {
-            keys: probe_encoding,
-            filter: self.filter.clone(),
-            join_type: self.join_type,
-            projection: self.projection.clone(),
-        });
-        let schema = Arc::clone(&self.schema);
-        let build_with = BuildInputs {
-            left: Arc::clone(&self.left),
-            encoding: build_encoding,
-            exec: Arc::clone(&exec),
-            metrics: Arc::clone(&metrics),
-        };
-        let build: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
-            // This partition's own build rows, for this partition's probe only.
-            PartitionMode::Partitioned => {
-                let reservation = build_memory::reservation(&context, Some(partition));
-                async move {
-                    let side = build_with
-                        .collect_and_build(vec![partition], context, reservation)
-                        .await?;
-                    side.fill(build_filter.as_deref(), &build_keys);
-                    Ok(side)
-                }
-                .boxed()
-            }
-            // Every left partition, collected and indexed once for all output partitions.
-            _ => {
-                let once = Arc::clone(&self.build);
-                async move {
-                    once.get_or_try_init(|| {
-                        let reservation = build_memory::reservation(&context, None);
-                        let partitions =
-                            0..build_with.left.properties().partitioning.partition_count();
-                        async move {
-                            let side = build_with
-                                .collect_and_build(partitions.collect(), context, reservation)
-                                .await?;
-                            side.fill(build_filter.as_deref(), &build_keys);
-                            Ok(side)
-                        }
-                    })
-                    .await
-                    .cloned()
-                }
-                .boxed()
-            }
-        };
+        let Probing {
+            exec,
+            metrics,
+            bridged,
+            join,
+            schema,
+            build,
+        } = self.probing(partition, context, exec, None);
         // Probe batches are gathered to the device's batch size and probed on the
         // blocking pool on a device backend, as they come on the CPU (ADR-0012). A
         // gathered probe can match into a batch far beyond the session's batch size,
@@ -827,12 +890,20 @@ fn slices(batch: &RecordBatch, rows: usize) -> Vec<RecordBatch> {
 /// encoding, and where and how the work is counted.
 struct BuildInputs {
     left: Arc<dyn ExecutionPlan>,
+    /// The plan whose device batches the side is built from, when it is built on the
+    /// device (`resident`): the left input, or the input of its partition coalescing.
+    device_source: Option<Arc<dyn ExecutionPlan>>,
     encoding: JoinKeys,
     exec: Arc<ExecBackend>,
     metrics: Arc<OperatorMetrics>,
 }
 
 impl BuildInputs {
+    /// The plan whose partitions are collected.
+    fn source(&self) -> &Arc<dyn ExecutionPlan> {
+        self.device_source.as_ref().unwrap_or(&self.left)
+    }
+
     /// Collects `partitions` of the build input under `reservation` and builds the
     /// table: on tokio's blocking pool when the backend is a device, whose table build
     /// blocks on copies and kernels and would hold a runtime worker other tasks need;
@@ -843,6 +914,10 @@ impl BuildInputs {
         context: Arc<TaskContext>,
         reservation: MemoryReservation,
     ) -> Result<Arc<BuildSide>> {
+        if let Some(source) = self.device_source.clone() {
+            return resident::collect_and_build(self, source, partitions, context, reservation)
+                .await;
+        }
         let batches =
             build_memory::collect_reserved(&self.left, partitions, &context, &reservation).await?;
         let schema = self.left.schema();
@@ -897,9 +972,12 @@ fn build_side(
         .elapsed_compute()
         .add_duration(started.elapsed());
     Ok(Arc::new(BuildSide {
-        batch,
+        width: batch.num_columns(),
+        host: std::sync::OnceLock::from(batch),
+        device: None,
         table,
         key_column,
+        device_keys: None,
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,
@@ -915,6 +993,16 @@ fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
             .iter()
             .enumerate()
             .all(|(i, v)| *v as usize == i)
+}
+
+/// What probing one partition needs ([`GpuHashJoinExec::probing`]).
+struct Probing {
+    exec: Arc<ExecBackend>,
+    metrics: Arc<OperatorMetrics>,
+    bridged: datafusion::physical_plan::metrics::Count,
+    join: Arc<ProbeSpec>,
+    schema: SchemaRef,
+    build: BoxFuture<'static, Result<Arc<BuildSide>>>,
 }
 
 /// The probe side's batches: on the host, or on the device (see `resident`).
@@ -969,7 +1057,7 @@ fn probe_batch(
     let (build_indices, probe_indices) = match &join.filter {
         Some(filter) => residual::filter_pairs(
             filter,
-            &side.batch,
+            side.host_batch(exec)?,
             batch,
             &matches.build_indices,
             &matches.probe_indices,
@@ -993,7 +1081,7 @@ fn probe_batch(
         metrics.record(batch.num_rows(), out.num_rows(), started, moved);
         return Ok(out);
     }
-    let build_width = side.batch.num_columns();
+    let build_width = side.width;
     let all: Vec<usize>;
     let wanted = match &join.projection {
         Some(projection) => projection.as_slice(),
@@ -1005,10 +1093,15 @@ fn probe_batch(
     // Every probe row matched exactly once, in order (a foreign-key join): the probe
     // columns are the output columns, no copy needed.
     let probe_as_is = is_identity(&probe_indices, batch.num_rows());
+    let build = if wanted.iter().any(|i| *i < build_width) {
+        Some(side.host_batch(exec)?)
+    } else {
+        None
+    };
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
     for i in wanted {
-        columns.push(if *i < build_width {
-            take(side.batch.column(*i).as_ref(), &build_indices, None)?
+        columns.push(if let Some(build) = build.filter(|_| *i < build_width) {
+            take(build.column(*i).as_ref(), &build_indices, None)?
         } else {
             let column = batch.columns().get(i - build_width).ok_or_else(|| {
                 DataFusionError::Internal(format!("join projection index {i} out of range"))

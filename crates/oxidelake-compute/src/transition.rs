@@ -73,7 +73,8 @@ pub trait ResidentExec {
 }
 
 /// `plan` as a [`ResidentExec`], when it produces device batches: a `HostToDeviceExec`,
-/// or a GPU filter or projection whose own input does.
+/// a GPU filter or projection whose own input does, or a GPU join whose probe and build
+/// inputs both do (`GpuHashJoinExec::gives_device_batches`).
 pub fn as_resident(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn ResidentExec> {
     if let Some(h2d) = plan.downcast_ref::<HostToDeviceExec>() {
         return Some(h2d);
@@ -83,6 +84,11 @@ pub fn as_resident(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn ResidentExec> {
     }
     if let Some(projection) = plan.downcast_ref::<crate::GpuProjectionExec>() {
         return as_resident(projection.input()).map(|_| projection as &dyn ResidentExec);
+    }
+    if let Some(join) = plan.downcast_ref::<crate::GpuHashJoinExec>() {
+        return join
+            .gives_device_batches()
+            .then_some(join as &dyn ResidentExec);
     }
     None
 }

@@ -145,6 +145,41 @@ pub trait GpuBackend: Send + Sync + Debug {
         ))
     }
 
+    /// Gathers a join's build batches (which live on this device, with `schema`) into
+    /// one device batch and builds the table over its column `key`, whose 8-byte images
+    /// are the key widened to Int64 (ADR-0014, stage 3). The default refuses with
+    /// `Unsupported`; the join then downloads the batches and builds on the host.
+    fn build_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        batches: &[crate::DeviceBatch],
+        schema: arrow::datatypes::SchemaRef,
+        key: usize,
+    ) -> Result<crate::ops::ResidentBuild, EngineError> {
+        let _ = (stream, batches, schema, key);
+        Err(EngineError::unsupported(
+            "device-resident join build",
+            format!("the {} backend builds joins on the host", self.kind()),
+        ))
+    }
+
+    /// Joins a batch that lives on this device with a build side that does
+    /// (`build_join_table_resident`'s table and batch); the output stays on the device
+    /// (ADR-0014, stage 3). The default refuses with `Unsupported`; the join then
+    /// bridges the batch through the host.
+    fn join_resident(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        args: crate::ops::JoinResidentArgs<'_>,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        let _ = (stream, table, args);
+        Err(EngineError::unsupported(
+            "device-resident join",
+            format!("the {} backend joins through the host", self.kind()),
+        ))
+    }
+
     /// Computed columns (arithmetic) of one batch.
     fn evaluate(
         &self,

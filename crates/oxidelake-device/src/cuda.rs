@@ -12,6 +12,7 @@ mod lane_pool;
 mod launch;
 mod pipeline;
 mod resident_aggregate;
+mod resident_build;
 mod resident_evaluate;
 mod resident_filter;
 mod resident_gather;
@@ -501,6 +502,39 @@ impl GpuBackend for CudaBackend {
         match &table.inner {
             crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
                 resident_probe::probe_resident(&dev, stream, t, args)
+            }
+            _ => Err(foreign_handle(self.device, table.device, "join table")),
+        }
+    }
+
+    fn build_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        batches: &[crate::DeviceBatch],
+        schema: arrow::datatypes::SchemaRef,
+        key: usize,
+    ) -> Result<crate::ops::ResidentBuild, EngineError> {
+        for batch in batches {
+            self.resident_dev(stream, batch)?;
+        }
+        let dev = launch::Dev {
+            backend: self,
+            stream: self.stream(stream)?,
+        };
+        resident_build::build_resident(&dev, batches, schema, key)
+    }
+
+    fn join_resident(
+        &self,
+        stream: &DeviceStream,
+        table: &crate::JoinTable,
+        args: crate::ops::JoinResidentArgs<'_>,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        self.resident_dev(stream, args.build)?;
+        let dev = self.resident_dev(stream, args.probe)?;
+        match &table.inner {
+            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
+                resident_probe::join_resident(&dev, t, args)
             }
             _ => Err(foreign_handle(self.device, table.device, "join table")),
         }

@@ -262,6 +262,48 @@ pub struct ResidentMatches {
     pub probe_rows: arrow::record_batch::RecordBatch,
 }
 
+/// Where one column of a [`JoinResidentArgs`] join's output comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinColumn {
+    /// Column `i` of the build side, at each pair's build row.
+    Build(usize),
+    /// Column `i` of the probe batch, at each output row's probe row.
+    Probe(usize),
+}
+
+/// A join whose build side and probe batch both live on the device and whose output
+/// stays there (ADR-0014, stage 3): the probe is as in [`ProbeResidentArgs`], and the
+/// output's columns are gathered from both sides on the device. Semi and anti joins
+/// ([`ProbeRows::Matched`], [`ProbeRows::Unmatched`]) take probe columns only.
+#[derive(Debug, Clone)]
+pub struct JoinResidentArgs<'a> {
+    /// The build side the table was built over ([`ResidentBuild::batch`]).
+    pub build: &'a crate::DeviceBatch,
+    /// The probe rows.
+    pub probe: &'a crate::DeviceBatch,
+    /// The probe key column (8-byte images of the key widened to Int64).
+    pub key: usize,
+    /// The output columns, in order.
+    pub output: &'a [JoinColumn],
+    /// Which rows.
+    pub rows: ProbeRows,
+    /// The output's schema (its field `i` has the type of `output[i]`'s column).
+    pub schema: arrow::datatypes::SchemaRef,
+}
+
+/// A join's build side gathered into one batch on the device, and the table over its
+/// key ([`crate::GpuBackend::build_join_table_resident`]).
+#[derive(Debug)]
+pub struct ResidentBuild {
+    /// The table over the key column's images.
+    pub table: crate::JoinTable,
+    /// Every build batch's rows, in order, as one device batch.
+    pub batch: crate::DeviceBatch,
+    /// A host copy of the key column alone, in its own type: what the join's dynamic
+    /// filter and a CPU fallback table need (8 bytes a row crossed, not the side).
+    pub keys: arrow::array::ArrayRef,
+}
+
 /// The distance between vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DistanceMetric {

@@ -500,6 +500,31 @@ fn host_column(
     }
 }
 
+/// The Arrow array of type `dt` from one image column's bytes as copied off a device:
+/// `rows` little-endian 8-byte images and, if the column has one, its validity bitmap.
+#[cfg(feature = "cuda")]
+pub(crate) fn image_column(
+    images: &[u8],
+    validity: Option<&[u8]>,
+    rows: usize,
+    dt: &DataType,
+) -> Result<ArrayRef, EngineError> {
+    let span = Span {
+        offset: 0,
+        len: rows * 8,
+    };
+    if images.len() < span.len || validity.is_some_and(|v| v.len() < rows.div_ceil(8)) {
+        return Err(EngineError::Internal(format!(
+            "an image column of {rows} rows from {} bytes",
+            images.len()
+        )));
+    }
+    let nulls = validity
+        .map(|bits| NullBuffer::new(BooleanBuffer::new(bits.to_vec().into(), 0, rows)))
+        .filter(|n| n.null_count() > 0);
+    from_images(read(images, span, i64::from_le_bytes), nulls, dt)
+}
+
 /// The Arrow array of type `dt` whose 8-byte images are `images` (the inverse of
 /// [`crate::ops::write_images`] for the resident types).
 fn from_images(

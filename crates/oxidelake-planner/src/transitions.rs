@@ -24,7 +24,9 @@ use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::joins::PartitionMode;
 use oxidelake_compute::resident::check_resident_schema;
 use oxidelake_compute::{
     DeviceToHostExec, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
@@ -78,24 +80,76 @@ fn inside_download(child: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPl
         .map(|d2h| Arc::clone(d2h.input()))
 }
 
-/// The new children of a node that reads device batches in place of a download below
-/// it: a GPU partial aggregate (its input), or a GPU join that probes device batches
-/// (its probe input; the build side stays on the host).
-fn reading_device_batches(node: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn ExecutionPlan>>> {
-    if let Some(aggregate) = node.downcast_ref::<GpuPartialAggregateExec>() {
-        if aggregate.placement() == BackendKind::CpuSimd {
-            return None;
-        }
-        return Some(vec![inside_download(aggregate.input())?]);
-    }
-    let join = node.downcast_ref::<GpuHashJoinExec>()?;
-    if join.placement() == BackendKind::CpuSimd || !join.probes_device_batches() {
+/// The new children of a GPU partial aggregate that reads device batches in place of a
+/// download below it (its input).
+fn aggregate_reading_device_batches(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Option<Vec<Arc<dyn ExecutionPlan>>> {
+    let aggregate = node.downcast_ref::<GpuPartialAggregateExec>()?;
+    if aggregate.placement() == BackendKind::CpuSimd {
         return None;
     }
-    Some(vec![
-        Arc::clone(join.left()),
-        inside_download(join.right())?,
-    ])
+    Some(vec![inside_download(aggregate.input())?])
+}
+
+/// A CollectLeft join's build input with the download below its partition coalescing
+/// (or the download that is its input) taken out, or a Partitioned join's build input
+/// without its download; `None` where the build input is not downloaded device batches.
+fn build_on_device(join: &GpuHashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let left = join.left();
+    if let Some(inner) = inside_download(left) {
+        return Ok(Some(inner));
+    }
+    if join.mode() == PartitionMode::Partitioned {
+        return Ok(None);
+    }
+    let Some(coalesce) = left.downcast_ref::<CoalescePartitionsExec>() else {
+        return Ok(None);
+    };
+    let Some(inner) = inside_download(coalesce.input()) else {
+        return Ok(None);
+    };
+    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    Ok(Some(
+        Arc::clone(left).replace_children(vec![inner], options)?,
+    ))
+}
+
+/// A GPU join that can probe device batches in place (`probes_device_batches`) above a
+/// probe input's download: the join reading those batches (`probe=device`). When its
+/// build input is downloaded device batches too, that download goes as well and the
+/// join hands on device batches (`build=device`), under a download of its own that the
+/// next resident operator cancels.
+fn join_reading_device_batches(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(join) = node.downcast_ref::<GpuHashJoinExec>() else {
+        return Ok(None);
+    };
+    if join.placement() == BackendKind::CpuSimd || !join.probes_device_batches() {
+        return Ok(None);
+    }
+    let Some(probe) = inside_download(join.right()) else {
+        return Ok(None);
+    };
+    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    let build = build_on_device(join)?;
+    let output_fits = check_resident_schema(&node.schema()).is_ok();
+    match build {
+        Some(build) if output_fits => {
+            let joined = Arc::clone(node).replace_children(vec![build, probe], options)?;
+            Ok(Some(Arc::new(DeviceToHostExec::new(
+                joined,
+                join.placement(),
+            ))))
+        }
+        _ => {
+            let left = Arc::clone(join.left());
+            Ok(Some(
+                Arc::clone(node).replace_children(vec![left, probe], options)?,
+            ))
+        }
+    }
 }
 
 impl PhysicalOptimizerRule for DeviceTransitionRule {
@@ -108,7 +162,10 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            if let Some(children) = reading_device_batches(&node) {
+            if let Some(joined) = join_reading_device_batches(&node)? {
+                return Ok(Transformed::yes(joined));
+            }
+            if let Some(children) = aggregate_reading_device_batches(&node) {
                 let node = node.replace_children(
                     children,
                     ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
@@ -312,7 +369,8 @@ mod tests {
     }
 
     #[test]
-    fn a_device_inner_join_probes_the_device_batches_and_its_build_side_comes_down() {
+    fn a_device_join_of_two_device_inputs_gives_device_batches_and_over_a_host_build_side_probes_in_place()
+     {
         let join = |build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>| {
             Arc::new(GpuHashJoinExec::try_new(build, probe, 0, 0, BackendKind::Cuda).unwrap())
                 as Arc<dyn ExecutionPlan>
@@ -325,18 +383,40 @@ mod tests {
         assert_eq!(
             shape(&out),
             [
-                "GpuHashJoinExec[cuda]",
-                "  DeviceToHostExec[cuda]",
+                "DeviceToHostExec[cuda]",
+                "  GpuHashJoinExec[cuda]",
                 "    GpuFilterExec[cuda]",
                 "      HostToDeviceExec[cuda]",
                 "        DataSourceExec",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
+            ]
+        );
+        let text = displayable(out.as_ref()).indent(false).to_string();
+        assert!(text.contains("probe=device, build=device"), "{text}");
+        // A build side on the host stays there; the join probes the device batches
+        // and hands on host batches.
+        let plan = join(
+            scan(DataType::Utf8),
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+        );
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "GpuHashJoinExec[cuda]",
+                "  DataSourceExec",
                 "  GpuFilterExec[cuda]",
                 "    HostToDeviceExec[cuda]",
                 "      DataSourceExec",
             ]
         );
         let text = displayable(out.as_ref()).indent(false).to_string();
-        assert!(text.contains("probe=device"), "{text}");
+        assert!(
+            text.contains("probe=device") && !text.contains("build=device"),
+            "{text}"
+        );
     }
 
     #[test]

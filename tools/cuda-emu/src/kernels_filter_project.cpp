@@ -14,4 +14,6 @@ EMU_KERNEL(gather_bits);
 EMU_KERNEL(gather_string_lengths);
 EMU_KERNEL(gather_string_bytes);
 EMU_KERNEL(pack_bits);
+EMU_KERNEL(append_bits);
+EMU_KERNEL(shift_offsets);
 EMU_KERNEL(eval_values);

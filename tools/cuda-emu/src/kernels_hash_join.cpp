@@ -9,3 +9,6 @@ EMU_KERNEL(join_build);
 EMU_KERNEL(join_probe_count);
 EMU_KERNEL(join_probe_write);
 EMU_KERNEL(join_match_flags);
+EMU_KERNEL(join_scan_counts);
+EMU_KERNEL(join_scan_totals);
+EMU_KERNEL(join_add_block_offsets);

@@ -1,5 +1,17 @@
-//! `GpuHashJoinExec` probing with device-resident batches (ADR-0014, stage 2).
+//! `GpuHashJoinExec` with device-resident batches (ADR-0014, stages 2 and 3).
 //!
+//! **Stage 3: the whole join on the device.** Where the build input hands on device
+//! batches too (a GPU operator between transitions, below the partition coalescing of a
+//! CollectLeft join), the join is itself a resident operator (`gives_device_batches`):
+//! the build batches are appended into one batch on the device and the table built over
+//! their key images, only the key column crossing to the host (for the dynamic filter);
+//! each probe batch's output is gathered from both sides on the device and handed on as
+//! a device batch. A probe batch the device cannot join is bridged: downloaded, probed
+//! by the host path (the build rows downloaded once, on first need) and its output
+//! uploaded. On the CPU backend the build batches are downloaded and built on the host,
+//! and every probe batch is bridged.
+//!
+//! **Stage 2: the probe on the device.**
 //! Where the probe input hands on device batches (a GPU filter or projection between
 //! transitions), an inner, right semi or right anti join without a join filter on one
 //! integer-like key probes the key images where they lie, and only the joined rows come
@@ -14,20 +26,27 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef};
 use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::MemoryReservation;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::PartitionMode;
 use datafusion::physical_plan::metrics::Count;
+use futures::{StreamExt, TryStreamExt};
 use oxidelake_core::EngineError;
-use oxidelake_device::ops::{ProbeResidentArgs, ProbeRows};
+use oxidelake_device::ops::{JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows};
 use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::JoinKeys;
-use super::{BuildSide, ProbeSpec, probe_batch};
+use super::{BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, build_side, probe_batch};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
+use crate::transition::{ResidentExec, ResidentStream, as_resident};
 
 /// Joins one device batch (see the module docs).
 pub(super) fn probe_device_batch(
@@ -59,19 +78,16 @@ fn probe_on_device(
     let JoinKeys::Widened(key) = join.keys else {
         return Ok(None);
     };
-    let rows = match join.join_type {
-        JoinType::Inner => ProbeRows::Pairs,
-        JoinType::RightSemi => ProbeRows::Matched,
-        JoinType::RightAnti => ProbeRows::Unmatched,
-        _ => return Ok(None),
+    let Some(rows) = probe_rows(join) else {
+        return Ok(None);
     };
-    if join.filter.is_some() || side.table.device() != exec.backend.device() {
+    if side.table.device() != exec.backend.device() {
         return Ok(None);
     }
     let started = Instant::now();
     // Semi and anti joins output probe columns only: their indices count from 0.
     let build_width = match rows {
-        ProbeRows::Pairs => side.batch.num_columns(),
+        ProbeRows::Pairs => side.width,
         _ => 0,
     };
     let wanted: Vec<usize> = match &join.projection {
@@ -105,7 +121,11 @@ fn probe_on_device(
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
     for i in &wanted {
         columns.push(if *i < build_width {
-            take(side.batch.column(*i).as_ref(), &matches.build_indices, None)?
+            take(
+                side.host_batch(exec)?.column(*i).as_ref(),
+                &matches.build_indices,
+                None,
+            )?
         } else {
             let at = gather
                 .iter()
@@ -124,4 +144,268 @@ fn probe_on_device(
     });
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(Some(out))
+}
+
+impl GpuHashJoinExec {
+    /// The plan whose device batches this join's build side can be built from: the
+    /// input of a CollectLeft join's partition coalescing (or its single-partition left
+    /// input), a Partitioned join's left input; each when it hands on device batches.
+    fn device_build_source(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        let left = &self.left;
+        let source = match self.mode {
+            PartitionMode::Partitioned => Arc::clone(left),
+            _ => match left.downcast_ref::<CoalescePartitionsExec>() {
+                Some(coalesce) => Arc::clone(coalesce.input()),
+                None if left.properties().partitioning.partition_count() == 1 => Arc::clone(left),
+                None => return None,
+            },
+        };
+        as_resident(&source).is_some().then_some(source)
+    }
+
+    /// Whether the join hands on device batches (stage 3, module docs): a join the
+    /// device can probe in place ([`Self::probes_device_batches`]) whose probe and
+    /// build inputs both hand on device batches.
+    pub fn gives_device_batches(&self) -> bool {
+        self.probes_device_batches()
+            && as_resident(&self.right).is_some()
+            && self.device_build_source().is_some()
+    }
+}
+
+impl ResidentExec for GpuHashJoinExec {
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let (Some(probe), Some(source)) = (as_resident(&self.right), self.device_build_source())
+        else {
+            return Err(DataFusionError::Internal(
+                "GpuHashJoinExec asked for device batches without device inputs".into(),
+            ));
+        };
+        let input = probe.execute_resident(partition, Arc::clone(&context))?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        let Probing {
+            exec,
+            metrics,
+            bridged,
+            join,
+            schema,
+            build,
+        } = self.probing(partition, context, exec, Some(source));
+        let batches = input.batches;
+        let joined = futures::stream::once(async move {
+            let side = build.await?;
+            Ok::<_, DataFusionError>(batches.then(move |batch| {
+                let (exec, metrics, bridged) =
+                    (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
+                let (side, join, schema) =
+                    (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
+                async move {
+                    let batch = batch?;
+                    tokio::task::spawn_blocking(move || {
+                        join_device_batch(&exec, &metrics, &bridged, &side, &batch, &join, &schema)
+                    })
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+                }
+            }))
+        })
+        .try_flatten();
+        Ok(ResidentStream {
+            backend: input.backend,
+            detected: input.detected,
+            batches: Box::pin(joined),
+        })
+    }
+}
+
+/// Collects the device batches of `source`'s `partitions` (concurrently) and builds the
+/// side from them on the device; where the backend cannot (the CPU backend, a key or
+/// column it does not hold as the kernels read it), from their host copies.
+pub(super) async fn collect_and_build(
+    inputs: BuildInputs,
+    source: Arc<dyn ExecutionPlan>,
+    partitions: Vec<usize>,
+    context: Arc<TaskContext>,
+    reservation: MemoryReservation,
+) -> Result<Arc<BuildSide>> {
+    let resident = as_resident(&source).ok_or_else(|| {
+        DataFusionError::Internal("a device build side without device batches".into())
+    })?;
+    let streams = partitions
+        .into_iter()
+        .map(|p| resident.execute_resident(p, Arc::clone(&context)))
+        .collect::<Result<Vec<_>>>()?;
+    let parts = futures::future::try_join_all(
+        streams
+            .into_iter()
+            .map(|stream| stream.batches.try_collect::<Vec<DeviceBatch>>()),
+    )
+    .await?;
+    let batches: Vec<DeviceBatch> = parts.into_iter().flatten().collect();
+    let schema = inputs.left.schema();
+    let BuildInputs {
+        encoding,
+        exec,
+        metrics,
+        ..
+    } = inputs;
+    tokio::task::spawn_blocking(move || {
+        build_on_device(&schema, batches, &encoding, &exec, &metrics, reservation)
+    })
+    .await
+    .map_err(|e| DataFusionError::External(Box::new(e)))?
+}
+
+/// The build side of device `batches` (see [`collect_and_build`]).
+fn build_on_device(
+    schema: &SchemaRef,
+    batches: Vec<DeviceBatch>,
+    encoding: &JoinKeys,
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    reservation: MemoryReservation,
+) -> Result<Arc<BuildSide>> {
+    let started = Instant::now();
+    let built = match encoding {
+        JoinKeys::Widened(key) => {
+            exec.backend
+                .build_join_table_resident(&exec.stream, &batches, Arc::clone(schema), *key)
+        }
+        JoinKeys::Numbered(_) => Err(EngineError::unsupported(
+            "device-resident join build",
+            "numbered keys are built on the host",
+        )),
+    };
+    let built = match built {
+        Ok(built) => built,
+        Err(EngineError::Unsupported { .. }) => {
+            let host = batches
+                .iter()
+                .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(DataFusionError::from)?;
+            return build_side(schema, &host, encoding, exec, metrics, reservation);
+        }
+        Err(err) => return Err(DataFusionError::from(err)),
+    };
+    let key_column = super::widened(&built.keys)?;
+    reservation
+        .try_resize(key_column.get_array_memory_size() + built.keys.get_array_memory_size())?;
+    metrics
+        .telemetry
+        .set_allocated_bytes(built.table.allocated_bytes() as u64);
+    metrics.rows_in.add(built.batch.num_rows());
+    metrics
+        .baseline
+        .elapsed_compute()
+        .add_duration(started.elapsed());
+    Ok(Arc::new(BuildSide {
+        host: std::sync::OnceLock::new(),
+        width: built.batch.columns().len(),
+        device: Some(built.batch),
+        table: built.table,
+        key_column,
+        device_keys: Some(built.keys),
+        dictionary: None,
+        cpu_table: std::sync::OnceLock::new(),
+        reservation,
+    }))
+}
+
+/// Joins one device batch into a device batch: on the device where both sides are
+/// there and the join is one it runs (module docs), bridged through the host otherwise.
+fn join_device_batch(
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    bridged: &Count,
+    side: &BuildSide,
+    batch: &DeviceBatch,
+    join: &ProbeSpec,
+    schema: &SchemaRef,
+) -> Result<DeviceBatch> {
+    if let Some(out) = join_on_device(exec, metrics, side, batch, join, schema)? {
+        return Ok(out);
+    }
+    let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
+    let out = probe_batch(exec, metrics, side, &host, join, schema)?;
+    bridged.add(1);
+    Ok(resident::upload(exec.backend.as_ref(), &exec.stream, &out)?)
+}
+
+/// The join of `batch` with a build side on the device, or `None` where this join,
+/// side or backend cannot.
+fn join_on_device(
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    side: &BuildSide,
+    batch: &DeviceBatch,
+    join: &ProbeSpec,
+    schema: &SchemaRef,
+) -> Result<Option<DeviceBatch>> {
+    let (JoinKeys::Widened(key), Some(build)) = (&join.keys, &side.device) else {
+        return Ok(None);
+    };
+    let Some(rows) = probe_rows(join) else {
+        return Ok(None);
+    };
+    if side.table.device() != exec.backend.device() {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let build_width = match rows {
+        ProbeRows::Pairs => side.width,
+        _ => 0,
+    };
+    let output: Vec<JoinColumn> = match &join.projection {
+        Some(projection) => projection.clone(),
+        None => (0..build_width + batch.columns().len()).collect(),
+    }
+    .into_iter()
+    .map(|i| {
+        if i < build_width {
+            JoinColumn::Build(i)
+        } else {
+            JoinColumn::Probe(i - build_width)
+        }
+    })
+    .collect();
+    let args = JoinResidentArgs {
+        build,
+        probe: batch,
+        key: *key,
+        output: &output,
+        rows,
+        schema: Arc::clone(schema),
+    };
+    let out = match exec.backend.join_resident(&exec.stream, &side.table, args) {
+        Ok(out) => out,
+        Err(EngineError::Unsupported { .. }) => return Ok(None),
+        Err(err) => return Err(DataFusionError::from(err)),
+    };
+    // What crossed: the number of pairs (8 bytes) or of kept rows (4 bytes); the
+    // readbacks of string byte totals are left out.
+    let moved = exec.bytes_moved(|| match rows {
+        ProbeRows::Pairs => 8,
+        _ => 4,
+    });
+    metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+    Ok(Some(out))
+}
+
+/// The rows a device probe takes for `join`, or `None` for a join it does not run there
+/// (other join types, a join filter).
+fn probe_rows(join: &ProbeSpec) -> Option<ProbeRows> {
+    if join.filter.is_some() {
+        return None;
+    }
+    match join.join_type {
+        JoinType::Inner => Some(ProbeRows::Pairs),
+        JoinType::RightSemi => Some(ProbeRows::Matched),
+        JoinType::RightAnti => Some(ProbeRows::Unmatched),
+        _ => None,
+    }
 }

@@ -7,6 +7,8 @@
 //! `scripts/test-cuda-emulated.sh` runs this module on its own, one test at a time. On a
 //! real driver those hooks do not exist: each test says so and returns.
 
+mod resident_join;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -973,7 +975,7 @@ async fn a_join_probing_a_resident_filter_brings_back_only_the_joined_rows() {
     assert_eq!(
         count("d2h"),
         2 * gathered + 2 * matching,
-        "per batch: the filter's kept count and the probe's match counts; per batch with \
+        "per batch: the filter's kept count and the probe's pair total; per batch with \
          a match, the joined probe rows and their build rows"
     );
 }

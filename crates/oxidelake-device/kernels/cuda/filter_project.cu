@@ -454,6 +454,56 @@ extern "C" __global__ void pack_bits(const unsigned char* __restrict__ flags,
 }
 
 // ---------------------------------------------------------------------------------------
+// Appending one device-resident batch to another (ADR-0014: a join's build side gathered
+// into one batch on the device). Images and string bytes are plain device copies; these
+// two kernels do what a copy cannot.
+
+// One thread per output byte that bits [at, at + rows) touch: sets those bits to the
+// `rows` validity bits of `valid` (all set when `valid` is null), keeping the other bits
+// of the first and last byte, which belong to the batches before and after. Launches on
+// one stream run in order, so the byte two appends share is never written concurrently.
+extern "C" __global__ void append_bits(const unsigned char* __restrict__ valid,
+                                       unsigned long long rows,
+                                       unsigned char* __restrict__ out_bits,
+                                       unsigned long long at)
+{
+    if (rows == 0) {
+        return;
+    }
+    const unsigned long long byte = at / 8ull + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (byte > (at + rows - 1ull) / 8ull) {
+        return;
+    }
+    unsigned int packed = out_bits[byte];
+    for (unsigned int j = 0; j < 8u; ++j) {
+        const unsigned long long bit = byte * 8ull + j;
+        if (bit < at || bit >= at + rows) {
+            continue;
+        }
+        if (bit_is_set(valid, bit - at)) {
+            packed |= 1u << j;
+        } else {
+            packed &= ~(1u << j);
+        }
+    }
+    out_bits[byte] = (unsigned char)packed;
+}
+
+// One thread per entry: the `n` string offsets of a batch (from 0) moved up by `base`,
+// the byte where its strings start in the appended-to batch.
+extern "C" __global__ void shift_offsets(const int* __restrict__ offsets,
+                                         unsigned long long n,
+                                         int base,
+                                         int* __restrict__ out_offsets)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    out_offsets[i] = offsets[i] + base;
+}
+
+// ---------------------------------------------------------------------------------------
 // eval_values: computed columns (oxidelake_device::ops::ValueProgram). One thread per row
 // runs a postfix program over a stack of (image, valid) pairs: integer-like images as
 // i64, floats as f64 bits. Arithmetic modes: M_WRAP wraps (integer SQL types), M_CHECKED

@@ -7,11 +7,17 @@
 //                        separate slots. NULL keys are not inserted (they never join).
 //   2. join_probe_count  one thread per probe row: walks the cluster from hash(key) to
 //                        the first empty slot and counts equal keys -> counts[row].
-//   3. (host or a scan kernel) exclusive prefix sum of counts -> offsets, total.
+//   3. join_scan_counts, join_scan_totals, join_add_block_offsets: exclusive prefix sums
+//                        of counts -> offsets (64-bit), and their total at
+//                        block_totals[blocks], the one value the host reads back:
+//                        each block scans its rows' counts, one block scans the block
+//                        totals, each block adds its offset.
 //   4. join_probe_write  same walk, writing (build row, probe row) pairs at offsets[row].
 //   5. join_match_flags  (semi and anti joins over device-resident batches, ADR-0014)
 //                        a byte per probe row: whether it has a pair (matched = 1) or
 //                        has none (matched = 0), for the filter's compaction kernels.
+//
+// The three scan kernels need blockDim.x == JOIN_BLOCK (shared memory of that size).
 //
 // capacity must be a power of two and larger than the number of build rows (the host
 // sizes it at >= 2x), so every walk ends at an empty slot. Grid math: a 1-D grid of
@@ -112,6 +118,80 @@ extern "C" __global__ void join_probe_write(const long long* __restrict__ keys,
             ++dst;
         }
         slot = (slot + 1ull) & mask;
+    }
+}
+
+#define JOIN_BLOCK 256
+
+// Exclusive scan of one value per thread across the block (Hillis-Steele in shared
+// memory); *total gets the block's sum. Every thread of the block must call it.
+__device__ unsigned long long block_scan_u64(unsigned long long value,
+                                             unsigned long long* shared,
+                                             unsigned long long* total)
+{
+    shared[threadIdx.x] = value;
+    __syncthreads();
+    for (unsigned int d = 1; d < blockDim.x; d <<= 1) {
+        const unsigned long long add = (threadIdx.x >= d) ? shared[threadIdx.x - d] : 0ull;
+        __syncthreads();
+        shared[threadIdx.x] += add;
+        __syncthreads();
+    }
+    const unsigned long long inclusive = shared[threadIdx.x];
+    *total = shared[blockDim.x - 1];
+    __syncthreads();
+    return inclusive - value;
+}
+
+// One thread per probe row: its offset within its block, and each block's total.
+extern "C" __global__ void join_scan_counts(const unsigned int* __restrict__ counts,
+                                            unsigned long long rows,
+                                            unsigned long long* __restrict__ offsets,
+                                            unsigned long long* __restrict__ block_totals)
+{
+    __shared__ unsigned long long shared[JOIN_BLOCK];
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long value = (row < rows) ? (unsigned long long)counts[row] : 0ull;
+    unsigned long long total;
+    const unsigned long long prefix = block_scan_u64(value, shared, &total);
+    if (row < rows) {
+        offsets[row] = prefix;
+    }
+    if (threadIdx.x == 0) {
+        block_totals[blockIdx.x] = total;
+    }
+}
+
+// Single block: exclusive scan of the `blocks` block totals in place, in chunks of
+// JOIN_BLOCK; the grand total goes to block_totals[blocks] (blocks + 1 entries).
+extern "C" __global__ void join_scan_totals(unsigned long long* __restrict__ block_totals,
+                                            unsigned long long blocks)
+{
+    __shared__ unsigned long long shared[JOIN_BLOCK];
+    unsigned long long carry = 0;
+    for (unsigned long long base = 0; base < blocks; base += JOIN_BLOCK) {
+        const unsigned long long i = base + threadIdx.x;
+        const unsigned long long value = (i < blocks) ? block_totals[i] : 0ull;
+        unsigned long long total;
+        const unsigned long long prefix = block_scan_u64(value, shared, &total);
+        if (i < blocks) {
+            block_totals[i] = carry + prefix;
+        }
+        carry += total;
+    }
+    if (threadIdx.x == 0) {
+        block_totals[blocks] = carry;
+    }
+}
+
+// One thread per probe row: adds its block's offset (same grid as join_scan_counts).
+extern "C" __global__ void join_add_block_offsets(unsigned long long* __restrict__ offsets,
+                                                  unsigned long long rows,
+                                                  const unsigned long long* __restrict__ block_totals)
+{
+    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows) {
+        offsets[row] += block_totals[blockIdx.x];
     }
 }
 

@@ -135,6 +135,25 @@ pub(super) fn build_join_table(
     keys: &Int64Array,
 ) -> Result<CudaJoinTable, EngineError> {
     let rows = keys.len();
+    if rows == 0 {
+        return build_join_table_at(dev, 0, 0, 0);
+    }
+    let d_keys = dev.upload(keys.values())?;
+    let d_valid = dev.validity(keys.nulls(), rows)?;
+    // The addresses stay valid: the build waits for its kernel before returning.
+    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
+    build_join_table_at(dev, keys_at, valid_at, rows)
+}
+
+/// Builds the table over `rows` Int64 keys at device address `keys` (validity bitmap at
+/// `valid`, 0 for none: NULL keys are not inserted); waits for the build, so the
+/// addresses need to stay valid only until this returns.
+pub(super) fn build_join_table_at(
+    dev: &Dev<'_>,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<CudaJoinTable, EngineError> {
     if rows >= u32::MAX as usize / 2 {
         return Err(unsupported("join build side over 2^31 rows"));
     }
@@ -146,21 +165,20 @@ pub(super) fn build_join_table(
     );
     let capacity_u64 = capacity as u64;
     if rows > 0 {
-        let d_keys = dev.upload(keys.values())?;
-        let d_valid = dev.validity(keys.nulls(), rows)?;
         let rows_u64 = rows as u64;
         let f = dev.backend.function(CudaKernel::HashJoin, "join_build")?;
         let mut launch = dev.stream.launch_builder(&f);
         launch
-            .arg(&d_keys)
-            .arg(&d_valid)
+            .arg(&keys)
+            .arg(&valid)
             .arg(&rows_u64)
             .arg(&capacity_u64)
             .arg(&mut slot_state)
             .arg(&mut slot_keys)
             .arg(&mut slot_rows);
-        // SAFETY: join_build(const i64*, const u8*, u64, u64, u32*, i64*, u32*): keys and
-        // validity cover `rows`, the three slot arrays hold `capacity` entries (a power of
+        // SAFETY: join_build(const i64*, const u8*, u64, u64, u32*, i64*, u32*): `keys`
+        // addresses `rows` keys and `valid` a bitmap of ceil(rows/8) bytes or 0 (the
+        // caller's contract), the three slot arrays hold `capacity` entries (a power of
         // two above rows, so every insert finds a slot) and the kernel masks every index.
         #[allow(unsafe_code)]
         unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_build"))?;
@@ -210,9 +228,10 @@ pub(super) struct DevicePairs {
 
 /// Probes `table` with `rows` Int64 keys at device address `keys` (validity bitmap at
 /// `valid`, 0 for none: NULL keys never match); `None` when no row matches. The match
-/// counts come to the host for the scan that places each row's pairs (4 bytes a row, and
-/// 8 bytes a row of offsets back). The addresses must stay valid until this returns: it
-/// reads the counts, which waits for the kernels reading them.
+/// counts are scanned into each row's first pair on the device
+/// ([`scan_counts`]); only their total (8 bytes) comes to the host, which sizes the
+/// pairs. The addresses must stay valid until this returns: it reads the total, which
+/// waits for the kernels reading them.
 pub(super) fn probe_pairs(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
@@ -224,18 +243,11 @@ pub(super) fn probe_pairs(
         return Ok(None);
     }
     let counts = probe_counts(dev, table, keys, valid, rows)?;
-    let counts_host = dev.download(&counts)?;
-    let mut offsets = Vec::with_capacity(rows);
-    let mut total = 0u64;
-    for c in &counts_host {
-        offsets.push(total);
-        total += u64::from(*c);
-    }
+    let (offsets, total) = scan_counts(dev, &counts, rows)?;
     if total == 0 {
         return Ok(None);
     }
     let rows_u64 = rows as u64;
-    let d_offsets = dev.upload(&offsets)?;
     let len = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
     let (mut build, mut probe) = (dev.zeros::<u32>(len)?, dev.zeros::<u32>(len)?);
     let f = dev
@@ -250,17 +262,76 @@ pub(super) fn probe_pairs(
         .arg(&table.slot_state)
         .arg(&table.slot_keys)
         .arg(&table.slot_rows)
-        .arg(&d_offsets)
+        .arg(&offsets)
         .arg(&total)
         .arg(&mut build)
         .arg(&mut probe);
     // SAFETY: join_probe_write's arguments in order, keys and validity as for
-    // join_probe_count; the outputs hold `total` pairs and the kernel checks dst <
-    // out_capacity before each write.
+    // join_probe_count; offsets holds `rows` entries, the outputs hold `total` pairs and
+    // the kernel checks dst < out_capacity before each write.
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_write"))?;
     dev.sync()?;
     Ok(Some(DevicePairs { build, probe, len }))
+}
+
+/// Exclusive prefix sums of the first `rows` match `counts`, in 64 bits, on the device
+/// (`join_scan_counts` per block, `join_scan_totals` over the block totals in one block,
+/// `join_add_block_offsets`), and their total, read back (8 bytes).
+fn scan_counts(
+    dev: &Dev<'_>,
+    counts: &CudaSlice<u32>,
+    rows: usize,
+) -> Result<(CudaSlice<u64>, u64), EngineError> {
+    let blocks = rows.div_ceil(BLOCK as usize).max(1);
+    let (rows_u64, blocks_u64) = (rows as u64, blocks as u64);
+    let mut offsets = dev.zeros::<u64>(rows)?;
+    let mut totals = dev.zeros::<u64>(blocks + 1)?;
+    let per_block = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_scan_counts")?;
+    let mut launch = dev.stream.launch_builder(&per_block);
+    launch
+        .arg(counts)
+        .arg(&rows_u64)
+        .arg(&mut offsets)
+        .arg(&mut totals);
+    // SAFETY: join_scan_counts(const u32*, u64, u64*, u64*): counts and offsets hold
+    // `rows` entries, totals `blocks` + 1; a grid of `blocks` blocks of BLOCK threads
+    // (the kernel's JOIN_BLOCK), every row index bounded by rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_scan_counts"))?;
+    let across = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_scan_totals")?;
+    let mut launch = dev.stream.launch_builder(&across);
+    launch.arg(&mut totals).arg(&blocks_u64);
+    // SAFETY: join_scan_totals(u64*, u64) runs as one block of BLOCK threads and touches
+    // entries 0..=blocks of totals, which holds blocks + 1.
+    #[allow(unsafe_code)]
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
+    .map_err(dev.err("launch join_scan_totals"))?;
+    let add = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_add_block_offsets")?;
+    let mut launch = dev.stream.launch_builder(&add);
+    launch.arg(&mut offsets).arg(&rows_u64).arg(&totals);
+    // SAFETY: join_add_block_offsets(u64*, u64, const u64*): the grid of
+    // join_scan_counts; offsets holds rows entries, totals one per block and more.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_add_block_offsets"))?;
+    let total = dev
+        .stream
+        .clone_dtoh(&totals.slice(blocks..blocks + 1))
+        .map_err(dev.err("cuMemcpyDtoH"))?;
+    super::transfers::device_to_host(8);
+    Ok((offsets, total.first().copied().unwrap_or(0)))
 }
 
 /// Each of `rows` probe keys' number of matches in `table` (keys and validity as for

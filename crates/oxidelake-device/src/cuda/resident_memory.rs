@@ -77,6 +77,25 @@ pub(super) fn copy_span(
         .map_err(dev.err("cuMemcpyDtoDAsync"))
 }
 
+/// Copies span `span` of `memory` to the host (counted as a device-to-host copy); waits
+/// for it, and so for every earlier kernel on the stream.
+pub(super) fn download_span(
+    dev: &Dev<'_>,
+    memory: &DeviceBuffer,
+    span: Span,
+) -> Result<Vec<u8>, EngineError> {
+    if span.len == 0 {
+        return Ok(Vec::new());
+    }
+    let source = cuda_slice(memory)?.slice(span.offset..span.offset + span.len);
+    let bytes = dev
+        .stream
+        .clone_dtoh(&source)
+        .map_err(dev.err("cuMemcpyDtoH"))?;
+    super::transfers::device_to_host(bytes.len());
+    Ok(bytes)
+}
+
 /// Waits for its stream when dropped (errors ignored: the stream's own error is what the
 /// caller reports). The kernels reach device batches through raw addresses that
 /// cudarc's per-allocation events cannot see, so whatever path an operator leaves by,

@@ -3,7 +3,11 @@
 //! join outputs are gathered at the matched pairs' probe rows on the device
 //! (`resident_gather`), so one copy brings back only the joined rows' probe side, and a
 //! second each pair's build row (the build side lives on the host). The match counts
-//! cross for the scan that places the pairs, as in the host-interface probe.
+//! are scanned on the device (`launch::probe_pairs`): only their total comes back.
+//!
+//! [`join_resident`] (stage 3) joins with a build side that lives on the device too: the
+//! output's build columns are gathered at the pairs' build rows there, and the joined
+//! batch stays on the device.
 //!
 //! A semi or anti join needs no pairs: `join_match_flags` marks the probe rows with (or
 //! without) a match from their counts, `resident_gather::list_flagged` lists them (their
@@ -21,7 +25,7 @@ use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
-use crate::ops::{ProbeResidentArgs, ProbeRows, ResidentMatches};
+use crate::ops::{JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentMatches};
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
 
 /// See the module docs.
@@ -33,61 +37,20 @@ pub(super) fn probe_resident(
 ) -> Result<ResidentMatches, EngineError> {
     let batch = args.batch;
     let columns = batch.columns();
-    let beyond = std::iter::once(&args.key)
-        .chain(args.gather)
-        .find(|c| **c >= columns.len());
-    if let Some(c) = beyond {
-        return Err(EngineError::InvalidArgument {
-            what: "probe column",
-            detail: format!("column {c} of {}", columns.len()),
-        });
-    }
-    let ResidentValues::Images(key) = columns[args.key].values else {
-        return Err(unsupported(
-            "a device join probe whose key is not held as 8-byte images",
-        ));
-    };
-    if args
-        .gather
-        .iter()
-        .any(|c| matches!(columns[*c].values, ResidentValues::Wide(_)))
-    {
-        return Err(unsupported(
-            "a device join probe gathering a decimal column whose batch needs more than 64 bits",
-        ));
-    }
-    let rows = batch.num_rows();
-    u32::try_from(rows).map_err(|_| unsupported("a batch of 2^32 rows or more"))?;
+    key_images(batch, args.key, args.gather)?;
     let schema = std::sync::Arc::new(batch.schema().project(args.gather)?);
     let _finished = SyncOnExit(dev.stream);
-    let memory = batch.memory();
-    let valid = columns[args.key]
-        .validity
-        .map_or(0, |span| address(memory, span.offset));
-    let keys = address(memory, key.offset);
     let empty = || ResidentMatches {
         build_indices: UInt32Array::from(Vec::<u32>::new()),
         probe_rows: RecordBatch::new_empty(std::sync::Arc::clone(&schema)),
     };
-    // The probe rows to bring back (one per pair, or the matched / unmatched rows), and
-    // for pairs each one's build row.
-    let (row_list, len, build) = match args.rows {
-        ProbeRows::Pairs => match probe_pairs(dev, table, keys, valid, rows)? {
-            Some(pairs) => (pairs.probe, pairs.len, Some(pairs.build)),
-            None => return Ok(empty()),
-        },
-        ProbeRows::Matched | ProbeRows::Unmatched => {
-            if rows == 0 {
-                return Ok(empty());
-            }
-            let counts = probe_counts(dev, table, keys, valid, rows)?;
-            let flags = match_flags(dev, &counts, rows, args.rows == ProbeRows::Matched)?;
-            let (list, len) = list_flagged(dev, &flags, rows)?;
-            if len == 0 {
-                return Ok(empty());
-            }
-            (list, len, None)
-        }
+    let Some(ProbedRows {
+        probe: row_list,
+        len,
+        build,
+    }) = probe_rows(dev, table, batch, args.key, args.rows)?
+    else {
+        return Ok(empty());
     };
     let extents = string_extents(dev, batch, args.gather, &row_list, len)?;
     let mut layout = Layout::new();
@@ -119,6 +82,216 @@ pub(super) fn probe_resident(
         build_indices,
         probe_rows,
     })
+}
+
+/// The probe rows an output takes (one per pair, or the matched / unmatched rows), how
+/// many, and for pairs each one's build row.
+struct ProbedRows {
+    probe: CudaSlice<u32>,
+    len: usize,
+    build: Option<CudaSlice<u32>>,
+}
+
+/// Probes `table` with key column `key` of `batch` (checked by [`key_images`]); `None`
+/// when no row is taken.
+fn probe_rows(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    batch: &DeviceBatch,
+    key: usize,
+    which: ProbeRows,
+) -> Result<Option<ProbedRows>, EngineError> {
+    let rows = batch.num_rows();
+    u32::try_from(rows).map_err(|_| unsupported("a batch of 2^32 rows or more"))?;
+    let memory = batch.memory();
+    let column = &batch.columns()[key];
+    let ResidentValues::Images(images) = column.values else {
+        return Err(unsupported(
+            "a device join probe whose key is not held as 8-byte images",
+        ));
+    };
+    let valid = column
+        .validity
+        .map_or(0, |span| address(memory, span.offset));
+    let keys = address(memory, images.offset);
+    Ok(match which {
+        ProbeRows::Pairs => probe_pairs(dev, table, keys, valid, rows)?.map(|pairs| ProbedRows {
+            probe: pairs.probe,
+            len: pairs.len,
+            build: Some(pairs.build),
+        }),
+        ProbeRows::Matched | ProbeRows::Unmatched => {
+            if rows == 0 {
+                return Ok(None);
+            }
+            let counts = probe_counts(dev, table, keys, valid, rows)?;
+            let flags = match_flags(dev, &counts, rows, which == ProbeRows::Matched)?;
+            let (list, len) = list_flagged(dev, &flags, rows)?;
+            (len > 0).then_some(ProbedRows {
+                probe: list,
+                len,
+                build: None,
+            })
+        }
+    })
+}
+
+/// Checks that key column `key` of `batch` and every column in `gather` exist, that the
+/// key is held as images and that no gathered column is held as 16-byte values.
+fn key_images(batch: &DeviceBatch, key: usize, gather: &[usize]) -> Result<(), EngineError> {
+    let columns = batch.columns();
+    if let Some(c) = std::iter::once(&key)
+        .chain(gather)
+        .find(|c| **c >= columns.len())
+    {
+        return Err(EngineError::InvalidArgument {
+            what: "probe column",
+            detail: format!("column {c} of {}", columns.len()),
+        });
+    }
+    if !matches!(columns[key].values, ResidentValues::Images(_)) {
+        return Err(unsupported(
+            "a device join probe whose key is not held as 8-byte images",
+        ));
+    }
+    wide_free(batch, gather)
+}
+
+/// Fails with `Unsupported` when a column of `batch` in `gather` is held as 16-byte
+/// values (no gather kernel moves them).
+fn wide_free(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError> {
+    let columns = batch.columns();
+    if gather.iter().any(|c| {
+        matches!(
+            columns.get(*c).map(|c| c.values),
+            Some(ResidentValues::Wide(_)) | None
+        )
+    }) {
+        return Err(unsupported(
+            "a device join gathering a decimal column whose batch needs more than 64 bits",
+        ));
+    }
+    Ok(())
+}
+
+/// A join of a device batch with a build side on the device, whose output stays there
+/// (ADR-0014, stage 3): the probe as above, then each output column gathered from its
+/// side at the pairs' build or probe rows.
+pub(super) fn join_resident(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    args: JoinResidentArgs<'_>,
+) -> Result<DeviceBatch, EngineError> {
+    let (probe, build) = (args.probe, args.build);
+    let (mut from_probe, mut from_build) = (Vec::new(), Vec::new());
+    for column in args.output {
+        match column {
+            JoinColumn::Probe(i) => from_probe.push(*i),
+            JoinColumn::Build(i) if args.rows == ProbeRows::Pairs => from_build.push(*i),
+            JoinColumn::Build(_) => {
+                return Err(EngineError::InvalidArgument {
+                    what: "join output",
+                    detail: "a semi or anti join outputs probe columns only".into(),
+                });
+            }
+        }
+    }
+    if args.schema.fields().len() != args.output.len() {
+        return Err(EngineError::InvalidArgument {
+            what: "join output",
+            detail: format!(
+                "{} columns for a schema of {}",
+                args.output.len(),
+                args.schema.fields().len()
+            ),
+        });
+    }
+    key_images(probe, args.key, &from_probe)?;
+    if from_build.iter().any(|c| *c >= build.columns().len()) {
+        return Err(EngineError::InvalidArgument {
+            what: "build column",
+            detail: format!("beyond the build side's {}", build.columns().len()),
+        });
+    }
+    wide_free(build, &from_build)?;
+    let _finished = SyncOnExit(dev.stream);
+    let taken = probe_rows(dev, table, probe, args.key, args.rows)?;
+    let len = taken.as_ref().map_or(0, |t| t.len);
+    let source = |column: &JoinColumn| match column {
+        JoinColumn::Probe(i) => &probe.columns()[*i],
+        JoinColumn::Build(i) => &build.columns()[*i],
+    };
+    let Some(taken) = taken else {
+        let mut layout = Layout::new();
+        let out = args
+            .output
+            .iter()
+            .map(|c| layout.column_like(source(c), 0, 0))
+            .collect();
+        let memory = alloc_on_stream(dev, layout.size())?;
+        return Ok(DeviceBatch::from_parts(args.schema, 0, out, memory));
+    };
+    let probe_extents = string_extents(dev, probe, &from_probe, &taken.probe, len)?;
+    let build_list = match (&taken.build, from_build.is_empty()) {
+        (_, true) => None,
+        (Some(list), false) => Some(list),
+        (None, false) => {
+            return Err(EngineError::Internal(
+                "a join gathering build columns without pairs".into(),
+            ));
+        }
+    };
+    let build_extents = match build_list {
+        Some(list) => string_extents(dev, build, &from_build, list, len)?,
+        None => Vec::new(),
+    };
+    // The output's layout in its column order; each side's columns in gather order.
+    let mut layout = Layout::new();
+    let (mut probe_out, mut build_out) = (Vec::new(), Vec::new());
+    let (mut next_probe, mut next_build) = (0, 0);
+    let mut out = Vec::with_capacity(args.output.len());
+    for column in args.output {
+        let laid = match column {
+            JoinColumn::Probe(_) => {
+                let c = layout.column_like(source(column), len, probe_extents[next_probe].bytes);
+                next_probe += 1;
+                probe_out.push(c.clone());
+                c
+            }
+            JoinColumn::Build(_) => {
+                let c = layout.column_like(source(column), len, build_extents[next_build].bytes);
+                next_build += 1;
+                build_out.push(c.clone());
+                c
+            }
+        };
+        out.push(laid);
+    }
+    let memory = alloc_on_stream(dev, layout.size())?;
+    gather_columns(
+        dev,
+        probe,
+        &from_probe,
+        &taken.probe,
+        len,
+        &probe_extents,
+        &probe_out,
+        &memory,
+    )?;
+    if let Some(list) = build_list {
+        gather_columns(
+            dev,
+            build,
+            &from_build,
+            list,
+            len,
+            &build_extents,
+            &build_out,
+            &memory,
+        )?;
+    }
+    dev.sync()?;
+    Ok(DeviceBatch::from_parts(args.schema, len, out, memory))
 }
 
 /// A byte per probe row: whether its match count is non-zero (`matched`) or zero.
