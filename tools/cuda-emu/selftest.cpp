@@ -95,6 +95,7 @@ const char* kFakePtx = R"(
 .visible .entry join_scan_counts() { ret; }
 .visible .entry join_scan_totals() { ret; }
 .visible .entry join_add_block_offsets() { ret; }
+.visible .entry join_radix_keys() { ret; }
 .visible .entry agg_assign_groups() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
@@ -648,6 +649,46 @@ void hash_join_matches_reference(Env& e) {
     }
 }
 
+// join_radix_keys: two key columns (the second with NULLs) as one key per row; rows
+// with a NULL or a value outside its digit's range get no key. Equal to the host formula.
+void radix_keys_match_reference(Env& e) {
+    Driver& d = e.d;
+    const uint64_t rows = 1003;
+    std::vector<int64_t> a(rows), b(rows);
+    std::vector<uint8_t> b_valid((rows + 7) / 8, 0);
+    for (uint64_t i = 0; i < rows; ++i) {
+        a[i] = static_cast<int64_t>(i % 37) - 5;
+        b[i] = static_cast<int64_t>((i * 13) % 29) + 100;
+        if (i % 7 != 0) b_valid[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+    }
+    // Digits: a in -3 .. -3 + 30 (values outside it exist), b in 100 .. 129.
+    const std::vector<int64_t> mins{-3, 100}, strides{1, 30};
+    const std::vector<uint64_t> spans{30, 29};
+    const CUdeviceptr da = upload(d, a), db = upload(d, b), dbv = upload(d, b_valid);
+    const std::vector<uint64_t> cols{da, db}, valids{0, dbv};
+    const CUdeviceptr dcols = upload(d, cols), dvalids = upload(d, valids), dmins = upload(d, mins),
+                      dspans = upload(d, spans), dstrides = upload(d, strides);
+    const CUdeviceptr keys = zeros<int64_t>(d, rows), bits = zeros<uint8_t>(d, (rows + 7) / 8);
+    unsigned digits = 2;
+    uint64_t n = rows;
+    CHECK_CU(d, e.launch("join_radix_keys", blocks_for((rows + 7) / 8), kBlock, 0,
+                         {&dcols, &dvalids, &dmins, &dspans, &dstrides, &digits, &n, &keys, &bits}),
+             CUDA_SUCCESS);
+    const auto got_keys = download<int64_t>(d, keys, rows);
+    const auto got_bits = download<uint8_t>(d, bits, (rows + 7) / 8);
+    bool same = true;
+    size_t valid_rows = 0;
+    for (uint64_t i = 0; same && i < rows; ++i) {
+        const uint64_t oa = static_cast<uint64_t>(a[i] - mins[0]), ob = static_cast<uint64_t>(b[i] - mins[1]);
+        const bool ok = bit(b_valid, i) && oa < spans[0] && ob < spans[1];
+        valid_rows += ok;
+        same = bit(got_bits, i) == ok && (!ok || got_keys[i] == static_cast<int64_t>(oa * 1 + ob * 30));
+    }
+    CHECK(same);
+    CHECK(valid_rows > 0 && valid_rows < rows);
+    for (CUdeviceptr p : {da, db, dbv, dcols, dvalids, dmins, dspans, dstrides, keys, bits}) d.cuMemFree_v2(p);
+}
+
 struct Groups {
     uint64_t capacity;
     CUdeviceptr slot_state, slot_keys, group_of_row, overflow;
@@ -1133,7 +1174,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
@@ -1175,6 +1216,7 @@ int main(int argc, char** argv) {
     run_case("filter_project.cu pipeline matches the reference", [&] { filter_pipeline_matches_reference(env); });
     run_case("filter_project.cu value programs match the reference", [&] { value_programs_match_reference(env); });
     run_case("hash_join.cu build/probe matches the reference", [&] { hash_join_matches_reference(env); });
+    run_case("hash_join.cu radix keys match the reference", [&] { radix_keys_match_reference(env); });
     run_case("aggregation.cu matches the reference", [&] { aggregation_matches_reference(env); });
     run_case("aggregation.cu resident grouping matches the reference", [&] { resident_aggregation_matches_reference(env); });
     run_case("vector_distance.cu matches the reference", [&] { vector_distance_matches_reference(env); });

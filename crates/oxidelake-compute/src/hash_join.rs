@@ -92,9 +92,12 @@ struct BuildSide {
     table: JoinTable,
     /// The device key column the table was built from.
     key_column: Int64Array,
-    /// For a side built on the device: its key column in its own type (the only part
-    /// of the side on the host), for the dynamic filter.
-    device_keys: Option<ArrayRef>,
+    /// For a side built on the device: its key columns in their own types (the only
+    /// part of the side on the host), for the dynamic filter.
+    device_keys: Option<Vec<ArrayRef>>,
+    /// For a side built on the device over several key columns: each digit's (min,
+    /// span, stride), which probes read their key columns with (`resident`).
+    device_digits: Option<Vec<(i64, u64, i64)>>,
     /// For numbered keys: the build keys' numbers, which probes look up.
     dictionary: Option<KeyDictionary>,
     /// A CPU copy of the table, built on first need: when the device fails a probe, the
@@ -112,7 +115,7 @@ impl BuildSide {
             return;
         };
         let columns: Vec<ArrayRef> = match (&self.device_keys, self.host.get()) {
-            (Some(device_keys), _) => vec![Arc::clone(device_keys)],
+            (Some(device_keys), _) => device_keys.clone(),
             (None, Some(batch)) => keys.iter().map(|k| Arc::clone(batch.column(*k))).collect(),
             // Not reached: a side has its rows on the host or its keys from the device.
             (None, None) => return,
@@ -578,6 +581,31 @@ impl GpuHashJoinExec {
                 .get(*r)
                 .is_some_and(|f| widen::widens_exactly(f.data_type())))
     }
+
+    /// Whether a device can run this join where both inputs are device batches
+    /// (stage 3, see `resident`): an inner, right semi or right anti join without a join
+    /// filter, on key columns that are all integer-like (one key read in place, several
+    /// combined into one key digit by digit). The transition rule makes such a join a
+    /// resident operator when its inputs hand on device batches, or one does and the
+    /// other can be uploaded.
+    pub fn joins_on_device(&self) -> bool {
+        let (left, right) = (self.left.schema(), self.right.schema());
+        let integer = |schema: &SchemaRef, i: usize| {
+            schema
+                .fields()
+                .get(i)
+                .is_some_and(|f| widen::widens_exactly(f.data_type()))
+        };
+        matches!(
+            self.join_type,
+            JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+        ) && self.filter.is_none()
+            && !self.on.is_empty()
+            && self
+                .on
+                .iter()
+                .all(|(l, r)| integer(&left, *l) && integer(&right, *r))
+    }
 }
 
 impl DisplayAs for GpuHashJoinExec {
@@ -978,6 +1006,7 @@ fn build_side(
         table,
         key_column,
         device_keys: None,
+        device_digits: None,
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,

@@ -145,18 +145,48 @@ pub trait GpuBackend: Send + Sync + Debug {
         ))
     }
 
-    /// Gathers a join's build batches (which live on this device, with `schema`) into
-    /// one device batch and builds the table over its column `key`, whose 8-byte images
-    /// are the key widened to Int64 (ADR-0014, stage 3). The default refuses with
-    /// `Unsupported`; the join then downloads the batches and builds on the host.
-    fn build_join_table_resident(
+    /// `batches` (which live on this device, each with `schema`) as one device batch,
+    /// rows in order (ADR-0014, stage 3: a join's build side). The default refuses with
+    /// `Unsupported`; the caller then downloads the batches.
+    fn append_resident(
         &self,
         stream: &DeviceStream,
         batches: &[crate::DeviceBatch],
         schema: arrow::datatypes::SchemaRef,
-        key: usize,
-    ) -> Result<crate::ops::ResidentBuild, EngineError> {
-        let _ = (stream, batches, schema, key);
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        let _ = (stream, batches, schema);
+        Err(EngineError::unsupported(
+            "device-resident append",
+            format!("the {} backend appends batches on the host", self.kind()),
+        ))
+    }
+
+    /// Columns `columns` of a batch that lives on this device, copied to the host in
+    /// their own types, without the rest of the batch. The default refuses with
+    /// `Unsupported`; [`crate::resident::download_columns`] then copies the whole batch.
+    fn download_columns(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        columns: &[usize],
+    ) -> Result<Vec<ArrayRef>, EngineError> {
+        let _ = (stream, batch, columns);
+        Err(EngineError::unsupported(
+            "device-resident column download",
+            format!("the {} backend copies whole batches", self.kind()),
+        ))
+    }
+
+    /// Builds a join table over the key of a batch that lives on this device (ADR-0014,
+    /// stage 3). The default refuses with `Unsupported`; the join then builds on the
+    /// host.
+    fn build_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        key: crate::ops::ResidentKey<'_>,
+    ) -> Result<JoinTable, EngineError> {
+        let _ = (stream, batch, key);
         Err(EngineError::unsupported(
             "device-resident join build",
             format!("the {} backend builds joins on the host", self.kind()),

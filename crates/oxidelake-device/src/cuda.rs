@@ -507,13 +507,12 @@ impl GpuBackend for CudaBackend {
         }
     }
 
-    fn build_join_table_resident(
+    fn append_resident(
         &self,
         stream: &DeviceStream,
         batches: &[crate::DeviceBatch],
         schema: arrow::datatypes::SchemaRef,
-        key: usize,
-    ) -> Result<crate::ops::ResidentBuild, EngineError> {
+    ) -> Result<crate::DeviceBatch, EngineError> {
         for batch in batches {
             self.resident_dev(stream, batch)?;
         }
@@ -521,7 +520,33 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        resident_build::build_resident(&dev, batches, schema, key)
+        resident_build::append(&dev, batches, schema)
+    }
+
+    fn download_columns(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        columns: &[usize],
+    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
+        let dev = self.resident_dev(stream, batch)?;
+        resident_build::download_columns(&dev, batch, columns)
+    }
+
+    fn build_join_table_resident(
+        &self,
+        stream: &DeviceStream,
+        batch: &crate::DeviceBatch,
+        key: crate::ops::ResidentKey<'_>,
+    ) -> Result<crate::JoinTable, EngineError> {
+        let dev = self.resident_dev(stream, batch)?;
+        let table = resident_build::build_table(&dev, batch, key)?;
+        Ok(crate::JoinTable {
+            device: self.device,
+            build_rows: batch.num_rows(),
+            allocated_bytes: table.allocated_bytes(),
+            inner: crate::handles::JoinTableInner::Cuda(table),
+        })
     }
 
     fn join_resident(

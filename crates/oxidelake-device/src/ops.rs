@@ -271,37 +271,49 @@ pub enum JoinColumn {
     Probe(usize),
 }
 
+/// One digit of a mixed-radix join key over integer-like columns: column `column`'s
+/// value minus `min`, which must be below `span`, times `stride` (as the host's radix
+/// keys compute it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RadixDigit {
+    /// The key column (8-byte images of the value widened to Int64).
+    pub column: usize,
+    /// The build side's smallest value.
+    pub min: i64,
+    /// Values from `min` on that are digits; any other has no key.
+    pub span: u64,
+    /// The digit's weight.
+    pub stride: i64,
+}
+
+/// How a join reads its Int64 key from a device batch.
+#[derive(Debug, Clone, Copy)]
+pub enum ResidentKey<'a> {
+    /// One column's 8-byte images: the key widened to Int64.
+    Column(usize),
+    /// Several integer-like columns as one mixed-radix key; a row with a NULL or a value
+    /// outside a digit's span has no key (it never matches).
+    Radix(&'a [RadixDigit]),
+}
+
 /// A join whose build side and probe batch both live on the device and whose output
 /// stays there (ADR-0014, stage 3): the probe is as in [`ProbeResidentArgs`], and the
 /// output's columns are gathered from both sides on the device. Semi and anti joins
 /// ([`ProbeRows::Matched`], [`ProbeRows::Unmatched`]) take probe columns only.
 #[derive(Debug, Clone)]
 pub struct JoinResidentArgs<'a> {
-    /// The build side the table was built over ([`ResidentBuild::batch`]).
+    /// The build side the table was built over.
     pub build: &'a crate::DeviceBatch,
     /// The probe rows.
     pub probe: &'a crate::DeviceBatch,
-    /// The probe key column (8-byte images of the key widened to Int64).
-    pub key: usize,
+    /// The probe key, read as the build key was.
+    pub key: ResidentKey<'a>,
     /// The output columns, in order.
     pub output: &'a [JoinColumn],
     /// Which rows.
     pub rows: ProbeRows,
     /// The output's schema (its field `i` has the type of `output[i]`'s column).
     pub schema: arrow::datatypes::SchemaRef,
-}
-
-/// A join's build side gathered into one batch on the device, and the table over its
-/// key ([`crate::GpuBackend::build_join_table_resident`]).
-#[derive(Debug)]
-pub struct ResidentBuild {
-    /// The table over the key column's images.
-    pub table: crate::JoinTable,
-    /// Every build batch's rows, in order, as one device batch.
-    pub batch: crate::DeviceBatch,
-    /// A host copy of the key column alone, in its own type: what the join's dynamic
-    /// filter and a CPU fallback table need (8 bytes a row crossed, not the side).
-    pub keys: arrow::array::ArrayRef,
 }
 
 /// The distance between vectors.

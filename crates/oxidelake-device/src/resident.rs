@@ -435,6 +435,71 @@ pub fn download_with(
     )?)
 }
 
+/// Columns `columns` of `batch` on the host: only those columns' bytes where the backend
+/// copies parts of a batch ([`GpuBackend::download_columns`]), the whole batch otherwise.
+pub fn download_columns(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &DeviceBatch,
+    columns: &[usize],
+) -> Result<Vec<ArrayRef>, EngineError> {
+    match backend.download_columns(stream, batch, columns) {
+        Err(EngineError::Unsupported { .. }) => {}
+        done => return done,
+    }
+    let host = download(backend, stream, batch)?;
+    columns
+        .iter()
+        .map(|c| {
+            host.columns()
+                .get(*c)
+                .cloned()
+                .ok_or_else(|| EngineError::InvalidArgument {
+                    what: "column",
+                    detail: format!("column {c} of {}", host.num_columns()),
+                })
+        })
+        .collect()
+}
+
+/// Column `column` of a batch as copied off a device: its values' bytes (offsets then
+/// bytes for strings) and its validity bitmap's, each from byte 0 of its span.
+#[cfg(feature = "cuda")]
+pub(crate) fn column_from_spans(
+    column: &ResidentColumn,
+    rows: usize,
+    values: &[u8],
+    text: &[u8],
+    validity: Option<&[u8]>,
+) -> Result<ArrayRef, EngineError> {
+    // Lay the parts out as `host_column` reads an allocation: values, text, validity.
+    let mut bytes = Vec::with_capacity(values.len() + text.len() + validity.map_or(0, <[u8]>::len));
+    let mut at = |part: &[u8]| {
+        let span = Span {
+            offset: bytes.len(),
+            len: part.len(),
+        };
+        bytes.extend_from_slice(part);
+        span
+    };
+    let (values_span, text_span) = (at(values), at(text));
+    let validity_span = validity.map(&mut at);
+    let values = match column.values {
+        ResidentValues::Images(_) => ResidentValues::Images(values_span),
+        ResidentValues::Wide(_) => ResidentValues::Wide(values_span),
+        ResidentValues::Strings { .. } => ResidentValues::Strings {
+            offsets: values_span,
+            bytes: text_span,
+        },
+    };
+    let relaid = ResidentColumn {
+        data_type: column.data_type.clone(),
+        values,
+        validity: validity_span,
+    };
+    host_column(&bytes, rows, &relaid)
+}
+
 /// The little-endian values of type `T` in `span`.
 fn read<T, const N: usize>(bytes: &[u8], span: Span, from: fn([u8; N]) -> T) -> Vec<T> {
     bytes[span.range()]
@@ -498,31 +563,6 @@ fn host_column(
             ))
         }
     }
-}
-
-/// The Arrow array of type `dt` from one image column's bytes as copied off a device:
-/// `rows` little-endian 8-byte images and, if the column has one, its validity bitmap.
-#[cfg(feature = "cuda")]
-pub(crate) fn image_column(
-    images: &[u8],
-    validity: Option<&[u8]>,
-    rows: usize,
-    dt: &DataType,
-) -> Result<ArrayRef, EngineError> {
-    let span = Span {
-        offset: 0,
-        len: rows * 8,
-    };
-    if images.len() < span.len || validity.is_some_and(|v| v.len() < rows.div_ceil(8)) {
-        return Err(EngineError::Internal(format!(
-            "an image column of {rows} rows from {} bytes",
-            images.len()
-        )));
-    }
-    let nulls = validity
-        .map(|bits| NullBuffer::new(BooleanBuffer::new(bits.to_vec().into(), 0, rows)))
-        .filter(|n| n.null_count() > 0);
-    from_images(read(images, span, i64::from_le_bytes), nulls, dt)
 }
 
 /// The Arrow array of type `dt` whose 8-byte images are `images` (the inverse of

@@ -8,9 +8,13 @@
 //! place of its `DeviceToHostExec`: it reads the device batches, and its result (one row
 //! per group and batch) is what comes back to the host (`input=device` in EXPLAIN). A
 //! partial aggregate over host batches keeps its host interface: an upload for it alone
-//! would move every row to save nothing. Likewise a GPU inner join that can probe
-//! device batches in place (`GpuHashJoinExec::probes_device_batches`) takes the device
-//! batches of a probe input that hands them on, and brings back only the joined rows
+//! would move every row to save nothing. A GPU join the device runs whole
+//! (`GpuHashJoinExec::joins_on_device`) with an input that hands on device batches
+//! builds and probes there and hands on device batches itself (`build=device`,
+//! `probe=device`); its other input is uploaded if it is on the host, so every scan
+//! under a chain of such joins crosses once. Otherwise a GPU join that can probe device
+//! batches in place (`GpuHashJoinExec::probes_device_batches`) takes the device batches
+//! of a probe input that hands them on, and brings back only the joined rows
 //! (`probe=device`). EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
@@ -115,40 +119,82 @@ fn build_on_device(join: &GpuHashJoinExec) -> Result<Option<Arc<dyn ExecutionPla
     ))
 }
 
-/// A GPU join that can probe device batches in place (`probes_device_batches`) above a
-/// probe input's download: the join reading those batches (`probe=device`). When its
-/// build input is downloaded device batches too, that download goes as well and the
-/// join hands on device batches (`build=device`), under a download of its own that the
-/// next resident operator cancels.
+/// `input` uploaded for a device operator, where a device batch holds its columns.
+fn upload(
+    input: &Arc<dyn ExecutionPlan>,
+    placement: BackendKind,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    check_resident_schema(&input.schema())
+        .is_ok()
+        .then(|| Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)) as _)
+}
+
+/// A join's host build input uploaded: below a CollectLeft join's partition coalescing
+/// (each partition uploads its own batches), above the input otherwise.
+fn upload_build(
+    join: &GpuHashJoinExec,
+    placement: BackendKind,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let left = join.left();
+    let coalesced = left
+        .downcast_ref::<CoalescePartitionsExec>()
+        .filter(|_| join.mode() != PartitionMode::Partitioned);
+    let Some(coalesce) = coalesced else {
+        return Ok(upload(left, placement));
+    };
+    let Some(uploaded) = upload(coalesce.input(), placement) else {
+        return Ok(None);
+    };
+    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    Ok(Some(
+        Arc::clone(left).replace_children(vec![uploaded], options)?,
+    ))
+}
+
+/// A GPU join above device batches, rewritten to read them:
+/// - a join the device runs whole (`joins_on_device`) with at least one input handing
+///   on device batches: that input's download goes (below a CollectLeft join's
+///   partition coalescing, for the build side), the other input is uploaded if it is on
+///   the host, and the join hands on device batches (`build=device`, `probe=device`)
+///   under a download of its own that the next resident operator cancels;
+/// - otherwise a join that probes device batches in place (`probes_device_batches`)
+///   over a probe input's download: the join reads those batches (`probe=device`) and
+///   keeps its host build side.
 fn join_reading_device_batches(
     node: &Arc<dyn ExecutionPlan>,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(join) = node.downcast_ref::<GpuHashJoinExec>() else {
         return Ok(None);
     };
-    if join.placement() == BackendKind::CpuSimd || !join.probes_device_batches() {
+    let placement = join.placement();
+    if placement == BackendKind::CpuSimd {
         return Ok(None);
     }
-    let Some(probe) = inside_download(join.right()) else {
-        return Ok(None);
-    };
     let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    let probe = inside_download(join.right());
     let build = build_on_device(join)?;
-    let output_fits = check_resident_schema(&node.schema()).is_ok();
-    match build {
-        Some(build) if output_fits => {
+    let whole = join.joins_on_device()
+        && check_resident_schema(&node.schema()).is_ok()
+        && (probe.is_some() || build.is_some());
+    if whole {
+        let build = match build {
+            Some(build) => Some(build),
+            None => upload_build(join, placement)?,
+        };
+        let probe = probe.clone().or_else(|| upload(join.right(), placement));
+        if let (Some(build), Some(probe)) = (build, probe) {
             let joined = Arc::clone(node).replace_children(vec![build, probe], options)?;
-            Ok(Some(Arc::new(DeviceToHostExec::new(
-                joined,
-                join.placement(),
-            ))))
+            return Ok(Some(Arc::new(DeviceToHostExec::new(joined, placement))));
         }
-        _ => {
+    }
+    match probe {
+        Some(probe) if join.probes_device_batches() => {
             let left = Arc::clone(join.left());
             Ok(Some(
                 Arc::clone(node).replace_children(vec![left, probe], options)?,
             ))
         }
+        _ => Ok(None),
     }
 }
 

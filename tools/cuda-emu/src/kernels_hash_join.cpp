@@ -12,3 +12,4 @@ EMU_KERNEL(join_match_flags);
 EMU_KERNEL(join_scan_counts);
 EMU_KERNEL(join_scan_totals);
 EMU_KERNEL(join_add_block_offsets);
+EMU_KERNEL(join_radix_keys);

@@ -122,6 +122,18 @@ impl RadixKeys {
         Ok(Some((Self { digits }, keys)))
     }
 
+    /// Each digit's (min, span, stride) when every key column is an integer-like one:
+    /// what a device computes the same keys from (`join_radix_keys`).
+    pub(crate) fn int_digits(&self) -> Option<Vec<(i64, u64, i64)>> {
+        self.digits
+            .iter()
+            .map(|d| match d.values {
+                DigitValues::Int { min, span } => Some((min, span, d.stride)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The keys of a probe side's key `columns`: NULL where a column is NULL or a value
     /// lies outside its digit (no build key can equal it).
     pub(crate) fn probe(&self, columns: &[ArrayRef]) -> Result<Int64Array> {

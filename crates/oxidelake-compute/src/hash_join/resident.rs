@@ -40,10 +40,13 @@ use datafusion::physical_plan::joins::PartitionMode;
 use datafusion::physical_plan::metrics::Count;
 use futures::{StreamExt, TryStreamExt};
 use oxidelake_core::EngineError;
-use oxidelake_device::ops::{JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows};
+use oxidelake_device::ops::{
+    JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, RadixDigit, ResidentKey,
+};
 use oxidelake_device::resident::{self, DeviceBatch};
 
-use super::keys::JoinKeys;
+use super::keys::{JoinKeys, KeyDictionary};
+use super::radix::RadixKeys;
 use super::{BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, build_side, probe_batch};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::transition::{ResidentExec, ResidentStream, as_resident};
@@ -164,10 +167,10 @@ impl GpuHashJoinExec {
     }
 
     /// Whether the join hands on device batches (stage 3, module docs): a join the
-    /// device can probe in place ([`Self::probes_device_batches`]) whose probe and
-    /// build inputs both hand on device batches.
+    /// device can run ([`Self::joins_on_device`]) whose probe and build inputs both hand
+    /// on device batches.
     pub fn gives_device_batches(&self) -> bool {
-        self.probes_device_batches()
+        self.joins_on_device()
             && as_resident(&self.right).is_some()
             && self.device_build_source().is_some()
     }
@@ -260,7 +263,10 @@ pub(super) async fn collect_and_build(
     .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
-/// The build side of device `batches` (see [`collect_and_build`]).
+/// The build side of device `batches` (see [`collect_and_build`]): appended on the
+/// device, its key columns read back, and the table built over the key there (one
+/// column in place; several as one mixed-radix key whose digits the host learns from
+/// those columns). Anything the device does not cover goes through the host.
 fn build_on_device(
     schema: &SchemaRef,
     batches: Vec<DeviceBatch>,
@@ -270,47 +276,94 @@ fn build_on_device(
     reservation: MemoryReservation,
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
-    let built = match encoding {
-        JoinKeys::Widened(key) => {
-            exec.backend
-                .build_join_table_resident(&exec.stream, &batches, Arc::clone(schema), *key)
-        }
-        JoinKeys::Numbered(_) => Err(EngineError::unsupported(
-            "device-resident join build",
-            "numbered keys are built on the host",
-        )),
+    let on_host = |batches: &[DeviceBatch], reservation| {
+        let host = batches
+            .iter()
+            .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(DataFusionError::from)?;
+        build_side(schema, &host, encoding, exec, metrics, reservation)
     };
-    let built = match built {
-        Ok(built) => built,
+    let batch = match exec
+        .backend
+        .append_resident(&exec.stream, &batches, Arc::clone(schema))
+    {
+        Ok(batch) => batch,
+        Err(EngineError::Unsupported { .. }) => return on_host(&batches, reservation),
+        Err(err) => return Err(DataFusionError::from(err)),
+    };
+    drop(batches);
+    let key_columns: Vec<usize> = match encoding {
+        JoinKeys::Widened(c) => vec![*c],
+        JoinKeys::Numbered(cs) => cs.clone(),
+    };
+    let keys =
+        resident::download_columns(exec.backend.as_ref(), &exec.stream, &batch, &key_columns)
+            .map_err(DataFusionError::from)?;
+    // The key as the table reads it, and what probes through the host need.
+    let (key_column, dictionary, digits) = match encoding {
+        JoinKeys::Widened(_) => (super::widened(&keys[0])?, None, None),
+        JoinKeys::Numbered(_) => {
+            let radix = RadixKeys::build(&keys)?;
+            let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {
+                return on_host(std::slice::from_ref(&batch), reservation);
+            };
+            let (radix, key_column) = radix.ok_or_else(|| {
+                DataFusionError::Internal("radix digits without radix keys".into())
+            })?;
+            (key_column, Some(KeyDictionary::Radix(radix)), Some(digits))
+        }
+    };
+    let radix: Option<Vec<RadixDigit>> = digits.as_ref().map(|digits| {
+        key_columns
+            .iter()
+            .zip(digits)
+            .map(|(column, (min, span, stride))| RadixDigit {
+                column: *column,
+                min: *min,
+                span: *span,
+                stride: *stride,
+            })
+            .collect()
+    });
+    let key = match (&radix, key_columns.as_slice()) {
+        (Some(radix), _) => ResidentKey::Radix(radix),
+        (None, [column]) => ResidentKey::Column(*column),
+        (None, _) => {
+            return Err(DataFusionError::Internal(
+                "several join keys without digits".into(),
+            ));
+        }
+    };
+    let table = match exec
+        .backend
+        .build_join_table_resident(&exec.stream, &batch, key)
+    {
+        Ok(table) => table,
         Err(EngineError::Unsupported { .. }) => {
-            let host = batches
-                .iter()
-                .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(DataFusionError::from)?;
-            return build_side(schema, &host, encoding, exec, metrics, reservation);
+            return on_host(std::slice::from_ref(&batch), reservation);
         }
         Err(err) => return Err(DataFusionError::from(err)),
     };
-    let key_column = super::widened(&built.keys)?;
-    reservation
-        .try_resize(key_column.get_array_memory_size() + built.keys.get_array_memory_size())?;
+    let key_bytes: usize = keys.iter().map(|k| k.get_array_memory_size()).sum();
+    reservation.try_resize(key_column.get_array_memory_size() + key_bytes)?;
     metrics
         .telemetry
-        .set_allocated_bytes(built.table.allocated_bytes() as u64);
-    metrics.rows_in.add(built.batch.num_rows());
+        .set_allocated_bytes(table.allocated_bytes() as u64);
+    metrics.rows_in.add(batch.num_rows());
     metrics
         .baseline
         .elapsed_compute()
         .add_duration(started.elapsed());
     Ok(Arc::new(BuildSide {
         host: std::sync::OnceLock::new(),
-        width: built.batch.columns().len(),
-        device: Some(built.batch),
-        table: built.table,
+        width: batch.columns().len(),
+        device: Some(batch),
+        table,
         key_column,
-        device_keys: Some(built.keys),
-        dictionary: None,
+        device_keys: Some(keys),
+        device_digits: digits,
+        dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,
     }))
@@ -346,8 +399,30 @@ fn join_on_device(
     join: &ProbeSpec,
     schema: &SchemaRef,
 ) -> Result<Option<DeviceBatch>> {
-    let (JoinKeys::Widened(key), Some(build)) = (&join.keys, &side.device) else {
+    let Some(build) = &side.device else {
         return Ok(None);
+    };
+    // The probe key read as the build key was: one column, or the same digits over the
+    // probe side's key columns.
+    let digits: Vec<RadixDigit>;
+    let key = match (&join.keys, &side.device_digits) {
+        (JoinKeys::Widened(column), None) => ResidentKey::Column(*column),
+        (JoinKeys::Numbered(columns), Some(build_digits))
+            if columns.len() == build_digits.len() =>
+        {
+            digits = columns
+                .iter()
+                .zip(build_digits)
+                .map(|(column, (min, span, stride))| RadixDigit {
+                    column: *column,
+                    min: *min,
+                    span: *span,
+                    stride: *stride,
+                })
+                .collect();
+            ResidentKey::Radix(&digits)
+        }
+        _ => return Ok(None),
     };
     let Some(rows) = probe_rows(join) else {
         return Ok(None);
@@ -376,7 +451,7 @@ fn join_on_device(
     let args = JoinResidentArgs {
         build,
         probe: batch,
-        key: *key,
+        key,
         output: &output,
         rows,
         schema: Arc::clone(schema),

@@ -17,6 +17,11 @@
 //                        a byte per probe row: whether it has a pair (matched = 1) or
 //                        has none (matched = 0), for the filter's compaction kernels.
 //
+//   6. join_radix_keys   (joins on several integer-like keys over device-resident batches)
+//                        one key per row, Σ (value − min) · stride over the key columns,
+//                        NULL where a column is NULL or a value lies outside the build
+//                        side's range: what the host's mixed-radix keys compute.
+//
 // The three scan kernels need blockDim.x == JOIN_BLOCK (shared memory of that size).
 //
 // capacity must be a power of two and larger than the number of build rows (the host
@@ -119,6 +124,54 @@ extern "C" __global__ void join_probe_write(const long long* __restrict__ keys,
         }
         slot = (slot + 1ull) & mask;
     }
+}
+
+// One thread per 8 rows (one byte of the validity bitmap it writes): each row's
+// mixed-radix key over `digits` integer-like key columns, whose 8-byte images are at
+// col_ptrs[d] and validity bitmaps at valid_ptrs[d] (0: no NULLs). A row is valid when
+// every column is and every value lies in mins[d] .. mins[d] + spans[d]; its key is then
+// Σ (value − mins[d]) · strides[d] (one-to-one: the host checked the spans' product fits).
+extern "C" __global__ void join_radix_keys(const unsigned long long* __restrict__ col_ptrs,
+                                           const unsigned long long* __restrict__ valid_ptrs,
+                                           const long long* __restrict__ mins,
+                                           const unsigned long long* __restrict__ spans,
+                                           const long long* __restrict__ strides,
+                                           unsigned int digits,
+                                           unsigned long long rows,
+                                           long long* __restrict__ keys,
+                                           unsigned char* __restrict__ valid_bits)
+{
+    const unsigned long long byte = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long first = byte * 8ull;
+    if (first >= rows) {
+        return;
+    }
+    unsigned int packed = 0;
+    for (unsigned int j = 0; j < 8u && first + j < rows; ++j) {
+        const unsigned long long row = first + j;
+        long long key = 0;
+        bool found = true;
+        for (unsigned int d = 0; d < digits && found; ++d) {
+            const long long* values = (const long long*)col_ptrs[d];
+            if (!is_valid((const unsigned char*)valid_ptrs[d], row)) {
+                found = false;
+                break;
+            }
+            // A value below the minimum wraps to an offset far past the span.
+            const unsigned long long offset =
+                (unsigned long long)values[row] - (unsigned long long)mins[d];
+            if (offset >= spans[d]) {
+                found = false;
+                break;
+            }
+            key += (long long)(offset * (unsigned long long)strides[d]);
+        }
+        keys[row] = found ? key : 0;
+        if (found) {
+            packed |= 1u << j;
+        }
+    }
+    valid_bits[byte] = (unsigned char)packed;
 }
 
 #define JOIN_BLOCK 256

@@ -1,8 +1,9 @@
 //! A join's build side on the device (ADR-0014, stage 3): the build input's device
-//! batches are appended into one batch where they lie, and the table is built over its
-//! key images, so the build side never crosses to the host. Only the key column comes
-//! back (8 bytes a row and its validity), for the join's dynamic filter and for a CPU
-//! table should the device fail a probe.
+//! batches are appended into one batch where they lie ([`append`]), the host reads back
+//! only its key columns ([`download_columns`], 8 bytes a row each, for the dynamic filter
+//! and for the digits of a key of several columns), and the table is built over the key
+//! images ([`key_images`]: one column in place, or several combined by
+//! `join_radix_keys`), so the build side never crosses to the host.
 //!
 //! Appending copies image columns and string bytes device to device; `shift_offsets`
 //! moves each batch's string offsets past the bytes before it, and `append_bits` writes
@@ -10,70 +11,179 @@
 
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::launch::{Dev, build_join_table_at, grid, unsupported};
+use super::launch::{CudaJoinTable, Dev, build_join_table_at, grid, slice_address, unsupported};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream, copy_span, download_span};
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
-use crate::ops::ResidentBuild;
-use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues, Span, image_column};
+use crate::ops::{RadixDigit, ResidentKey};
+use crate::resident::{
+    DeviceBatch, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
+};
 
-/// See the module docs.
-pub(super) fn build_resident(
+/// The Int64 keys a join reads from a device batch: device addresses of `rows` key
+/// images and of their validity bitmap (0: none), and the buffers holding them when they
+/// were computed (a key of several columns).
+pub(super) struct KeyImages {
+    pub(super) keys: u64,
+    pub(super) valid: u64,
+    _computed: Option<(CudaSlice<i64>, CudaSlice<u8>)>,
+}
+
+/// The keys of `batch` read as `key` says (`join_radix_keys` for several columns,
+/// enqueued on `dev`'s stream).
+pub(super) fn key_images(
     dev: &Dev<'_>,
-    batches: &[DeviceBatch],
-    schema: SchemaRef,
-    key: usize,
-) -> Result<ResidentBuild, EngineError> {
-    let _finished = SyncOnExit(dev.stream);
-    let batch = append(dev, batches, schema)?;
-    let column = batch
-        .columns()
-        .get(key)
-        .ok_or_else(|| EngineError::InvalidArgument {
-            what: "join key column",
-            detail: format!("column {key} of {}", batch.columns().len()),
-        })?;
-    let ResidentValues::Images(images) = column.values else {
-        return Err(unsupported(
-            "a device join build whose key is not held as 8-byte images",
-        ));
-    };
-    let rows = batch.num_rows();
+    batch: &DeviceBatch,
+    key: ResidentKey<'_>,
+) -> Result<KeyImages, EngineError> {
+    let columns = batch.columns();
     let memory = batch.memory();
-    let valid = column
-        .validity
-        .map_or(0, |span| address(memory, span.offset));
-    let table = build_join_table_at(dev, address(memory, images.offset), valid, rows)?;
-    let validity = match column.validity {
-        Some(span) => Some(download_span(dev, memory, span)?),
-        None => None,
+    let images = |c: usize| -> Result<(u64, u64), EngineError> {
+        let column = columns.get(c).ok_or_else(|| EngineError::InvalidArgument {
+            what: "join key column",
+            detail: format!("column {c} of {}", columns.len()),
+        })?;
+        let ResidentValues::Images(span) = column.values else {
+            return Err(unsupported(
+                "a device join whose key is not held as 8-byte images",
+            ));
+        };
+        let valid = column.validity.map_or(0, |v| address(memory, v.offset));
+        Ok((address(memory, span.offset), valid))
     };
-    let keys = image_column(
-        &download_span(dev, memory, images)?,
-        validity.as_deref(),
-        rows,
-        &column.data_type,
-    )?;
-    let table = crate::JoinTable {
-        device: dev.backend.device,
-        build_rows: rows,
-        allocated_bytes: table.allocated_bytes(),
-        inner: crate::handles::JoinTableInner::Cuda(table),
-    };
-    Ok(ResidentBuild { table, batch, keys })
+    match key {
+        ResidentKey::Column(c) => {
+            let (keys, valid) = images(c)?;
+            Ok(KeyImages {
+                keys,
+                valid,
+                _computed: None,
+            })
+        }
+        ResidentKey::Radix(digits) => radix_keys(dev, batch.num_rows(), digits, images),
+    }
+}
+
+/// Launches `join_radix_keys` over the digits' columns (addresses from `images`).
+fn radix_keys(
+    dev: &Dev<'_>,
+    rows: usize,
+    digits: &[RadixDigit],
+    images: impl Fn(usize) -> Result<(u64, u64), EngineError>,
+) -> Result<KeyImages, EngineError> {
+    let parts = digits
+        .iter()
+        .map(|d| images(d.column))
+        .collect::<Result<Vec<_>, _>>()?;
+    let count = u32::try_from(digits.len()).map_err(|_| unsupported("too many key columns"))?;
+    let cols: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    let valids: Vec<u64> = parts.iter().map(|p| p.1).collect();
+    let mins: Vec<i64> = digits.iter().map(|d| d.min).collect();
+    let spans: Vec<u64> = digits.iter().map(|d| d.span).collect();
+    let strides: Vec<i64> = digits.iter().map(|d| d.stride).collect();
+    let (d_cols, d_valids) = (dev.upload(&cols)?, dev.upload(&valids)?);
+    let (d_mins, d_spans, d_strides) = (
+        dev.upload(&mins)?,
+        dev.upload(&spans)?,
+        dev.upload(&strides)?,
+    );
+    let mut keys = dev.zeros::<i64>(rows)?;
+    let mut bits = dev.zeros::<u8>(rows.div_ceil(8))?;
+    let rows_u64 = rows as u64;
+    let f = dev
+        .backend
+        .function(CudaKernel::HashJoin, "join_radix_keys")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&d_cols)
+        .arg(&d_valids)
+        .arg(&d_mins)
+        .arg(&d_spans)
+        .arg(&d_strides)
+        .arg(&count)
+        .arg(&rows_u64)
+        .arg(&mut keys)
+        .arg(&mut bits);
+    // SAFETY: join_radix_keys(const u64*, const u64*, const i64*, const u64*, const i64*,
+    // u32, u64, i64*, u8*): the five tables hold `count` entries, each column address
+    // `rows` images of the batch (and each validity address 0 or its bitmap), keys holds
+    // rows entries and bits ceil(rows/8); one thread per output byte, bounded by rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows.div_ceil(8))) }.map_err(dev.err("launch join_radix_keys"))?;
+    // The tables above are freed on return: the kernel must have read them.
+    dev.sync()?;
+    Ok(KeyImages {
+        keys: slice_address(dev, &keys),
+        valid: slice_address(dev, &bits),
+        _computed: Some((keys, bits)),
+    })
+}
+
+/// Builds the table over the key of `batch`.
+pub(super) fn build_table(
+    dev: &Dev<'_>,
+    batch: &DeviceBatch,
+    key: ResidentKey<'_>,
+) -> Result<CudaJoinTable, EngineError> {
+    let _finished = SyncOnExit(dev.stream);
+    let keys = key_images(dev, batch, key)?;
+    build_join_table_at(dev, keys.keys, keys.valid, batch.num_rows())
+}
+
+/// Columns `columns` of `batch` copied to the host, each from its own spans.
+pub(super) fn download_columns(
+    dev: &Dev<'_>,
+    batch: &DeviceBatch,
+    columns: &[usize],
+) -> Result<Vec<ArrayRef>, EngineError> {
+    let memory = batch.memory();
+    columns
+        .iter()
+        .map(|c| {
+            let column = batch
+                .columns()
+                .get(*c)
+                .ok_or_else(|| EngineError::InvalidArgument {
+                    what: "column",
+                    detail: format!("column {c} of {}", batch.columns().len()),
+                })?;
+            let (values, text) = match column.values {
+                ResidentValues::Images(span) | ResidentValues::Wide(span) => {
+                    (download_span(dev, memory, span)?, Vec::new())
+                }
+                ResidentValues::Strings { offsets, bytes } => (
+                    download_span(dev, memory, offsets)?,
+                    download_span(dev, memory, bytes)?,
+                ),
+            };
+            let validity = match column.validity {
+                Some(span) => Some(download_span(dev, memory, span)?),
+                None => None,
+            };
+            column_from_spans(
+                column,
+                batch.num_rows(),
+                &values,
+                &text,
+                validity.as_deref(),
+            )
+        })
+        .collect()
 }
 
 /// `batches` (each with `schema`) as one device batch, rows in order. A decimal column
 /// some batch holds as 16-byte values is `Unsupported`: the caller builds on the host.
-fn append(
+pub(super) fn append(
     dev: &Dev<'_>,
     batches: &[DeviceBatch],
     schema: SchemaRef,
 ) -> Result<DeviceBatch, EngineError> {
+    let _finished = SyncOnExit(dev.stream);
     let width = schema.fields().len();
     if let Some(b) = batches.iter().find(|b| b.columns().len() != width) {
         return Err(EngineError::InvalidArgument {

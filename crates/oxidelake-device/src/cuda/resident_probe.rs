@@ -21,11 +21,14 @@ use oxidelake_core::EngineError;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::launch::{CudaJoinTable, Dev, grid, probe_counts, probe_pairs, unsupported};
+use super::resident_build::key_images;
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
+use super::resident_memory::{SyncOnExit, alloc_on_stream};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
-use crate::ops::{JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentMatches};
+use crate::ops::{
+    JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentKey, ResidentMatches,
+};
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
 
 /// See the module docs.
@@ -37,7 +40,7 @@ pub(super) fn probe_resident(
 ) -> Result<ResidentMatches, EngineError> {
     let batch = args.batch;
     let columns = batch.columns();
-    key_images(batch, args.key, args.gather)?;
+    check_gather(batch, args.gather)?;
     let schema = std::sync::Arc::new(batch.schema().project(args.gather)?);
     let _finished = SyncOnExit(dev.stream);
     let empty = || ResidentMatches {
@@ -48,7 +51,7 @@ pub(super) fn probe_resident(
         probe: row_list,
         len,
         build,
-    }) = probe_rows(dev, table, batch, args.key, args.rows)?
+    }) = probe_rows(dev, table, batch, ResidentKey::Column(args.key), args.rows)?
     else {
         return Ok(empty());
     };
@@ -92,28 +95,20 @@ struct ProbedRows {
     build: Option<CudaSlice<u32>>,
 }
 
-/// Probes `table` with key column `key` of `batch` (checked by [`key_images`]); `None`
-/// when no row is taken.
+/// Probes `table` with the key of `batch` read as `key` says; `None` when no row is
+/// taken.
 fn probe_rows(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
     batch: &DeviceBatch,
-    key: usize,
+    key: ResidentKey<'_>,
     which: ProbeRows,
 ) -> Result<Option<ProbedRows>, EngineError> {
     let rows = batch.num_rows();
     u32::try_from(rows).map_err(|_| unsupported("a batch of 2^32 rows or more"))?;
-    let memory = batch.memory();
-    let column = &batch.columns()[key];
-    let ResidentValues::Images(images) = column.values else {
-        return Err(unsupported(
-            "a device join probe whose key is not held as 8-byte images",
-        ));
-    };
-    let valid = column
-        .validity
-        .map_or(0, |span| address(memory, span.offset));
-    let keys = address(memory, images.offset);
+    // Held until the probe has read the keys (it waits for its kernels).
+    let images = key_images(dev, batch, key)?;
+    let (keys, valid) = (images.keys, images.valid);
     Ok(match which {
         ProbeRows::Pairs => probe_pairs(dev, table, keys, valid, rows)?.map(|pairs| ProbedRows {
             probe: pairs.probe,
@@ -136,23 +131,15 @@ fn probe_rows(
     })
 }
 
-/// Checks that key column `key` of `batch` and every column in `gather` exist, that the
-/// key is held as images and that no gathered column is held as 16-byte values.
-fn key_images(batch: &DeviceBatch, key: usize, gather: &[usize]) -> Result<(), EngineError> {
+/// Checks that every column in `gather` exists and none is held as 16-byte values (the
+/// key columns are checked where they are read).
+fn check_gather(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError> {
     let columns = batch.columns();
-    if let Some(c) = std::iter::once(&key)
-        .chain(gather)
-        .find(|c| **c >= columns.len())
-    {
+    if let Some(c) = gather.iter().find(|c| **c >= columns.len()) {
         return Err(EngineError::InvalidArgument {
             what: "probe column",
             detail: format!("column {c} of {}", columns.len()),
         });
-    }
-    if !matches!(columns[key].values, ResidentValues::Images(_)) {
-        return Err(unsupported(
-            "a device join probe whose key is not held as 8-byte images",
-        ));
     }
     wide_free(batch, gather)
 }
@@ -206,7 +193,7 @@ pub(super) fn join_resident(
             ),
         });
     }
-    key_images(probe, args.key, &from_probe)?;
+    check_gather(probe, &from_probe)?;
     if from_build.iter().any(|c| *c >= build.columns().len()) {
         return Err(EngineError::InvalidArgument {
             what: "build column",

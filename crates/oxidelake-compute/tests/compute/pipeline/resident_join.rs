@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use datafusion::common::JoinType;
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_compute::ops::Predicate;
 use oxidelake_compute::{
@@ -144,4 +145,85 @@ async fn a_join_of_two_resident_inputs_builds_and_joins_on_the_device_and_downlo
          probe batch: the filter's kept count, the pair total and the transition's \
          download; per matching batch: its build strings' total"
     );
+}
+
+/// `build.k = probe.k AND build.d = probe.d` (`d` has NULLs, which never match; probe
+/// keys beyond the build side's range have no key), as an inner join outputting the
+/// build side's `s` and the probe side's `d` and `k`, and as a semi join.
+fn two_key_join(
+    build: Arc<dyn ExecutionPlan>,
+    probe: Arc<dyn ExecutionPlan>,
+    join_type: JoinType,
+    backend: BackendChoice,
+) -> Arc<dyn ExecutionPlan> {
+    let projection = match join_type {
+        JoinType::Inner => vec![1, 4, 6],
+        _ => vec![0, 2],
+    };
+    Arc::new(
+        GpuHashJoinExec::try_new_on(
+            build,
+            probe,
+            vec![(3, 2), (0, 0)],
+            None,
+            join_type,
+            BackendKind::Cuda,
+        )
+        .unwrap()
+        .with_backend(backend)
+        .with_projection(Some(projection))
+        .unwrap(),
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_join_on_two_integer_keys_combines_them_on_the_device_for_the_build_and_each_probe() {
+    if emulator_missing() {
+        return;
+    }
+    let (build_batches, probe_batches) = (10, 40);
+    let probe_gathered = (probe_batches * SCAN_ROWS).div_ceil(BATCH_ROWS);
+    for join_type in [JoinType::Inner, JoinType::RightSemi] {
+        let backend = cuda(None);
+        let fixed = BackendChoice::Fixed(backend.clone());
+        let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
+            Arc::new(
+                HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
+                    .with_backend(fixed.clone()),
+            )
+        };
+        let joined = two_key_join(
+            build_filter(upload(build_batches), fixed.clone()),
+            dated_filter(upload(probe_batches), fixed.clone()),
+            join_type,
+            fixed.clone(),
+        );
+        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+            Arc::clone(&joined),
+            BackendKind::Cuda,
+        ));
+        emu::trace(true);
+        let ours = run(Arc::clone(&d2h)).await;
+        emu::trace(false);
+        let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+        let stock = run(two_key_join(
+            build_filter(ledger_scan(build_batches), cpu.clone()),
+            dated_filter(ledger_scan(probe_batches), cpu.clone()),
+            join_type,
+            cpu,
+        ))
+        .await;
+        let rows = assert_same_rows(&format!("two keys, {join_type}"), &ours, &stock, 0.0);
+        assert!(rows > 500, "{join_type}: {rows}");
+        assert_eq!(metric(&joined, "bridged_batches"), 0, "{join_type}");
+        assert_eq!(metric(&joined, "cpu_fallback_batches"), 0, "{join_type}");
+        let count = traced_ops();
+        assert_eq!(count("launch join_build"), 1, "{join_type}");
+        assert_eq!(
+            count("launch join_radix_keys"),
+            1 + probe_gathered,
+            "{join_type}: the build side's keys once, then each probe batch's"
+        );
+    }
 }
