@@ -105,6 +105,9 @@ struct BuildSide {
     cpu_table: std::sync::OnceLock<JoinTable>,
     /// The host memory above, held in the query's pool while the side lives.
     reservation: MemoryReservation,
+    /// The device bytes of a side built on the device, claimed from the process's
+    /// budget while the side lives.
+    _device_claim: Option<crate::DeviceClaim>,
 }
 
 impl BuildSide {
@@ -187,6 +190,10 @@ pub struct GpuHashJoinExec {
     /// The dynamic filter DataFusion's filter pushdown gave this join to fill from its
     /// build side (`dynamic_filter`), if any.
     build_filter: Option<Arc<BuildFilter>>,
+    /// `oxidelake.memory.device_limit` for a build side built on the device
+    /// (`resident`): it claims its bytes from the process's `DeviceBudget` up to this
+    /// limit, and stays on the host past it.
+    device_limit: Option<usize>,
 }
 
 impl GpuHashJoinExec {
@@ -321,6 +328,7 @@ impl GpuHashJoinExec {
             metrics: ExecutionPlanMetricsSet::new(),
             build: Arc::new(tokio::sync::OnceCell::new()),
             build_filter: None,
+            device_limit: None,
         })
     }
 
@@ -353,12 +361,33 @@ impl GpuHashJoinExec {
             self.placement,
         )?
         .with_projection(projection)?
-        .with_backend(self.backend.clone());
+        .with_backend(self.backend.clone())
+        .with_device_limit(self.device_limit);
         Ok(match &self.build_filter {
             // The same filter (the probe side's scans hold it), with its own reports.
             Some(f) => join.with_build_filter(Arc::clone(f.filter())),
             None => join,
         })
+    }
+
+    /// This join over new inputs `left` and `right` that hand on device batches (the
+    /// transition rule's stage-3 rewrite), its build side bounded by `device_limit`.
+    pub fn over_device_inputs(
+        &self,
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        device_limit: Option<usize>,
+    ) -> Result<Self> {
+        Ok(self
+            .rebuilt(left, right, self.projection.clone())?
+            .with_device_limit(device_limit))
+    }
+
+    /// This join with a build side built on the device bounded by `limit`
+    /// (`oxidelake.memory.device_limit`; see `resident`).
+    pub fn with_device_limit(mut self, limit: Option<usize>) -> Self {
+        self.device_limit = limit;
+        self
     }
 
     /// This join filling `filter` from its build side(s).
@@ -514,6 +543,9 @@ impl GpuHashJoinExec {
         let build_with = BuildInputs {
             left: Arc::clone(&self.left),
             device_source: device_build,
+            device_limit: self.device_limit,
+            kept_on_host: MetricBuilder::new(&self.metrics)
+                .counter("device_budget_host_builds", partition),
             encoding: build_encoding,
             exec: Arc::clone(&exec),
             metrics: Arc::clone(&metrics),
@@ -921,6 +953,10 @@ struct BuildInputs {
     /// The plan whose device batches the side is built from, when it is built on the
     /// device (`resident`): the left input, or the input of its partition coalescing.
     device_source: Option<Arc<dyn ExecutionPlan>>,
+    /// The device limit a side built on the device claims its bytes under.
+    device_limit: Option<usize>,
+    /// Build sides kept on the host because the device budget refused them.
+    kept_on_host: datafusion::physical_plan::metrics::Count,
     encoding: JoinKeys,
     exec: Arc<ExecBackend>,
     metrics: Arc<OperatorMetrics>,
@@ -1010,6 +1046,7 @@ fn build_side(
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,
+        _device_claim: None,
     }))
 }
 

@@ -156,12 +156,14 @@ fn upload_build(
 ///   on device batches: that input's download goes (below a CollectLeft join's
 ///   partition coalescing, for the build side), the other input is uploaded if it is on
 ///   the host, and the join hands on device batches (`build=device`, `probe=device`)
-///   under a download of its own that the next resident operator cancels;
+///   under a download of its own that the next resident operator cancels; its build
+///   side claims its device bytes under `oxidelake.memory.device_limit`;
 /// - otherwise a join that probes device batches in place (`probes_device_batches`)
 ///   over a probe input's download: the join reads those batches (`probe=device`) and
 ///   keeps its host build side.
 fn join_reading_device_batches(
     node: &Arc<dyn ExecutionPlan>,
+    device_limit: Option<usize>,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(join) = node.downcast_ref::<GpuHashJoinExec>() else {
         return Ok(None);
@@ -183,8 +185,11 @@ fn join_reading_device_batches(
         };
         let probe = probe.clone().or_else(|| upload(join.right(), placement));
         if let (Some(build), Some(probe)) = (build, probe) {
-            let joined = Arc::clone(node).replace_children(vec![build, probe], options)?;
-            return Ok(Some(Arc::new(DeviceToHostExec::new(joined, placement))));
+            let joined = join.over_device_inputs(build, probe, device_limit)?;
+            return Ok(Some(Arc::new(DeviceToHostExec::new(
+                Arc::new(joined),
+                placement,
+            ))));
         }
     }
     match probe {
@@ -204,11 +209,12 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !OxideOptions::from_config(config).device_resident {
+        let options = OxideOptions::from_config(config);
+        if !options.device_resident {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            if let Some(joined) = join_reading_device_batches(&node)? {
+            if let Some(joined) = join_reading_device_batches(&node, options.device_limit)? {
                 return Ok(Transformed::yes(joined));
             }
             if let Some(children) = aggregate_reading_device_batches(&node) {

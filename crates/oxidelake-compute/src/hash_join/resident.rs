@@ -254,10 +254,47 @@ pub(super) async fn collect_and_build(
         encoding,
         exec,
         metrics,
+        device_limit,
+        kept_on_host,
         ..
     } = inputs;
+    // The side's device bytes (its batches appended, then the table) claimed under the
+    // device limit; refused, the side is kept on the host.
+    let claim = match device_limit {
+        Some(limit) => {
+            let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
+            let table = (rows.max(1) * 2).next_power_of_two() * (4 + 8 + 4);
+            let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>() + table;
+            let mut claim = crate::DeviceBudget::global().claim();
+            if claim.try_grow(bytes, limit) {
+                Some(claim)
+            } else {
+                kept_on_host.add(1);
+                let device = Arc::clone(&exec);
+                let host = tokio::task::spawn_blocking(move || {
+                    batches
+                        .iter()
+                        .map(|b| resident::download(device.backend.as_ref(), &device.stream, b))
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                })
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                .map_err(DataFusionError::from)?;
+                return build_side(&schema, &host, &encoding, &exec, &metrics, reservation);
+            }
+        }
+        None => None,
+    };
     tokio::task::spawn_blocking(move || {
-        build_on_device(&schema, batches, &encoding, &exec, &metrics, reservation)
+        build_on_device(
+            &schema,
+            batches,
+            &encoding,
+            &exec,
+            &metrics,
+            reservation,
+            claim,
+        )
     })
     .await
     .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -274,6 +311,7 @@ fn build_on_device(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
     reservation: MemoryReservation,
+    claim: Option<crate::DeviceClaim>,
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
     let on_host = |batches: &[DeviceBatch], reservation| {
@@ -366,6 +404,7 @@ fn build_on_device(
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,
+        _device_claim: claim,
     }))
 }
 

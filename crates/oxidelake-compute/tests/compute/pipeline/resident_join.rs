@@ -227,3 +227,63 @@ async fn a_join_on_two_integer_keys_combines_them_on_the_device_for_the_build_an
         );
     }
 }
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still_answers() {
+    if emulator_missing() {
+        return;
+    }
+    let (build_batches, probe_batches) = (10, 40);
+    let probe_gathered = (probe_batches * SCAN_ROWS).div_ceil(BATCH_ROWS);
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock = run(join(
+        build_filter(ledger_scan(build_batches), cpu.clone()),
+        dated_filter(ledger_scan(probe_batches), cpu.clone()),
+        cpu,
+    ))
+    .await;
+    // (device limit, build sides kept on the host, probe batches bridged)
+    for (limit, on_host, bridged) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
+        let backend = cuda(None);
+        let fixed = BackendChoice::Fixed(backend.clone());
+        let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
+            Arc::new(
+                HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
+                    .with_backend(fixed.clone()),
+            )
+        };
+        let joined: Arc<dyn ExecutionPlan> = Arc::new(
+            GpuHashJoinExec::try_new(
+                build_filter(upload(build_batches), fixed.clone()),
+                dated_filter(upload(probe_batches), fixed.clone()),
+                3,
+                2,
+                BackendKind::Cuda,
+            )
+            .unwrap()
+            .with_backend(fixed)
+            .with_projection(Some(vec![0, 1, 5, 6]))
+            .unwrap()
+            .with_device_limit(Some(limit)),
+        );
+        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+            Arc::clone(&joined),
+            BackendKind::Cuda,
+        ));
+        let ours = run(Arc::clone(&d2h)).await;
+        assert_same_rows(&format!("device limit {limit}"), &ours, &stock, 0.0);
+        assert_eq!(
+            metric(&joined, "device_budget_host_builds"),
+            on_host,
+            "limit {limit}"
+        );
+        assert_eq!(metric(&joined, "bridged_batches"), bridged, "limit {limit}");
+        drop((d2h, joined));
+        assert_eq!(
+            oxidelake_compute::DeviceBudget::global().claimed(),
+            0,
+            "the build side's claim went with it"
+        );
+    }
+}
