@@ -145,6 +145,13 @@ pub trait GpuBackend: Send + Sync + Debug {
         ))
     }
 
+    /// The pool that device batches on this backend take their allocations from and
+    /// give them back to (`resident::DevicePool`); `None` where allocating costs
+    /// nothing worth pooling (the CPU backend's "device" is host memory).
+    fn device_pool(&self) -> Option<std::sync::Arc<crate::resident::DevicePool>> {
+        None
+    }
+
     /// `batches` (which live on this device, each with `schema`) as one device batch,
     /// rows in order (ADR-0014, stage 3: a join's build side). The default refuses with
     /// `Unsupported`; the caller then downloads the batches.

@@ -50,6 +50,8 @@ pub struct CudaBackend {
     modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
     batching: crate::DeviceBatching,
     lanes: lane_pool::LanePool,
+    /// Allocations of device batches, reused across batches (`resident::DevicePool`).
+    device_pool: Arc<crate::resident::DevicePool>,
 }
 
 pub use lane_pool::LanePoolStats;
@@ -58,6 +60,11 @@ pub use lane_pool::LanePoolStats;
 /// `OXIDE_CUDA_LANE_POOL_BYTES` says otherwise: room for a few operators' lanes at the
 /// default chunk size.
 const DEFAULT_LANE_POOL_BYTES: usize = 512 << 20;
+
+/// Most bytes of device-batch allocations the device pool keeps parked, unless
+/// `OXIDE_CUDA_DEVICE_POOL_BYTES` says otherwise: a few device-sized batches per
+/// operator in flight.
+const DEFAULT_DEVICE_POOL_BYTES: usize = 1 << 30;
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -117,6 +124,9 @@ impl CudaBackend {
         let pool_bytes =
             crate::batching::env_count("OXIDE_CUDA_LANE_POOL_BYTES", "lane pool size")?
                 .unwrap_or(DEFAULT_LANE_POOL_BYTES);
+        let device_pool_bytes =
+            crate::batching::env_count("OXIDE_CUDA_DEVICE_POOL_BYTES", "device pool size")?
+                .unwrap_or(DEFAULT_DEVICE_POOL_BYTES);
         tracing::info!(%device, major, minor, arch, ?batching, "CUDA backend ready");
         Ok(Self {
             device,
@@ -126,6 +136,7 @@ impl CudaBackend {
             modules: Mutex::new(HashMap::new()),
             batching,
             lanes: lane_pool::LanePool::new(pool_bytes),
+            device_pool: Arc::new(crate::resident::DevicePool::new(device_pool_bytes)),
         })
     }
 
@@ -140,6 +151,18 @@ impl CudaBackend {
     pub fn with_lane_pool_bytes(mut self, bytes: usize) -> Self {
         self.lanes = lane_pool::LanePool::new(bytes);
         self
+    }
+
+    /// The same backend with a device pool that keeps at most `bytes` of device-batch
+    /// allocations parked (0: every device batch allocates; for comparisons).
+    pub fn with_device_pool_bytes(mut self, bytes: usize) -> Self {
+        self.device_pool = Arc::new(crate::resident::DevicePool::new(bytes));
+        self
+    }
+
+    /// The device pool's counters: allocations made and reused, bytes parked.
+    pub fn device_pool_stats(&self) -> crate::resident::DevicePoolStats {
+        self.device_pool.stats()
     }
 
     /// The lane pool's counters: lanes and streams created and reused.
@@ -505,6 +528,10 @@ impl GpuBackend for CudaBackend {
             }
             _ => Err(foreign_handle(self.device, table.device, "join table")),
         }
+    }
+
+    fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
+        Some(Arc::clone(&self.device_pool))
     }
 
     fn append_resident(

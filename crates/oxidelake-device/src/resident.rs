@@ -45,8 +45,10 @@ use oxidelake_core::{BackendKind, EngineError, MemoryTier, TelemetryHub};
 use crate::ops::{ValueClass, is_overflow, load_images, string_column, value_class};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer};
 
+mod device_pool;
 mod staging;
 
+pub use device_pool::{DevicePool, DevicePoolStats};
 pub use staging::{StagingPool, size_class};
 
 /// Where each part of a resident batch starts in its allocation.
@@ -122,31 +124,47 @@ impl Drop for HeldOnDevice {
 }
 
 /// A batch whose columns live in one allocation on a device. Its allocation counts in
-/// the telemetry hub's device tier while it lives (on a GPU backend).
+/// the telemetry hub's device tier while it lives (on a GPU backend), and goes back to
+/// its backend's [`DevicePool`] when the batch is dropped, if it came from one.
 #[derive(Debug)]
 pub struct DeviceBatch {
     schema: SchemaRef,
     rows: usize,
     columns: Vec<ResidentColumn>,
-    memory: DeviceBuffer,
+    memory: std::mem::ManuallyDrop<DeviceBuffer>,
+    pool: Option<Arc<DevicePool>>,
     _held: HeldOnDevice,
+}
+
+impl Drop for DeviceBatch {
+    fn drop(&mut self) {
+        // SAFETY: `memory` is taken once, here, and never used again: the batch is
+        // being dropped and no other field refers to it.
+        #[allow(unsafe_code)]
+        let memory = unsafe { std::mem::ManuallyDrop::take(&mut self.memory) };
+        if let Some(pool) = &self.pool {
+            pool.give(memory);
+        }
+    }
 }
 
 impl DeviceBatch {
     /// A batch a backend built on the device: `columns` lie in `memory` (sized by
-    /// [`Layout::size`]).
+    /// [`Layout::size`]), which goes back to `pool` when the batch is dropped.
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
         columns: Vec<ResidentColumn>,
         memory: DeviceBuffer,
+        pool: Option<Arc<DevicePool>>,
     ) -> Self {
         let held = HeldOnDevice::new(&memory);
         Self {
             schema,
             rows,
             columns,
-            memory,
+            memory: std::mem::ManuallyDrop::new(memory),
+            pool,
             _held: held,
         }
     }
@@ -382,7 +400,16 @@ pub fn upload_with(
             out[span.range()].copy_from_slice(&validity_bytes(nulls));
         }
     }
-    let mut memory = backend.alloc_device(size)?;
+    // Every byte of the allocation is written by the copy: a pooled one needs no reset.
+    let device_pool = backend.device_pool();
+    let mut memory = match device_pool.as_ref().map(|p| (p.take(size), p)) {
+        Some((Some(parked), _)) => parked,
+        Some((None, pool)) => {
+            pool.note_allocated();
+            backend.alloc_device(size)?
+        }
+        None => backend.alloc_device(size)?,
+    };
     backend.copy_h2d(stream, &staging, &mut memory)?;
     // The staging buffer is freed or reused on return: the copy must have read it.
     backend.synchronize(stream)?;
@@ -394,6 +421,7 @@ pub fn upload_with(
         rows,
         columns,
         memory,
+        device_pool,
     ))
 }
 

@@ -385,7 +385,7 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn a_device_batch_is_in_the_device_gauge_while_it_lives() {
+async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while_parked() {
     if emulator_missing() {
         return;
     }
@@ -403,8 +403,20 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives() {
         before + on_device.memory().len() as u64,
         "the batch's allocation is counted"
     );
+    let bytes = on_device.memory().len() as u64;
     drop(on_device);
-    assert_eq!(device(), before, "and released with the batch");
+    assert_eq!(
+        backend.device_pool_stats().parked_bytes as u64,
+        bytes,
+        "the allocation went back to the device pool"
+    );
+    assert_eq!(
+        device(),
+        before + bytes,
+        "where it still holds device memory"
+    );
+    drop(backend);
+    assert_eq!(device(), before, "freed with the backend's pool");
     // The CPU backend's "device" is host memory: nothing is counted.
     let cpu = CpuBackend::new();
     let cpu_stream = cpu.create_stream().unwrap();
@@ -691,8 +703,18 @@ async fn a_resident_projection_whose_values_outgrow_64_bits_is_bridged_to_datafu
 /// (`DeviceToHostExec` over `HostToDeviceExec`; equal string widths, so every device
 /// batch has the same size), after a warm-up run; and the plan.
 async fn transition_host_allocations(batches: usize) -> (u64, Arc<dyn ExecutionPlan>) {
+    let (host, _, plan) = transition_allocations(cuda(None), batches).await;
+    (host, plan)
+}
+
+/// `cuMemHostAlloc` and `cuMemAlloc` calls of an upload, a resident filter and a
+/// download of `batches` scan batches on `backend` (as above), after a warm-up run; and
+/// the plan.
+async fn transition_allocations(
+    backend: Arc<CudaBackend>,
+    batches: usize,
+) -> (u64, u64, Arc<dyn ExecutionPlan>) {
     use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
-    let backend = cuda(None);
     let plan = |batches| -> Arc<dyn ExecutionPlan> {
         let h2d = Arc::new(
             HostToDeviceExec::new(scan(batches), BackendKind::Cuda)
@@ -701,14 +723,59 @@ async fn transition_host_allocations(batches: usize) -> (u64, Arc<dyn ExecutionP
         Arc::new(DeviceToHostExec::new(h2d, BackendKind::Cuda))
     };
     run(plan(1)).await;
-    let before = emu::call_count("cuMemHostAlloc");
+    let (host_before, device_before) = (
+        emu::call_count("cuMemHostAlloc"),
+        emu::call_count("cuMemAlloc"),
+    );
     let plan = plan(batches);
     let out = run(Arc::clone(&plan)).await;
     assert_eq!(
         out.iter().map(RecordBatch::num_rows).sum::<usize>(),
         batches * SCAN_ROWS
     );
-    (emu::call_count("cuMemHostAlloc") - before, plan)
+    (
+        emu::call_count("cuMemHostAlloc") - host_before,
+        emu::call_count("cuMemAlloc") - device_before,
+        plan,
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn device_batches_reuse_their_device_allocations_across_hundreds_of_batches() {
+    if emulator_missing() {
+        return;
+    }
+    let backend = cuda(None);
+    let (_, first, _) = transition_allocations(Arc::clone(&backend), 100).await;
+    let (_, short, _) = transition_allocations(Arc::clone(&backend), 100).await;
+    let (_, long, _) = transition_allocations(Arc::clone(&backend), 400).await;
+    let gathered = 400 * SCAN_ROWS / BATCH_ROWS;
+    eprintln!(
+        "device batches: cuMemAlloc {first} for the first 100 scan batches, then {short} \
+         for 100 and {long} for 400"
+    );
+    assert!(
+        first <= 3,
+        "an allocation per device batch in flight: {first}"
+    );
+    assert_eq!(
+        (short, long),
+        (0, 0),
+        "a warm pool serves every batch: allocations do not grow with the batches"
+    );
+    let stats = backend.device_pool_stats();
+    assert!(stats.reused >= gathered, "{stats:?}");
+    assert!(stats.parked_bytes > 0, "{stats:?}");
+    // Without the pool every device batch allocates.
+    let unpooled = Arc::new(
+        CudaBackend::try_new(0)
+            .unwrap()
+            .with_batching(DeviceBatching::new(BATCH_ROWS, CHUNK_ROWS).unwrap())
+            .with_device_pool_bytes(0),
+    );
+    let (_, each, _) = transition_allocations(unpooled, 400).await;
+    assert_eq!(each, gathered as u64, "one cuMemAlloc per device batch");
 }
 
 #[tokio::test]

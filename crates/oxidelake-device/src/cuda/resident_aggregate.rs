@@ -26,7 +26,7 @@ use oxidelake_core::EngineError;
 use super::filter::device_ptr_table;
 use super::launch::{Dev, grid, unsupported};
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
+use super::resident_memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
 use crate::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
@@ -264,7 +264,7 @@ fn fold(
     let stream = dev.stream;
     let capacity = groups.capacity;
     let words = 2 * aggregates.len();
-    let table = alloc_on_stream(dev, (words * capacity * 8).max(8))?;
+    let table = alloc_scratch(dev, (words * capacity * 8).max(8))?;
     let word = |w: usize| address(&table, w * capacity * 8);
     let (rows, capacity_u64) = (batch.num_rows(), capacity as u64);
     let rows_u64 = rows as u64;
@@ -430,7 +430,13 @@ pub(super) fn aggregate_resident(
         .map(|f| f.as_ref().clone())
         .collect();
     fields.extend((0..words).map(|w| Field::new(format!("w{w}"), DataType::Int64, false)));
-    let out = DeviceBatch::from_parts(Arc::new(Schema::new(fields)), count, columns, memory);
+    let out = DeviceBatch::from_parts(
+        Arc::new(Schema::new(fields)),
+        count,
+        columns,
+        memory,
+        batch_pool(dev),
+    );
     let host = crate::resident::download(dev.backend, device_stream, &out)?;
     drop(table);
     results_from_words(&host, args.keys.len(), args.aggregates, schema)

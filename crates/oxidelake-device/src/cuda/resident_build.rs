@@ -17,7 +17,9 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::launch::{CudaJoinTable, Dev, build_join_table_at, grid, slice_address, unsupported};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream, copy_span, download_span};
+use super::resident_memory::{
+    SyncOnExit, address, alloc_on_stream, batch_pool, copy_span, download_span,
+};
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
 use crate::ops::{RadixDigit, ResidentKey};
@@ -289,6 +291,7 @@ pub(super) fn append(
         rows,
         columns,
         memory,
+        batch_pool(dev),
     ))
 }
 

@@ -11,7 +11,7 @@ use oxidelake_core::EngineError;
 
 use super::evaluate::BAD_PROGRAM;
 use super::launch::{Dev, grid, unsupported};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream, copy_span};
+use super::resident_memory::{SyncOnExit, address, alloc_on_stream, batch_pool, copy_span};
 use crate::kernels::CudaKernel;
 use crate::ops::{EvaluateResidentArgs, ProjectedColumn, ValueProgram, overflow_error};
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
@@ -254,5 +254,6 @@ pub(super) fn evaluate_resident(
         rows,
         columns,
         memory,
+        batch_pool(dev),
     ))
 }

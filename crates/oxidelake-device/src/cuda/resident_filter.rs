@@ -12,7 +12,7 @@ use oxidelake_core::EngineError;
 use super::filter::{ProgramBuffers, device_ptr_table};
 use super::launch::{Dev, grid, unsupported};
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream};
+use super::resident_memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
@@ -161,5 +161,11 @@ pub(super) fn filter_project_resident(
     stream
         .synchronize()
         .map_err(dev.err("cuStreamSynchronize"))?;
-    Ok(DeviceBatch::from_parts(out_schema, kept, columns, memory))
+    Ok(DeviceBatch::from_parts(
+        out_schema,
+        kept,
+        columns,
+        memory,
+        batch_pool(dev),
+    ))
 }

@@ -18,9 +18,32 @@ pub(super) fn address(memory: &DeviceBuffer, offset: usize) -> u64 {
     (memory.address() + offset) as u64
 }
 
-/// Allocates `bytes` of zeroed device memory on `stream` (ordered before the kernels
-/// that fill it) as a `DeviceBuffer`.
+/// `bytes` of zeroed device memory on `dev`'s stream (ordered before the kernels that
+/// fill it) for a device batch: a parked allocation of the backend's device pool,
+/// cleared on the stream, or a new one. The batch gives it back when dropped
+/// ([`batch_pool`]).
 pub(super) fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
+    let pool = &dev.backend.device_pool;
+    if let Some(mut parked) = pool.take(bytes.max(1))
+        && let DeviceMem::Cuda(slice) = &mut parked.mem
+    {
+        dev.stream
+            .memset_zeros(slice)
+            .map_err(dev.err("cuMemsetD8Async"))?;
+        return Ok(parked);
+    }
+    pool.note_allocated();
+    alloc_scratch(dev, bytes)
+}
+
+/// The device pool a device batch built on `dev` gives its allocation back to.
+pub(super) fn batch_pool(dev: &Dev<'_>) -> Option<Arc<crate::resident::DevicePool>> {
+    Some(Arc::clone(&dev.backend.device_pool))
+}
+
+/// `bytes` of zeroed device memory on `dev`'s stream, outside the pool: for scratch
+/// space an operator frees before it returns.
+pub(super) fn alloc_scratch(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
     let slice = dev
         .stream
         .alloc_zeros::<u8>(bytes.max(1))

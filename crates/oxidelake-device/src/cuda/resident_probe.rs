@@ -23,7 +23,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use super::launch::{CudaJoinTable, Dev, grid, probe_counts, probe_pairs, unsupported};
 use super::resident_build::key_images;
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, alloc_on_stream};
+use super::resident_memory::{SyncOnExit, alloc_on_stream, batch_pool};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
 use crate::ops::{
@@ -75,7 +75,7 @@ pub(super) fn probe_resident(
         &gathered,
     )?;
     dev.sync()?;
-    let on_device = DeviceBatch::from_parts(schema, len, out, gathered);
+    let on_device = DeviceBatch::from_parts(schema, len, out, gathered, batch_pool(dev));
     let probe_rows = crate::resident::download(dev.backend, device_stream, &on_device)?;
     let build_indices = match build {
         Some(build) => UInt32Array::from(dev.download(&build)?),
@@ -216,7 +216,13 @@ pub(super) fn join_resident(
             .map(|c| layout.column_like(source(c), 0, 0))
             .collect();
         let memory = alloc_on_stream(dev, layout.size())?;
-        return Ok(DeviceBatch::from_parts(args.schema, 0, out, memory));
+        return Ok(DeviceBatch::from_parts(
+            args.schema,
+            0,
+            out,
+            memory,
+            batch_pool(dev),
+        ));
     };
     let probe_extents = string_extents(dev, probe, &from_probe, &taken.probe, len)?;
     let build_list = match (&taken.build, from_build.is_empty()) {
@@ -278,7 +284,13 @@ pub(super) fn join_resident(
         )?;
     }
     dev.sync()?;
-    Ok(DeviceBatch::from_parts(args.schema, len, out, memory))
+    Ok(DeviceBatch::from_parts(
+        args.schema,
+        len,
+        out,
+        memory,
+        batch_pool(dev),
+    ))
 }
 
 /// A byte per probe row: whether its match count is non-zero (`matched`) or zero.
