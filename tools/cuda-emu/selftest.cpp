@@ -87,6 +87,8 @@ const char* kFakePtx = R"(
 .visible .entry pack_bits() { ret; }
 .visible .entry append_bits() { ret; }
 .visible .entry shift_offsets() { ret; }
+.visible .entry scan_blocks_u32() { ret; }
+.visible .entry add_block_offsets_u32() { ret; }
 .visible .entry eval_values() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
@@ -415,6 +417,29 @@ void filter_pipeline_matches_reference(Env& e) {
             appended_same = bit(got, i) == (i < total ? static_cast<bool>(want_bits[i]) : true);
         CHECK(appended_same);
         d.cuMemFree_v2(joined);
+    }
+
+    // scan_blocks_u32 + exclusive_scan_blocks + add_block_offsets_u32: 70,001 lengths
+    // (274 blocks: the totals' scan runs two chunks) into offsets and their total.
+    {
+        std::vector<uint32_t> lengths(70001);
+        std::vector<uint32_t> want{0};
+        for (size_t i = 0; i < lengths.size(); ++i) {
+            lengths[i] = static_cast<uint32_t>((i * 2654435761u) % 17);
+            want.push_back(want.back() + lengths[i]);
+        }
+        std::vector<uint32_t> with_slot = lengths;
+        with_slot.push_back(0);
+        unsigned scan_n = static_cast<unsigned>(lengths.size());
+        unsigned scan_blocks = (scan_n + 1 + kBlock - 1) / kBlock;
+        const CUdeviceptr values = upload(d, with_slot), totals = zeros<uint32_t>(d, scan_blocks + 1);
+        CHECK_CU(d, e.launch("scan_blocks_u32", scan_blocks, kBlock, 0, {&values, &scan_n, &totals}), CUDA_SUCCESS);
+        CHECK_CU(d, e.launch("exclusive_scan_blocks", 1, kBlock, 0, {&totals, &scan_blocks}), CUDA_SUCCESS);
+        CHECK_CU(d, e.launch("add_block_offsets_u32", scan_blocks, kBlock, 0, {&values, &scan_n, &totals, &scan_blocks}),
+                 CUDA_SUCCESS);
+        CHECK(download<uint32_t>(d, values, with_slot.size()) == want);
+        d.cuMemFree_v2(values);
+        d.cuMemFree_v2(totals);
     }
 
     // shift_offsets: offsets from 0 moved up by a base.
@@ -1174,7 +1199,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "agg_assign_groups",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);

@@ -1027,14 +1027,7 @@ fn build_side(
     reservation.try_resize(
         batch.get_array_memory_size() + key_column.get_array_memory_size() + host_table,
     )?;
-    metrics
-        .telemetry
-        .set_allocated_bytes(table.allocated_bytes() as u64);
-    metrics.rows_in.add(batch.num_rows());
-    metrics
-        .baseline
-        .elapsed_compute()
-        .add_duration(started.elapsed());
+    record_build(metrics, &table, batch.num_rows(), started);
     Ok(Arc::new(BuildSide {
         width: batch.num_columns(),
         host: std::sync::OnceLock::from(batch),
@@ -1048,6 +1041,19 @@ fn build_side(
         reservation,
         _device_claim: None,
     }))
+}
+
+/// Counts a built side in `metrics`: its table's bytes, its rows, the time since
+/// `started`.
+fn record_build(metrics: &OperatorMetrics, table: &JoinTable, rows: usize, started: Instant) {
+    metrics
+        .telemetry
+        .set_allocated_bytes(table.allocated_bytes() as u64);
+    metrics.rows_in.add(rows);
+    metrics
+        .baseline
+        .elapsed_compute()
+        .add_duration(started.elapsed());
 }
 
 /// Whether `indices` is exactly `0, 1, ..., rows - 1`.

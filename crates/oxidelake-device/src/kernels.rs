@@ -60,6 +60,8 @@ impl CudaKernel {
                 "eval_predicates",
                 "count_flags",
                 "exclusive_scan_blocks",
+                "scan_blocks_u32",
+                "add_block_offsets_u32",
                 "compact_rows",
                 "gather_8byte",
                 "gather_bits",

@@ -421,7 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn a_device_join_of_two_device_inputs_gives_device_batches_and_over_a_host_build_side_probes_in_place()
+    fn a_device_join_gives_device_batches_uploading_a_host_input_and_probes_in_place_over_one_it_cannot_hold()
      {
         let join = |build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>| {
             Arc::new(GpuHashJoinExec::try_new(build, probe, 0, 0, BackendKind::Cuda).unwrap())
@@ -447,10 +447,28 @@ mod tests {
         );
         let text = displayable(out.as_ref()).indent(false).to_string();
         assert!(text.contains("probe=device, build=device"), "{text}");
-        // A build side on the host stays there; the join probes the device batches
-        // and hands on host batches.
+        // A build side on the host is uploaded for it: each scan crosses once.
         let plan = join(
             scan(DataType::Utf8),
+            filter(scan(DataType::Utf8), BackendKind::Cuda),
+        );
+        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        assert_eq!(
+            shape(&out),
+            [
+                "DeviceToHostExec[cuda]",
+                "  GpuHashJoinExec[cuda]",
+                "    HostToDeviceExec[cuda]",
+                "      DataSourceExec",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
+            ]
+        );
+        // One a device batch cannot hold (a UInt64 column) stays on the host; the join
+        // probes the device batches in place and hands on host batches.
+        let plan = join(
+            scan(DataType::UInt64),
             filter(scan(DataType::Utf8), BackendKind::Cuda),
         );
         let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();

@@ -16,4 +16,6 @@ EMU_KERNEL(gather_string_bytes);
 EMU_KERNEL(pack_bits);
 EMU_KERNEL(append_bits);
 EMU_KERNEL(shift_offsets);
+EMU_KERNEL(scan_blocks_u32);
+EMU_KERNEL(add_block_offsets_u32);
 EMU_KERNEL(eval_values);

@@ -47,7 +47,10 @@ use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::{JoinKeys, KeyDictionary};
 use super::radix::RadixKeys;
-use super::{BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, build_side, probe_batch};
+use super::{
+    BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, build_side, probe_batch,
+    record_build,
+};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::transition::{ResidentExec, ResidentStream, as_resident};
 
@@ -88,15 +91,7 @@ fn probe_on_device(
         return Ok(None);
     }
     let started = Instant::now();
-    // Semi and anti joins output probe columns only: their indices count from 0.
-    let build_width = match rows {
-        ProbeRows::Pairs => side.width,
-        _ => 0,
-    };
-    let wanted: Vec<usize> = match &join.projection {
-        Some(projection) => projection.clone(),
-        None => (0..build_width + batch.columns().len()).collect(),
-    };
+    let (build_width, wanted) = output_columns(join, rows, side, batch);
     // The probe columns the output takes; the key alone when it takes none (a gather
     // needs a column to size the rows).
     let mut gather: Vec<usize> = wanted
@@ -271,15 +266,9 @@ pub(super) async fn collect_and_build(
             } else {
                 kept_on_host.add(1);
                 let device = Arc::clone(&exec);
-                let host = tokio::task::spawn_blocking(move || {
-                    batches
-                        .iter()
-                        .map(|b| resident::download(device.backend.as_ref(), &device.stream, b))
-                        .collect::<std::result::Result<Vec<_>, _>>()
-                })
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-                .map_err(DataFusionError::from)?;
+                let host = tokio::task::spawn_blocking(move || downloaded(&device, &batches))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))??;
                 return build_side(&schema, &host, &encoding, &exec, &metrics, reservation);
             }
         }
@@ -315,12 +304,14 @@ fn build_on_device(
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
     let on_host = |batches: &[DeviceBatch], reservation| {
-        let host = batches
-            .iter()
-            .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(DataFusionError::from)?;
-        build_side(schema, &host, encoding, exec, metrics, reservation)
+        build_side(
+            schema,
+            &downloaded(exec, batches)?,
+            encoding,
+            exec,
+            metrics,
+            reservation,
+        )
     };
     let batch = match exec
         .backend
@@ -352,18 +343,9 @@ fn build_on_device(
             (key_column, Some(KeyDictionary::Radix(radix)), Some(digits))
         }
     };
-    let radix: Option<Vec<RadixDigit>> = digits.as_ref().map(|digits| {
-        key_columns
-            .iter()
-            .zip(digits)
-            .map(|(column, (min, span, stride))| RadixDigit {
-                column: *column,
-                min: *min,
-                span: *span,
-                stride: *stride,
-            })
-            .collect()
-    });
+    let radix: Option<Vec<RadixDigit>> = digits
+        .as_ref()
+        .map(|digits| digits_over(&key_columns, digits));
     let key = match (&radix, key_columns.as_slice()) {
         (Some(radix), _) => ResidentKey::Radix(radix),
         (None, [column]) => ResidentKey::Column(*column),
@@ -385,14 +367,7 @@ fn build_on_device(
     };
     let key_bytes: usize = keys.iter().map(|k| k.get_array_memory_size()).sum();
     reservation.try_resize(key_column.get_array_memory_size() + key_bytes)?;
-    metrics
-        .telemetry
-        .set_allocated_bytes(table.allocated_bytes() as u64);
-    metrics.rows_in.add(batch.num_rows());
-    metrics
-        .baseline
-        .elapsed_compute()
-        .add_duration(started.elapsed());
+    record_build(metrics, &table, batch.num_rows(), started);
     Ok(Arc::new(BuildSide {
         host: std::sync::OnceLock::new(),
         width: batch.columns().len(),
@@ -449,16 +424,7 @@ fn join_on_device(
         (JoinKeys::Numbered(columns), Some(build_digits))
             if columns.len() == build_digits.len() =>
         {
-            digits = columns
-                .iter()
-                .zip(build_digits)
-                .map(|(column, (min, span, stride))| RadixDigit {
-                    column: *column,
-                    min: *min,
-                    span: *span,
-                    stride: *stride,
-                })
-                .collect();
+            digits = digits_over(columns, build_digits);
             ResidentKey::Radix(&digits)
         }
         _ => return Ok(None),
@@ -470,23 +436,17 @@ fn join_on_device(
         return Ok(None);
     }
     let started = Instant::now();
-    let build_width = match rows {
-        ProbeRows::Pairs => side.width,
-        _ => 0,
-    };
-    let output: Vec<JoinColumn> = match &join.projection {
-        Some(projection) => projection.clone(),
-        None => (0..build_width + batch.columns().len()).collect(),
-    }
-    .into_iter()
-    .map(|i| {
-        if i < build_width {
-            JoinColumn::Build(i)
-        } else {
-            JoinColumn::Probe(i - build_width)
-        }
-    })
-    .collect();
+    let (build_width, wanted) = output_columns(join, rows, side, batch);
+    let output: Vec<JoinColumn> = wanted
+        .into_iter()
+        .map(|i| {
+            if i < build_width {
+                JoinColumn::Build(i)
+            } else {
+                JoinColumn::Probe(i - build_width)
+            }
+        })
+        .collect();
     let args = JoinResidentArgs {
         build,
         probe: batch,
@@ -522,4 +482,47 @@ fn probe_rows(join: &ProbeSpec) -> Option<ProbeRows> {
         JoinType::RightAnti => Some(ProbeRows::Unmatched),
         _ => None,
     }
+}
+
+/// The output's columns as indices into the unprojected output, and how many of those
+/// are build columns (none for semi and anti joins, whose indices count from the probe
+/// side's first column).
+fn output_columns(
+    join: &ProbeSpec,
+    rows: ProbeRows,
+    side: &BuildSide,
+    batch: &DeviceBatch,
+) -> (usize, Vec<usize>) {
+    let build_width = match rows {
+        ProbeRows::Pairs => side.width,
+        _ => 0,
+    };
+    let wanted = match &join.projection {
+        Some(projection) => projection.clone(),
+        None => (0..build_width + batch.columns().len()).collect(),
+    };
+    (build_width, wanted)
+}
+
+/// The build side's digits (min, span, stride) over key `columns`.
+fn digits_over(columns: &[usize], digits: &[(i64, u64, i64)]) -> Vec<RadixDigit> {
+    columns
+        .iter()
+        .zip(digits)
+        .map(|(column, (min, span, stride))| RadixDigit {
+            column: *column,
+            min: *min,
+            span: *span,
+            stride: *stride,
+        })
+        .collect()
+}
+
+/// `batches` copied to the host.
+fn downloaded(exec: &ExecBackend, batches: &[DeviceBatch]) -> Result<Vec<RecordBatch>> {
+    batches
+        .iter()
+        .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(DataFusionError::from)
 }

@@ -309,6 +309,42 @@ extern "C" __global__ void exclusive_scan_blocks(unsigned int* __restrict__ bloc
     }
 }
 
+// A scan of any length across the grid, in three launches (a string column's gathered
+// lengths into its offsets, ADR-0014): scan_blocks_u32 scans each block's values in
+// place and writes the block's total; exclusive_scan_blocks scans the totals (one
+// block); add_block_offsets_u32 adds each block's offset and writes the grand total at
+// values[n]. The grid of the first and last is ceil((n + 1) / FP_BLOCK) blocks of
+// FP_BLOCK threads; block_totals holds that many + 1 entries.
+extern "C" __global__ void scan_blocks_u32(unsigned int* __restrict__ values,
+                                           unsigned int n,
+                                           unsigned int* __restrict__ block_totals)
+{
+    __shared__ unsigned int shared[FP_BLOCK];
+    const unsigned long long i = (unsigned long long)blockIdx.x * FP_BLOCK + threadIdx.x;
+    const unsigned int value = (i < n) ? values[i] : 0u;
+    unsigned int total;
+    const unsigned int prefix = block_exclusive_scan(value, shared, &total);
+    if (i < n) {
+        values[i] = prefix;
+    }
+    if (threadIdx.x == 0) {
+        block_totals[blockIdx.x] = total;
+    }
+}
+
+extern "C" __global__ void add_block_offsets_u32(unsigned int* __restrict__ values,
+                                                 unsigned int n,
+                                                 const unsigned int* __restrict__ block_offsets,
+                                                 unsigned int num_blocks)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * FP_BLOCK + threadIdx.x;
+    if (i < n) {
+        values[i] += block_offsets[blockIdx.x];
+    } else if (i == n) {
+        values[n] = block_offsets[num_blocks];
+    }
+}
+
 extern "C" __global__ void compact_rows(const unsigned char* __restrict__ flags,
                                         unsigned long long rows,
                                         const unsigned int* __restrict__ block_offsets,

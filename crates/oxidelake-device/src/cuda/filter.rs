@@ -17,11 +17,11 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
 use arrow::buffer::NullBuffer;
 use arrow::record_batch::RecordBatch;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::lane_pool::{LaneBytes, LaneKey, LaneState};
-use super::launch::{BLOCK, Dev, grid, unsupported};
+use super::launch::{BLOCK, Dev, grid, one_block, unsupported};
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, FilterProjectArgs, ValueClass, string_column, write_images};
@@ -395,14 +395,8 @@ pub(super) fn filter_project(
             // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block of FP_BLOCK
             // threads and touches indices 0..=blocks of block_counts (>= blocks + 1).
             #[allow(unsafe_code)]
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (BLOCK, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(dev.err("launch exclusive_scan_blocks"))?;
+            unsafe { launch.launch(one_block()) }
+                .map_err(dev.err("launch exclusive_scan_blocks"))?;
             let FilterLane {
                 flags,
                 block_counts,

@@ -31,6 +31,15 @@ pub(super) const BLOCK: u32 = 256;
 /// twice its rows.
 const AGG_CAPACITY: usize = 1 << 12;
 
+/// One block of [`BLOCK`] threads: the single-block scans.
+pub(super) fn one_block() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 pub(super) fn grid(rows: usize) -> LaunchConfig {
     let blocks = u32::try_from(rows.div_ceil(BLOCK as usize))
         .unwrap_or(u32::MAX)
@@ -309,14 +318,7 @@ fn scan_counts(
     // SAFETY: join_scan_totals(u64*, u64) runs as one block of BLOCK threads and touches
     // entries 0..=blocks of totals, which holds blocks + 1.
     #[allow(unsafe_code)]
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        })
-    }
-    .map_err(dev.err("launch join_scan_totals"))?;
+    unsafe { launch.launch(one_block()) }.map_err(dev.err("launch join_scan_totals"))?;
     let add = dev
         .backend
         .function(CudaKernel::HashJoin, "join_add_block_offsets")?;

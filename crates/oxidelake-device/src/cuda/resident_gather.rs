@@ -5,15 +5,15 @@
 //! `gather_string_bytes`).
 //!
 //! In two steps, because the output's allocation needs each string column's byte total,
-//! which only the device knows: [`string_extents`] scans the lengths and reads back the
-//! totals (4 bytes a string column), the caller lays out and allocates the output, and
-//! [`gather_columns`] fills it. [`list_flagged`] makes the row list from one flag byte
-//! per row.
+//! which only the device knows: [`string_extents`] scans the lengths across the grid
+//! ([`scan_any_length`]) and reads back the totals (4 bytes a string column), the
+//! caller lays out and allocates the output, and [`gather_columns`] fills it.
+//! [`list_flagged`] makes the row list from one flag byte per row.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::launch::{BLOCK, Dev, grid, unsupported};
+use super::launch::{BLOCK, Dev, grid, one_block, unsupported};
 use super::resident_memory::address;
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
@@ -41,14 +41,57 @@ pub(super) fn scan_one_block(
     // SAFETY: exclusive_scan_blocks(u32*, u32) runs as one block and touches indices
     // 0..=len of values, which holds more than len entries (checked above).
     #[allow(unsafe_code)]
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        })
+    unsafe { launch.launch(one_block()) }.map_err(dev.err("launch exclusive_scan_blocks"))?;
+    Ok(())
+}
+
+/// Scans the first `len` entries of `values` (which holds `len + 1`) into exclusive
+/// prefix sums across the grid, writing their total at index `len`: `scan_blocks_u32`
+/// per block, [`scan_one_block`] over the block totals, `add_block_offsets_u32`. Unlike
+/// [`scan_one_block`] over the values themselves, a million-row batch keeps every
+/// multiprocessor busy.
+pub(super) fn scan_any_length(
+    dev: &Dev<'_>,
+    values: &mut CudaSlice<u32>,
+    len: u32,
+) -> Result<(), EngineError> {
+    let n = len as usize;
+    if values.len() <= n {
+        return Err(EngineError::Internal(format!(
+            "a scan of {len} entries in a buffer of {}",
+            values.len()
+        )));
     }
-    .map_err(dev.err("launch exclusive_scan_blocks"))?;
+    // Blocks cover index `len` too: the last launch writes the total there.
+    let blocks = (n + 1).div_ceil(BLOCK as usize);
+    let blocks_u32 =
+        u32::try_from(blocks).map_err(|_| unsupported("batch too large for one launch"))?;
+    let mut totals: CudaSlice<u32> = dev.zeros(blocks + 1)?;
+    let per_block = dev
+        .backend
+        .function(CudaKernel::FilterProject, "scan_blocks_u32")?;
+    let mut launch = dev.stream.launch_builder(&per_block);
+    launch.arg(&mut *values).arg(&len).arg(&mut totals);
+    // SAFETY: scan_blocks_u32(u32*, u32, u32*): a grid of `blocks` blocks of BLOCK
+    // (= FP_BLOCK) threads; values holds len + 1 entries and is read and written below
+    // len, totals holds blocks + 1.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(n + 1)) }.map_err(dev.err("launch scan_blocks_u32"))?;
+    scan_one_block(dev, &mut totals, blocks_u32)?;
+    let add = dev
+        .backend
+        .function(CudaKernel::FilterProject, "add_block_offsets_u32")?;
+    let mut launch = dev.stream.launch_builder(&add);
+    launch
+        .arg(&mut *values)
+        .arg(&len)
+        .arg(&totals)
+        .arg(&blocks_u32);
+    // SAFETY: add_block_offsets_u32(u32*, u32, const u32*, u32): the same grid; it
+    // writes values[i] for i <= len (len + 1 entries) and reads totals[blockIdx.x] and
+    // totals[blocks], which holds blocks + 1 entries.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(n + 1)) }.map_err(dev.err("launch add_block_offsets_u32"))?;
     Ok(())
 }
 
@@ -162,7 +205,7 @@ pub(super) fn string_extents(
             #[allow(unsafe_code)]
             unsafe { launch.launch(grid(rows)) }
                 .map_err(dev.err("launch gather_string_lengths"))?;
-            scan_one_block(dev, &mut lengths, scan_len)?;
+            scan_any_length(dev, &mut lengths, scan_len)?;
         }
         let total = stream
             .clone_dtoh(&lengths.slice(rows..rows + 1))
