@@ -6,14 +6,36 @@
 //! checked against the limit of the session it runs for: the device is the process's, and
 //! each session says how much of it its queries may hold.
 //!
-//! Today the grace join claims the build side of each pair it joins on the device
-//! (`GraceHashJoinExec` with device pairs): a build side past the budget is split through
-//! spill files until its parts fit, like a build side past the host limit. The claim is an
+//! Today two kinds of device state claim from it: the build side of each pair the grace
+//! join joins on the device (`GraceHashJoinExec` with device pairs), which past the
+//! budget is split through spill files until its parts fit, like a build side past the
+//! host limit; and a join's build side built on the device from device batches (ADR-0014
+//! stage 3), which past the budget is built on the host instead. The latter claims under
+//! [`default_device_limit`] when the session sets no limit. The claim is an
 //! estimate made before the device allocates (the host bytes of the rows the device table
 //! will hold), not a count of the allocations themselves.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use oxidelake_core::BackendKind;
+use oxidelake_device::GpuBackend;
+
+/// The share of a device's memory that device state may claim when
+/// `oxidelake.memory.device_limit` is not set: the rest is left to device batches in
+/// flight, kernels' scratch space and other processes.
+pub const DEFAULT_DEVICE_SHARE_PERCENT: u64 = 80;
+
+/// The device limit for state built on `backend` when the session sets none:
+/// [`DEFAULT_DEVICE_SHARE_PERCENT`] of the device's memory; `None` on the CPU backend
+/// (host memory is the host pool's) or where the backend cannot say.
+pub fn default_device_limit(backend: &dyn GpuBackend) -> Option<usize> {
+    if backend.kind() == BackendKind::CpuSimd {
+        return None;
+    }
+    let total = backend.memory_info().ok()?.total_bytes;
+    usize::try_from(total / 100 * DEFAULT_DEVICE_SHARE_PERCENT).ok()
+}
 
 /// The bytes claimed on the device by every operator of the process.
 pub struct DeviceBudget {
@@ -90,6 +112,14 @@ impl Drop for DeviceClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_backend_has_no_default_device_limit() {
+        assert_eq!(
+            default_device_limit(&oxidelake_device::CpuBackend::new()),
+            None
+        );
+    }
 
     #[test]
     fn claims_share_one_limit_and_return_their_bytes_when_dropped() {

@@ -55,7 +55,9 @@ mod udf;
 mod value_expr;
 mod vector_distance;
 
-pub use device_budget::{DeviceBudget, DeviceClaim};
+pub use device_budget::{
+    DEFAULT_DEVICE_SHARE_PERCENT, DeviceBudget, DeviceClaim, default_device_limit,
+};
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
 pub use grace_join::{

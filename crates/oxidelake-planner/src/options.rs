@@ -21,8 +21,9 @@ pub struct OxideOptions {
     /// `oxidelake.memory.device_limit`: the device bytes the build sides of joins run on a
     /// device may claim together, process-wide (`DeviceBudget`). Setting it runs
     /// partitioned joins as `GraceHashJoinExec` even without a host memory limit, so a
-    /// build side past it is split. `None` (the default, `none` in SQL): no device limit.
-    /// A size as `512M` or `2G`.
+    /// build side past it is split. `None` (the default, `none` in SQL): no split, and a
+    /// join built on the device from device batches claims under 80 % of the device's
+    /// memory (`oxidelake_compute::default_device_limit`). A size as `512M` or `2G`.
     pub device_limit: Option<usize>,
     /// `oxidelake.scan.join_filter_rows`: the rows a hash join's build side cannot match
     /// are filtered right above the Parquet scans that read them

@@ -254,8 +254,10 @@ pub(super) async fn collect_and_build(
         ..
     } = inputs;
     // The side's device bytes (its batches appended, then the table) claimed under the
-    // device limit; refused, the side is kept on the host.
-    let claim = match device_limit {
+    // session's device limit, or a share of the device's memory; refused, the side is
+    // kept on the host.
+    let limit = device_limit.or_else(|| crate::default_device_limit(exec.backend.as_ref()));
+    let claim = match limit {
         Some(limit) => {
             let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
             let table = (rows.max(1) * 2).next_power_of_two() * (4 + 8 + 4);
@@ -313,12 +315,16 @@ fn build_on_device(
             reservation,
         )
     };
+    // A device out of memory for the appended side builds it on the host, as one past
+    // the budget does.
     let batch = match exec
         .backend
         .append_resident(&exec.stream, &batches, Arc::clone(schema))
     {
         Ok(batch) => batch,
-        Err(EngineError::Unsupported { .. }) => return on_host(&batches, reservation),
+        Err(EngineError::Unsupported { .. } | EngineError::OutOfMemory { .. }) => {
+            return on_host(&batches, reservation);
+        }
         Err(err) => return Err(DataFusionError::from(err)),
     };
     drop(batches);
@@ -360,7 +366,7 @@ fn build_on_device(
         .build_join_table_resident(&exec.stream, &batch, key)
     {
         Ok(table) => table,
-        Err(EngineError::Unsupported { .. }) => {
+        Err(EngineError::Unsupported { .. } | EngineError::OutOfMemory { .. }) => {
             return on_host(std::slice::from_ref(&batch), reservation);
         }
         Err(err) => return Err(DataFusionError::from(err)),

@@ -243,6 +243,16 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
         cpu,
     ))
     .await;
+    // Without a session limit a share of the device's memory bounds the side.
+    {
+        use oxidelake_device::GpuBackend;
+        let backend = cuda(None);
+        let total = backend.memory_info().unwrap().total_bytes as usize;
+        assert_eq!(
+            oxidelake_compute::default_device_limit(backend.as_ref()),
+            Some(total / 100 * oxidelake_compute::DEFAULT_DEVICE_SHARE_PERCENT as usize)
+        );
+    }
     // (device limit, build sides kept on the host, probe batches bridged)
     for (limit, on_host, bridged) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
         let backend = cuda(None);
