@@ -992,14 +992,40 @@ impl BuildInputs {
             ..
         } = self;
         if exec.backend.batching().is_none() {
-            return build_side(&schema, &batches, &encoding, &exec, &metrics, reservation);
+            return build_side(
+                &schema,
+                &batches,
+                &encoding,
+                &exec,
+                &metrics,
+                reservation,
+                TableOn::Backend,
+            );
         }
         tokio::task::spawn_blocking(move || {
-            build_side(&schema, &batches, &encoding, &exec, &metrics, reservation)
+            build_side(
+                &schema,
+                &batches,
+                &encoding,
+                &exec,
+                &metrics,
+                reservation,
+                TableOn::Backend,
+            )
         })
         .await
         .map_err(|e| DataFusionError::External(Box::new(e)))?
     }
+}
+
+/// Where a build side's table is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TableOn {
+    /// On the join's backend (a device where there is one).
+    Backend,
+    /// On the CPU: the side must not take device memory (the device budget refused
+    /// it, or the device ran out); probes then use the CPU table.
+    Cpu,
 }
 
 /// The build side of `batches`: one batch, its device key column and the backend's
@@ -1011,13 +1037,22 @@ fn build_side(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
     reservation: MemoryReservation,
+    table_on: TableOn,
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
     let batch = concat_batches(schema, batches)?;
     let (key_column, dictionary) = build_keys(encoding, &batch)?;
-    let table = exec.run(metrics, |backend, stream| {
-        backend.build_join_table(stream, &key_column)
-    })?;
+    let table = match table_on {
+        TableOn::Backend => exec.run(metrics, |backend, stream| {
+            backend.build_join_table(stream, &key_column)
+        })?,
+        TableOn::Cpu => {
+            use oxidelake_device::GpuBackend;
+            exec.cpu
+                .build_join_table(&exec.cpu_stream, &key_column)
+                .map_err(DataFusionError::from)?
+        }
+    };
     // Device memory is not the host pool's; a table on the host is.
     let host_table = if table.device() == oxidelake_core::DeviceId::CPU {
         table.allocated_bytes()

@@ -38,8 +38,8 @@ pub struct OxideOptions {
     /// hash that looks each row up in its partition's hash table: a hash and a lookup
     /// per row, about what the repartition and the probe it spares cost. Off by default.
     pub join_filter_partitioned: bool,
-    /// `oxidelake.execution.device_resident`: GPU filters, projections, partial
-    /// aggregates and join probes keep their batches on the device after an explicit
+    /// `oxidelake.execution.device_resident`: GPU filters, projections, joins and
+    /// partial aggregates keep their batches on the device after an explicit
     /// `HostToDeviceExec` ([`crate::DeviceTransitionRule`], ADR-0014). Off by default
     /// until a GPU measures it: on the emulated driver it uploads more than the host
     /// interface for join-heavy plans (docs/benchmarks.md).

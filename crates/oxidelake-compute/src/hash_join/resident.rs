@@ -48,7 +48,7 @@ use oxidelake_device::resident::{self, DeviceBatch};
 use super::keys::{JoinKeys, KeyDictionary};
 use super::radix::RadixKeys;
 use super::{
-    BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, build_side, probe_batch,
+    BuildInputs, BuildSide, GpuHashJoinExec, ProbeSpec, Probing, TableOn, build_side, probe_batch,
     record_build,
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
@@ -257,26 +257,34 @@ pub(super) async fn collect_and_build(
     // session's device limit, or a share of the device's memory; refused, the side is
     // kept on the host.
     let limit = device_limit.or_else(|| crate::default_device_limit(exec.backend.as_ref()));
-    let claim = match limit {
-        Some(limit) => {
-            let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
-            let table = (rows.max(1) * 2).next_power_of_two() * (4 + 8 + 4);
-            let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>() + table;
-            let mut claim = crate::DeviceBudget::global().claim();
-            if claim.try_grow(bytes, limit) {
-                Some(claim)
-            } else {
-                kept_on_host.add(1);
-                let device = Arc::clone(&exec);
-                let host = tokio::task::spawn_blocking(move || downloaded(&device, &batches))
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))??;
-                return build_side(&schema, &host, &encoding, &exec, &metrics, reservation);
-            }
+    let mut claim = None;
+    let mut refused = false;
+    if let Some(limit) = limit {
+        let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
+        let table = (rows.max(1) * 2).next_power_of_two() * (4 + 8 + 4);
+        let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>() + table;
+        let mut claimed = crate::DeviceBudget::global().claim();
+        if claimed.try_grow(bytes, limit) {
+            claim = Some(claimed);
+        } else {
+            refused = true;
+            kept_on_host.add(1);
         }
-        None => None,
-    };
+    }
+    // Copies, kernels and the host build's device table block: off the runtime's workers.
     tokio::task::spawn_blocking(move || {
+        if refused {
+            let host = downloaded(&exec, &batches)?;
+            return build_side(
+                &schema,
+                &host,
+                &encoding,
+                &exec,
+                &metrics,
+                reservation,
+                TableOn::Cpu,
+            );
+        }
         build_on_device(
             &schema,
             batches,
@@ -305,7 +313,9 @@ fn build_on_device(
     claim: Option<crate::DeviceClaim>,
 ) -> Result<Arc<BuildSide>> {
     let started = Instant::now();
-    let on_host = |batches: &[DeviceBatch], reservation| {
+    // What the device does not cover is built through the host path; a device out of
+    // memory builds the side on the CPU, as one past the budget does.
+    let on_host = |batches: &[DeviceBatch], reservation, table_on| {
         build_side(
             schema,
             &downloaded(exec, batches)?,
@@ -313,17 +323,19 @@ fn build_on_device(
             exec,
             metrics,
             reservation,
+            table_on,
         )
     };
-    // A device out of memory for the appended side builds it on the host, as one past
-    // the budget does.
     let batch = match exec
         .backend
         .append_resident(&exec.stream, &batches, Arc::clone(schema))
     {
         Ok(batch) => batch,
-        Err(EngineError::Unsupported { .. } | EngineError::OutOfMemory { .. }) => {
-            return on_host(&batches, reservation);
+        Err(EngineError::Unsupported { .. }) => {
+            return on_host(&batches, reservation, TableOn::Backend);
+        }
+        Err(EngineError::OutOfMemory { .. }) => {
+            return on_host(&batches, reservation, TableOn::Cpu);
         }
         Err(err) => return Err(DataFusionError::from(err)),
     };
@@ -341,7 +353,7 @@ fn build_on_device(
         JoinKeys::Numbered(_) => {
             let radix = RadixKeys::build(&keys)?;
             let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {
-                return on_host(std::slice::from_ref(&batch), reservation);
+                return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend);
             };
             let (radix, key_column) = radix.ok_or_else(|| {
                 DataFusionError::Internal("radix digits without radix keys".into())
@@ -366,8 +378,11 @@ fn build_on_device(
         .build_join_table_resident(&exec.stream, &batch, key)
     {
         Ok(table) => table,
-        Err(EngineError::Unsupported { .. } | EngineError::OutOfMemory { .. }) => {
-            return on_host(std::slice::from_ref(&batch), reservation);
+        Err(EngineError::Unsupported { .. }) => {
+            return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend);
+        }
+        Err(EngineError::OutOfMemory { .. }) => {
+            return on_host(std::slice::from_ref(&batch), reservation, TableOn::Cpu);
         }
         Err(err) => return Err(DataFusionError::from(err)),
     };

@@ -22,7 +22,7 @@ use super::resident_memory::{
 };
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
-use crate::ops::{RadixDigit, ResidentKey};
+use crate::ops::{RadixDigit, ResidentKey, ValueClass, value_class};
 use crate::resident::{
     DeviceBatch, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
 };
@@ -199,35 +199,34 @@ pub(super) fn append(
     for (c, field) in schema.fields().iter().enumerate() {
         let parts = batches.iter().map(|b| &b.columns()[c]);
         let nullable = parts.clone().any(|p| p.validity.is_some());
-        let values = match batches.first().map(|b| b.columns()[c].values) {
-            Some(ResidentValues::Strings { .. }) => {
-                let mut bytes = 0usize;
-                for p in parts.clone() {
-                    let ResidentValues::Strings { bytes: b, .. } = p.values else {
-                        return Err(EngineError::Internal(
-                            "a string column held another way in another batch".into(),
-                        ));
-                    };
-                    bytes += b.len;
-                }
-                i32::try_from(bytes)
-                    .map_err(|_| unsupported("a build side with 2 GiB of strings in a column"))?;
-                ResidentValues::Strings {
-                    offsets: layout.take((rows + 1) * 4),
-                    bytes: layout.take(bytes),
-                }
+        // The field's type decides, so that a side of no batches is laid out as one
+        // with rows would be.
+        let strings = matches!(value_class(field.data_type()), Some(ValueClass::Str));
+        let values = if strings {
+            let mut bytes = 0usize;
+            for p in parts.clone() {
+                let ResidentValues::Strings { bytes: b, .. } = p.values else {
+                    return Err(EngineError::Internal(
+                        "a string column held another way in another batch".into(),
+                    ));
+                };
+                bytes += b.len;
             }
-            _ if parts
-                .clone()
-                .all(|p| matches!(p.values, ResidentValues::Images(_))) =>
-            {
-                ResidentValues::Images(layout.take(rows * 8))
+            i32::try_from(bytes)
+                .map_err(|_| unsupported("a build side with 2 GiB of strings in a column"))?;
+            ResidentValues::Strings {
+                offsets: layout.take((rows + 1) * 4),
+                bytes: layout.take(bytes),
             }
-            _ => {
-                return Err(unsupported(
-                    "a device join build over a decimal column a batch holds in 16 bytes",
-                ));
-            }
+        } else if parts
+            .clone()
+            .all(|p| matches!(p.values, ResidentValues::Images(_)))
+        {
+            ResidentValues::Images(layout.take(rows * 8))
+        } else {
+            return Err(unsupported(
+                "a device join build over a decimal column a batch holds in 16 bytes",
+            ));
         };
         columns.push(ResidentColumn {
             data_type: field.data_type().clone(),

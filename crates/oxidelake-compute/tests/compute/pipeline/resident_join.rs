@@ -289,6 +289,13 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
             "limit {limit}"
         );
         assert_eq!(metric(&joined, "bridged_batches"), bridged, "limit {limit}");
+        // Refused, the side takes no device memory: its table is the CPU's, which
+        // every probe batch then goes through.
+        assert_eq!(
+            metric(&joined, "cpu_fallback_batches"),
+            bridged,
+            "limit {limit}"
+        );
         drop((d2h, joined));
         assert_eq!(
             oxidelake_compute::DeviceBudget::global().claimed(),
