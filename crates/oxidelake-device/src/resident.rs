@@ -32,24 +32,23 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Float64Array, Int64Array, StringArray,
-    make_array,
-};
-use arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Decimal128Type, SchemaRef};
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{DataType, SchemaRef};
 use oxidelake_core::{BackendKind, EngineError, MemoryTier, TelemetryHub};
 
-use crate::ops::{ValueClass, is_overflow, load_images, string_column, value_class};
-use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer};
+use crate::ops::value_class;
+use crate::{DeviceBuffer, GpuBackend, HostBuffer};
 
 mod device_pool;
+mod download;
 mod staging;
+mod upload;
 
 pub use device_pool::{DevicePool, DevicePoolStats};
+#[cfg(feature = "cuda")]
+pub(crate) use download::column_from_spans;
+pub use download::{download, download_columns, download_with};
 pub use staging::{StagingPool, size_class};
+pub use upload::{upload, upload_with};
 
 /// Where each part of a resident batch starts in its allocation.
 const ALIGN: usize = 128;
@@ -221,13 +220,6 @@ pub fn check_resident_schema(schema: &arrow::datatypes::Schema) -> Result<(), En
     }
 }
 
-/// A column's parts as they are written into the staging buffer.
-enum HostParts {
-    Images(Vec<i64>),
-    Wide(Vec<i128>),
-    Strings(StringArray),
-}
-
 /// Rounds `n` up to the next multiple of [`ALIGN`].
 fn aligned(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
@@ -283,18 +275,8 @@ impl Layout {
     }
 }
 
-/// The bytes of `nulls` from bit 0 (a sliced bitmap is re-packed).
-fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
-    let bits = nulls.inner();
-    if bits.offset() == 0 {
-        bits.values()[..bits.len().div_ceil(8)].to_vec()
-    } else {
-        BooleanBuffer::from_iter(bits.iter()).values().to_vec()
-    }
-}
-
 /// A staging buffer of `bytes` from `pool`, or a new one without a pool.
-fn staging_buffer(
+pub(super) fn staging_buffer(
     backend: &dyn GpuBackend,
     pool: Option<&StagingPool>,
     bytes: usize,
@@ -305,351 +287,18 @@ fn staging_buffer(
     }
 }
 
-/// Copies `batch` to the device as one allocation (see the module docs). Fails with
-/// `Unsupported` for a column type outside [`is_resident_type`], before any device work.
-pub fn upload(
-    backend: &dyn GpuBackend,
-    stream: &DeviceStream,
-    batch: &RecordBatch,
-) -> Result<DeviceBatch, EngineError> {
-    upload_with(backend, stream, batch, None)
-}
-
-/// [`upload`], staging through a buffer of `pool` (returned to it afterwards).
-pub fn upload_with(
-    backend: &dyn GpuBackend,
-    stream: &DeviceStream,
-    batch: &RecordBatch,
-    pool: Option<&StagingPool>,
-) -> Result<DeviceBatch, EngineError> {
-    check_resident_schema(&batch.schema())?;
-    let rows = batch.num_rows();
-    let mut layout = Layout::new();
-    let mut parts = Vec::with_capacity(batch.num_columns());
-    let mut columns = Vec::with_capacity(batch.num_columns());
-    for column in batch.columns() {
-        let (part, values, nulls) = match value_class(column.data_type()) {
-            Some(ValueClass::Str) => {
-                let strings = string_column(column.as_ref())?;
-                let offsets = strings.value_offsets();
-                let bytes = (offsets[rows] - offsets[0]) as usize;
-                let values = ResidentValues::Strings {
-                    offsets: layout.take((rows + 1) * 4),
-                    bytes: layout.take(bytes),
-                };
-                let nulls = strings.nulls().cloned();
-                (HostParts::Strings(strings), values, nulls)
-            }
-            // Exact images; a decimal with a valid value beyond 64 bits (the only
-            // overflow `load_images` reports) keeps its 16-byte values.
-            _ => match load_images(column.as_ref()) {
-                Ok(images) => {
-                    let values = ResidentValues::Images(layout.take(rows * 8));
-                    (HostParts::Images(images), values, column.logical_nulls())
-                }
-                Err(err) if is_overflow(&err) => {
-                    let wide = column.as_primitive::<Decimal128Type>().values().to_vec();
-                    let values = ResidentValues::Wide(layout.take(rows * 16));
-                    (HostParts::Wide(wide), values, column.logical_nulls())
-                }
-                Err(err) => return Err(err),
-            },
-        };
-        let nulls = nulls.filter(|n| n.null_count() > 0);
-        let validity = nulls.as_ref().map(|_| layout.take(rows.div_ceil(8)));
-        columns.push(ResidentColumn {
-            data_type: column.data_type().clone(),
-            values,
-            validity,
-        });
-        parts.push((part, nulls));
-    }
-    let size = layout.size();
-    // A pooled buffer holds an earlier batch's bytes: every span is written below, and
-    // nothing reads the gaps between spans.
-    let mut staging = staging_buffer(backend, pool, size)?;
-    let out = staging.as_mut_slice()?;
-    for ((part, nulls), column) in parts.iter().zip(&columns) {
-        match (part, column.values) {
-            (HostParts::Images(images), ResidentValues::Images(span)) => {
-                for (dst, v) in out[span.range()].chunks_exact_mut(8).zip(images) {
-                    dst.copy_from_slice(&v.to_le_bytes());
-                }
-            }
-            (HostParts::Wide(values), ResidentValues::Wide(span)) => {
-                for (dst, v) in out[span.range()].chunks_exact_mut(16).zip(values) {
-                    dst.copy_from_slice(&v.to_le_bytes());
-                }
-            }
-            (HostParts::Strings(strings), ResidentValues::Strings { offsets, bytes }) => {
-                let from = strings.value_offsets();
-                let base = from[0];
-                for (dst, o) in out[offsets.range()].chunks_exact_mut(4).zip(from) {
-                    dst.copy_from_slice(&(o - base).to_le_bytes());
-                }
-                let text = &strings.value_data()[base as usize..from[rows] as usize];
-                out[bytes.range()].copy_from_slice(text);
-            }
-            _ => {
-                return Err(EngineError::Internal(
-                    "resident column parts and layout disagree".into(),
-                ));
-            }
-        }
-        if let (Some(nulls), Some(span)) = (nulls, column.validity) {
-            out[span.range()].copy_from_slice(&validity_bytes(nulls));
-        }
-    }
-    // Every byte of the allocation is written by the copy: a pooled one needs no reset.
-    let device_pool = backend.device_pool();
-    let mut memory = match device_pool.as_ref().map(|p| (p.take(size), p)) {
-        Some((Some(parked), _)) => parked,
-        Some((None, pool)) => {
-            pool.note_allocated();
-            backend.alloc_device(size)?
-        }
-        None => backend.alloc_device(size)?,
-    };
-    backend.copy_h2d(stream, &staging, &mut memory)?;
-    // The staging buffer is freed or reused on return: the copy must have read it.
-    backend.synchronize(stream)?;
-    if let Some(pool) = pool {
-        pool.give(staging);
-    }
-    Ok(DeviceBatch::from_parts(
-        batch.schema(),
-        rows,
-        columns,
-        memory,
-        device_pool,
-    ))
-}
-
-/// Copies `batch` back to the host with its columns' original types (one copy).
-pub fn download(
-    backend: &dyn GpuBackend,
-    stream: &DeviceStream,
-    batch: &DeviceBatch,
-) -> Result<RecordBatch, EngineError> {
-    download_with(backend, stream, batch, None)
-}
-
-/// [`download`], staging through a buffer of `pool` (returned to it afterwards: the
-/// arrays are copied out of it).
-pub fn download_with(
-    backend: &dyn GpuBackend,
-    stream: &DeviceStream,
-    batch: &DeviceBatch,
-    pool: Option<&StagingPool>,
-) -> Result<RecordBatch, EngineError> {
-    let mut staging = staging_buffer(backend, pool, batch.memory.len())?;
-    backend.copy_d2h(stream, &batch.memory, &mut staging)?;
-    backend.synchronize(stream)?;
-    let bytes = staging.as_slice()?;
-    let rows = batch.rows;
-    let columns = batch
-        .columns
-        .iter()
-        .map(|column| host_column(bytes, rows, column))
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some(pool) = pool {
-        pool.give(staging);
-    }
-    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(
-        batch.schema(),
-        columns,
-        &options,
-    )?)
-}
-
-/// Columns `columns` of `batch` on the host: only those columns' bytes where the backend
-/// copies parts of a batch ([`GpuBackend::download_columns`]), the whole batch otherwise.
-pub fn download_columns(
-    backend: &dyn GpuBackend,
-    stream: &DeviceStream,
-    batch: &DeviceBatch,
-    columns: &[usize],
-) -> Result<Vec<ArrayRef>, EngineError> {
-    match backend.download_columns(stream, batch, columns) {
-        Err(EngineError::Unsupported { .. }) => {}
-        done => return done,
-    }
-    let host = download(backend, stream, batch)?;
-    columns
-        .iter()
-        .map(|c| {
-            host.columns()
-                .get(*c)
-                .cloned()
-                .ok_or_else(|| EngineError::InvalidArgument {
-                    what: "column",
-                    detail: format!("column {c} of {}", host.num_columns()),
-                })
-        })
-        .collect()
-}
-
-/// Column `column` of a batch as copied off a device: its values' bytes (offsets then
-/// bytes for strings) and its validity bitmap's, each from byte 0 of its span.
-#[cfg(feature = "cuda")]
-pub(crate) fn column_from_spans(
-    column: &ResidentColumn,
-    rows: usize,
-    values: &[u8],
-    text: &[u8],
-    validity: Option<&[u8]>,
-) -> Result<ArrayRef, EngineError> {
-    // Lay the parts out as `host_column` reads an allocation: values, text, validity.
-    let mut bytes = Vec::with_capacity(values.len() + text.len() + validity.map_or(0, <[u8]>::len));
-    let mut at = |part: &[u8]| {
-        let span = Span {
-            offset: bytes.len(),
-            len: part.len(),
-        };
-        bytes.extend_from_slice(part);
-        span
-    };
-    let (values_span, text_span) = (at(values), at(text));
-    let validity_span = validity.map(&mut at);
-    let values = match column.values {
-        ResidentValues::Images(_) => ResidentValues::Images(values_span),
-        ResidentValues::Wide(_) => ResidentValues::Wide(values_span),
-        ResidentValues::Strings { .. } => ResidentValues::Strings {
-            offsets: values_span,
-            bytes: text_span,
-        },
-    };
-    let relaid = ResidentColumn {
-        data_type: column.data_type.clone(),
-        values,
-        validity: validity_span,
-    };
-    host_column(&bytes, rows, &relaid)
-}
-
-/// The little-endian values of type `T` in `span`.
-fn read<T, const N: usize>(bytes: &[u8], span: Span, from: fn([u8; N]) -> T) -> Vec<T> {
-    bytes[span.range()]
-        .chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            from(a)
-        })
-        .collect()
-}
-
-/// One column rebuilt on the host from the downloaded bytes.
-fn host_column(
-    bytes: &[u8],
-    rows: usize,
-    column: &ResidentColumn,
-) -> Result<ArrayRef, EngineError> {
-    let nulls = column
-        .validity
-        .map(|span| {
-            NullBuffer::new(BooleanBuffer::new(
-                bytes[span.range()].to_vec().into(),
-                0,
-                rows,
-            ))
-        })
-        .filter(|n| n.null_count() > 0);
-    match column.values {
-        ResidentValues::Strings {
-            offsets,
-            bytes: text,
-        } => {
-            let offsets = read(bytes, offsets, i32::from_le_bytes);
-            let strings = StringArray::try_new(
-                OffsetBuffer::new(ScalarBuffer::from(offsets)),
-                bytes[text.range()].to_vec().into(),
-                nulls,
-            )?;
-            if column.data_type == DataType::Utf8 {
-                Ok(Arc::new(strings))
-            } else {
-                Ok(cast(&strings, &column.data_type)?)
-            }
-        }
-        ResidentValues::Images(span) => {
-            let images = read(bytes, span, i64::from_le_bytes);
-            from_images(images, nulls, &column.data_type)
-        }
-        ResidentValues::Wide(span) => {
-            let DataType::Decimal128(precision, scale) = column.data_type else {
-                return Err(EngineError::Internal(format!(
-                    "a resident column of 16-byte values has type {}",
-                    column.data_type
-                )));
-            };
-            let values = read(bytes, span, i128::from_le_bytes);
-            Ok(Arc::new(
-                Decimal128Array::new(values.into(), nulls)
-                    .with_precision_and_scale(precision, scale)?,
-            ))
-        }
-    }
-}
-
-/// The Arrow array of type `dt` whose 8-byte images are `images` (the inverse of
-/// [`crate::ops::write_images`] for the resident types).
-fn from_images(
-    images: Vec<i64>,
-    nulls: Option<NullBuffer>,
-    dt: &DataType,
-) -> Result<ArrayRef, EngineError> {
-    let physical = match dt {
-        DataType::Float32 | DataType::Float64 => {
-            let floats = Float64Array::new(
-                images
-                    .into_iter()
-                    .map(|b| f64::from_bits(b as u64))
-                    .collect(),
-                nulls,
-            );
-            return Ok(cast(&floats, dt)?);
-        }
-        DataType::Boolean => {
-            let values = BooleanBuffer::from_iter(images.iter().map(|v| *v != 0));
-            return Ok(Arc::new(BooleanArray::new(values, nulls)));
-        }
-        DataType::Decimal128(precision, scale) => {
-            let values = Decimal128Array::new(images.into_iter().map(i128::from).collect(), nulls)
-                .with_precision_and_scale(*precision, *scale)?;
-            return Ok(Arc::new(values));
-        }
-        // Same-width reinterpretations: narrow to the physical integer, then retype.
-        DataType::Date32 | DataType::Time32(_) => DataType::Int32,
-        DataType::Date64
-        | DataType::Time64(_)
-        | DataType::Timestamp(_, _)
-        | DataType::Duration(_) => DataType::Int64,
-        other => other.clone(),
-    };
-    let ints = Int64Array::new(images.into(), nulls);
-    let narrowed = cast(&ints, &physical)?;
-    if &physical == dt {
-        return Ok(narrowed);
-    }
-    let data = narrowed
-        .into_data()
-        .into_builder()
-        .data_type(dt.clone())
-        .build()?;
-    Ok(make_array(data))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::CpuBackend;
     use arrow::array::{
-        Date32Array, DictionaryArray, Float32Array, Int8Array, Int32Array, StringViewArray,
-        Time64NanosecondArray, TimestampMicrosecondArray, UInt32Array,
+        Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Array, DictionaryArray,
+        Float32Array, Float64Array, Int8Array, Int32Array, StringArray, StringViewArray,
+        Time64NanosecondArray, TimestampMicrosecondArray, UInt32Array, make_array,
     };
-    use arrow::datatypes::{Field, Int32Type, Schema, TimeUnit};
+    use arrow::buffer::NullBuffer;
+    use arrow::datatypes::{Decimal128Type, Field, Int32Type, Schema, TimeUnit};
+    use arrow::record_batch::RecordBatch;
 
     fn sample() -> RecordBatch {
         let dict: DictionaryArray<Int32Type> =
