@@ -209,6 +209,11 @@ impl HostToDeviceExec {
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
+
+    /// The backend kind the operators beside it were placed for.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
+    }
 }
 
 impl DisplayAs for HostToDeviceExec {
@@ -344,6 +349,11 @@ impl DeviceToHostExec {
     /// The input plan.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
+    }
+
+    /// The backend kind the operators beside it were placed for.
+    pub fn placement(&self) -> BackendKind {
+        self.placement
     }
 }
 

@@ -10,8 +10,9 @@ mod field_text;
 mod join_filter;
 mod payload;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -33,6 +34,8 @@ const MAGIC: &[u8] = b"OXGPU1";
 pub struct OxidePhysicalCodec {
     fallback: Arc<dyn PhysicalExtensionCodec>,
     decoded: Arc<AtomicU64>,
+    /// The same count per node name.
+    decoded_by_name: Arc<Mutex<BTreeMap<&'static str, u64>>>,
 }
 
 impl Default for OxidePhysicalCodec {
@@ -48,6 +51,7 @@ impl OxidePhysicalCodec {
         Self {
             fallback,
             decoded: Arc::new(AtomicU64::new(0)),
+            decoded_by_name: Arc::default(),
         }
     }
 
@@ -55,6 +59,16 @@ impl OxidePhysicalCodec {
     /// the GPU nodes that arrived in stage plans.
     pub fn decoded_nodes(&self) -> u64 {
         self.decoded.load(Ordering::Relaxed)
+    }
+
+    /// How many nodes named `name` (`GpuFilterExec`, `HostToDeviceExec`, …) this codec
+    /// and its clones have decoded.
+    pub fn decoded_nodes_named(&self, name: &str) -> u64 {
+        let counts = self
+            .decoded_by_name
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        counts.get(name).copied().unwrap_or(0)
     }
 }
 
@@ -75,8 +89,15 @@ impl PhysicalExtensionCodec for OxidePhysicalCodec {
                 source,
             }))
         })?;
+        let name = payload.node_name();
         let plan = payload.into_plan(inputs, ctx, self)?;
         self.decoded.fetch_add(1, Ordering::Relaxed);
+        *self
+            .decoded_by_name
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(name)
+            .or_default() += 1;
         Ok(plan)
     }
 

@@ -15,8 +15,8 @@ use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::protobuf::PhysicalExprNode;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, DistanceMetric, Literal, Predicate};
 use oxidelake_compute::{
-    AggInput, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
-    GpuVectorDistanceExec, PartialAggSpec, PartialFunc,
+    AggInput, DeviceToHostExec, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec,
+    GpuProjectionExec, GpuVectorDistanceExec, HostToDeviceExec, PartialAggSpec, PartialFunc,
 };
 use oxidelake_core::BackendKind;
 use prost::Message;
@@ -217,6 +217,10 @@ pub(super) enum NodePayload {
         exprs: Vec<(Vec<u8>, String)>,
         placement: Backend,
     },
+    /// A `HostToDeviceExec` (ADR-0014): the executor's own backend is detected there.
+    HostToDevice { placement: Backend },
+    /// A `DeviceToHostExec` (ADR-0014).
+    DeviceToHost { placement: Backend },
 }
 
 fn op_of(code: u8) -> Result<CmpOp> {
@@ -271,6 +275,8 @@ impl NodePayload {
             NodePayload::PartialAggregate { .. } => "GpuPartialAggregateExec",
             NodePayload::VectorDistance { .. } => "GpuVectorDistanceExec",
             NodePayload::Projection { .. } => "GpuProjectionExec",
+            NodePayload::HostToDevice { .. } => "HostToDeviceExec",
+            NodePayload::DeviceToHost { .. } => "DeviceToHostExec",
         }
     }
 
@@ -344,6 +350,16 @@ impl NodePayload {
             return Ok(Some(NodePayload::Projection {
                 exprs,
                 placement: p.placement().into(),
+            }));
+        }
+        if let Some(t) = node.downcast_ref::<HostToDeviceExec>() {
+            return Ok(Some(NodePayload::HostToDevice {
+                placement: t.placement().into(),
+            }));
+        }
+        if let Some(t) = node.downcast_ref::<DeviceToHostExec>() {
+            return Ok(Some(NodePayload::DeviceToHost {
+                placement: t.placement().into(),
             }));
         }
         Ok(None)
@@ -480,6 +496,14 @@ impl NodePayload {
                     .collect::<Result<Vec<_>>>()?;
                 Arc::new(GpuProjectionExec::try_new(exprs, input, placement.into())?)
             }
+            NodePayload::HostToDevice { placement } => Arc::new(HostToDeviceExec::new(
+                one_input(inputs, "HostToDeviceExec")?,
+                placement.into(),
+            )),
+            NodePayload::DeviceToHost { placement } => Arc::new(DeviceToHostExec::new(
+                one_input(inputs, "DeviceToHostExec")?,
+                placement.into(),
+            )),
         })
     }
 }

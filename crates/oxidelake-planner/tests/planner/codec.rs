@@ -158,3 +158,65 @@ async fn a_truncated_payload_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// The transition nodes of ADR-0014 a plan holds, in plan order.
+fn transitions(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
+    let mut names = Vec::new();
+    plan.apply(|node| {
+        if matches!(node.name(), "HostToDeviceExec" | "DeviceToHostExec") {
+            names.push(node.name().to_string());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    names
+}
+
+#[tokio::test]
+async fn device_transitions_survive_encode_and_decode_and_the_plan_keeps_its_rows() {
+    use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    let ctx = session(PlacementTarget::Cuda, BackendKind::CpuSimd);
+    ctx.sql("SET oxidelake.execution.device_resident = true")
+        .await
+        .unwrap();
+    let codec = OxidePhysicalCodec::default();
+    for sql in [
+        "SELECT k, SUM(a), COUNT(*) FROM t WHERE a < 500 GROUP BY k",
+        "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k WHERE t.a > 10",
+    ] {
+        let placed = physical_plan(&ctx, sql).await;
+        let plan = oxidelake_planner::DeviceTransitionRule
+            .optimize(placed, ctx.state().config_options())
+            .unwrap();
+        let names = transitions(&plan);
+        assert!(
+            names.iter().any(|n| n == "HostToDeviceExec")
+                && names.iter().any(|n| n == "DeviceToHostExec"),
+            "{sql}: {names:?}"
+        );
+        let proto = PhysicalPlanNode::try_from_physical_plan(Arc::clone(&plan), &codec).unwrap();
+        let mut bytes: Vec<u8> = Vec::new();
+        proto.try_encode(&mut bytes).unwrap();
+        let decoded = PhysicalPlanNode::try_decode(&bytes)
+            .unwrap()
+            .try_into_physical_plan(&ctx.task_ctx(), &codec)
+            .unwrap();
+        assert_eq!(transitions(&decoded), names, "{sql}");
+        assert_eq!(
+            displayable(decoded.as_ref()).indent(true).to_string(),
+            displayable(plan.as_ref()).indent(true).to_string(),
+            "{sql}"
+        );
+        let original = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+            .await
+            .unwrap();
+        let round_tripped = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
+            .await
+            .unwrap();
+        assert_eq!(
+            super::partial_aggregate::sorted_rows(&original),
+            super::partial_aggregate::sorted_rows(&round_tripped),
+            "{sql}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use datafusion::prelude::SessionConfig;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use oxidelake_core::BackendKind;
 use oxidelake_planner::{
-    FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec, PlacementTarget,
+    DeviceTransitionRule, FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec, PlacementTarget,
     physical_optimizer_rules,
 };
 
@@ -50,8 +50,9 @@ pub fn cluster_session_config() -> SessionConfig {
 }
 
 /// The scheduler's session state for `config`: Ballista's defaults plus the placement
-/// rule, where `auto` means `cluster_backend`, and the file-access check first (before
-/// any rule can replace a scan, e.g. a COUNT(*) answered from statistics).
+/// rule, where `auto` means `cluster_backend`, the file-access check first (before any
+/// rule can replace a scan, e.g. a COUNT(*) answered from statistics) and the device
+/// transition rule last.
 pub fn scheduler_session_state(
     config: SessionConfig,
     cluster_backend: BackendKind,
@@ -61,6 +62,10 @@ pub fn scheduler_session_state(
     let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(cluster_backend)));
     let mut rules = physical_optimizer_rules(rule);
     rules.insert(0, Arc::new(access.clone()));
+    // Last, as in embedded sessions: under `oxidelake.execution.device_resident` the
+    // transitions travel to the executors through the codec. A transition that Ballista's
+    // stage split separates from its device operators hands host batches on unchanged.
+    rules.push(Arc::new(DeviceTransitionRule));
     let mut state = SessionStateBuilder::new_from_existing(state)
         .with_physical_optimizer_rules(rules)
         .build();

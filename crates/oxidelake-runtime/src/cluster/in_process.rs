@@ -165,6 +165,11 @@ impl InProcessCluster {
         self.executor_codec.decoded_nodes()
     }
 
+    /// Plan nodes named `name` the executors decoded so far (e.g. `HostToDeviceExec`).
+    pub fn nodes_received_by_executors(&self, name: &str) -> u64 {
+        self.executor_codec.decoded_nodes_named(name)
+    }
+
     /// Stops every scheduler and executor task (also done on drop).
     pub fn shutdown(mut self) {
         self.stop();

@@ -12,26 +12,46 @@ use oxidelake_runtime::{OxideSession, PlacementTarget};
 
 use super::data::{sorted_rows, write_lake};
 
-/// The query, what its EXPLAIN must show, and whether the session asks DataFusion to
-/// partition joins (no build side small enough to collect) before it runs; the last
-/// query runs that way, as the first two run collected.
-const QUERIES: &[(&str, &str, bool)] = &[
+/// The query, what its EXPLAIN must show, whether the session asks DataFusion to
+/// partition joins (no build side small enough to collect) before it runs, and whether it
+/// turns on device-resident batches (ADR-0014) before it runs. The switches stay on: the
+/// first two queries run collected, the third partitioned, the last two partitioned with
+/// their transitions shipped to the executors by the codec.
+const QUERIES: &[(&str, &str, bool, bool)] = &[
     (
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
         "GpuPartialAggregateExec[cuda]",
+        false,
         false,
     ),
     (
         "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
         "GpuHashJoinExec[cuda]",
         false,
+        false,
     ),
     (
         "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k",
         "GpuHashJoinExec[cuda]: mode=Partitioned",
         true,
+        false,
+    ),
+    (
+        "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t WHERE a > 3 GROUP BY k",
+        "HostToDeviceExec[cuda]",
+        true,
+        true,
+    ),
+    (
+        "SELECT t.a, d.name FROM t JOIN d ON t.k = d.k WHERE t.a > 3",
+        "DeviceToHostExec[cuda]",
+        true,
+        true,
     ),
 ];
+
+/// The transition nodes of ADR-0014.
+const TRANSITIONS: [&str; 2] = ["HostToDeviceExec", "DeviceToHostExec"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_cleanly() {
@@ -58,7 +78,13 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
         .await
         .unwrap();
 
-    for (sql, tag, partitioned) in QUERIES {
+    for (sql, tag, partitioned, resident) in QUERIES {
+        if *resident {
+            remote
+                .sql("SET oxidelake.execution.device_resident = true")
+                .await
+                .unwrap();
+        }
         if *partitioned {
             for option in [
                 "hash_join_single_partition_threshold",
@@ -71,6 +97,7 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
             }
         }
         let before = cluster.gpu_nodes_received_by_executors();
+        let transitions_before = TRANSITIONS.map(|name| cluster.nodes_received_by_executors(name));
         let expected = sorted_rows(&embedded.sql(sql).await.unwrap());
         let got = tokio::time::timeout(Duration::from_secs(120), remote.sql(sql))
             .await
@@ -102,6 +129,25 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
         );
         let received = cluster.gpu_nodes_received_by_executors() - before;
         assert!(received > 0, "{sql}: no GPU node reached an executor");
+        if *resident {
+            // Each transition the scheduler's plan holds reached an executor through the
+            // codec (a partial aggregate reading device batches brings back its own
+            // groups, so such a plan has no download).
+            let plan = remote.explain(sql).await.unwrap();
+            let shown: Vec<&str> = TRANSITIONS
+                .into_iter()
+                .filter(|name| plan.contains(name))
+                .collect();
+            assert!(!shown.is_empty(), "{sql}: no transition in\n{plan}");
+            for (name, before) in TRANSITIONS.into_iter().zip(transitions_before) {
+                let arrived = cluster.nodes_received_by_executors(name) - before;
+                assert_eq!(
+                    arrived > 0,
+                    shown.contains(&name),
+                    "{sql}: {arrived} {name} decoded by executors\n{plan}"
+                );
+            }
+        }
         let explain = remote.explain(sql).await.unwrap();
         assert!(explain.contains(tag), "{sql}\n{explain}");
         println!(
