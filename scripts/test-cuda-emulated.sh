@@ -104,6 +104,18 @@ rc=${PIPESTATUS[0]}
 grep -q "^test result: ok. 4 passed" "$LOG_DIR/resident.log" \
   || { echo "the device-resident test did not run"; exit 1; }
 
+echo "== the device budget over every GPU operator: TPC-H Q1 and Q3 under a 64 KiB device limit on CudaBackend"
+# One test at a time: it reads the process-wide device budget.
+OXIDE_BACKEND=cuda cargo test --workspace --features "$FEATURES" --test runtime \
+  -- --nocapture --test-threads 1 device_budget 2>&1 | tee "$LOG_DIR/device_budget.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "the device-budget test on the emulated driver failed (exit $rc)"; exit "$rc"; }
+grep -q "^test result: ok. 1 passed" "$LOG_DIR/device_budget.log" \
+  || { echo "the device-budget test did not run"; exit 1; }
+# Refusals happened on the device backend (the CPU backend claims nothing).
+grep -Eq "^device budget: Q1, device-resident batches false: [1-9][0-9]* batches refused" "$LOG_DIR/device_budget.log" \
+  || { echo "no batch refused by the device budget on the emulated driver"; exit 1; }
+
 echo "== TPC-H SF 0.01, all 22 queries placed for cuda on CudaBackend, against DuckDB"
 duckdb_dir="${OXIDE_DUCKDB_PYTHONPATH:-$CACHE_DIR/duckdb}"
 if ! PYTHONPATH="$duckdb_dir" python3 -c "import duckdb" >/dev/null 2>&1; then

@@ -4,22 +4,37 @@
 //! are about to put on the device. Every operator and partition claims from the same
 //! counter, so two joins on two partitions cannot each take the whole limit. Each claim is
 //! checked against the limit of the session it runs for: the device is the process's, and
-//! each session says how much of it its queries may hold.
+//! each session says how much of it its queries may hold ([`session_device_limit`], read
+//! from the task's configuration, so executors of a cluster apply it too). Without a
+//! session limit, state on a device claims under [`default_device_limit`].
 //!
-//! Today two kinds of device state claim from it: the build side of each pair the grace
-//! join joins on the device (`GraceHashJoinExec` with device pairs), which past the
-//! budget is split through spill files until its parts fit, like a build side past the
-//! host limit; and a join's build side built on the device from device batches (ADR-0014
-//! stage 3), which past the budget is built on the host instead. The latter claims under
-//! [`default_device_limit`] when the session sets no limit. The claim is an
-//! estimate made before the device allocates (the host bytes of the rows the device table
-//! will hold), not a count of the allocations themselves.
+//! What claims, and what happens past the budget:
+//! - the build side of each pair the grace join joins on the device
+//!   (`GraceHashJoinExec` with device pairs): split through spill files until its parts
+//!   fit, like a build side past the host limit;
+//! - a join's build side built on the device, from device batches (ADR-0014 stage 3) or
+//!   from host batches (its key column and table): built on the CPU instead, its probes
+//!   then joined there (`device_budget_host_builds`); the claim lives as long as the side;
+//! - the device state of one call of a partial aggregate, filter, projection or vector
+//!   distance over host batches, and of a partial aggregate over a device batch: that
+//!   batch runs on the CPU path instead (`device_budget_cpu_batches`); the claim ends with
+//!   the call.
+//!
+//! A claim is an estimate made before the device allocates (the bytes of the rows and
+//! tables the call will put there), not a count of the allocations themselves. Device
+//! batches in flight between operators are not claimed: their number is bounded by the
+//! batch size and the pipelines' depth.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use datafusion::prelude::SessionConfig;
 use oxidelake_core::BackendKind;
 use oxidelake_device::GpuBackend;
+
+/// The configuration key of the session's device limit (`OxideOptions` in the planner
+/// crate defines it; its value is a number of bytes or `none`).
+pub const DEVICE_LIMIT_KEY: &str = "oxidelake.memory.device_limit";
 
 /// The share of a device's memory that device state may claim when
 /// `oxidelake.memory.device_limit` is not set: the rest is left to device batches in
@@ -35,6 +50,50 @@ pub fn default_device_limit(backend: &dyn GpuBackend) -> Option<usize> {
     }
     let total = backend.memory_info().ok()?.total_bytes;
     usize::try_from(total / 100 * DEFAULT_DEVICE_SHARE_PERCENT).ok()
+}
+
+/// The session's `oxidelake.memory.device_limit`, read from `config` as its options
+/// extension lists it (bytes, or `none`); `None` when unset or not registered.
+pub fn session_device_limit(config: &SessionConfig) -> Option<usize> {
+    let (prefix, key) = DEVICE_LIMIT_KEY.split_once('.')?;
+    let (_, options) = config
+        .options()
+        .extensions
+        .iter()
+        .find(|(name, _)| *name == prefix)?;
+    options
+        .entries()
+        .into_iter()
+        .find(|entry| entry.key == DEVICE_LIMIT_KEY || entry.key == key)
+        .and_then(|entry| entry.value)
+        .and_then(|value| value.parse().ok())
+}
+
+/// The limit device state on `backend` claims under: the session's, or where it sets
+/// none [`default_device_limit`]; `None`: nothing to claim (the CPU backend without a
+/// session limit).
+pub fn device_limit_for(session: Option<usize>, backend: &dyn GpuBackend) -> Option<usize> {
+    session.or_else(|| default_device_limit(backend))
+}
+
+/// The fewest slots a device group table ends with when it has to grow (the CUDA
+/// backend starts with 4,096 and, past them, sizes one for every row being its own group,
+/// at least twice that): the estimate of an aggregate's state takes the larger table.
+pub(crate) const GROUP_TABLE_SLOTS: usize = 1 << 13;
+
+/// An estimate of the device bytes of a hash table of `rows` rows with `words` 8-byte
+/// words per slot besides its 8 bytes of slot state: twice the rows' slots rounded up to
+/// a power of two, at least `min_slots`, as the device's group and join tables size
+/// themselves, plus a 4-byte row index per row.
+pub(crate) fn table_bytes(rows: usize, words: usize, min_slots: usize) -> usize {
+    let slots = rows
+        .saturating_mul(2)
+        .checked_next_power_of_two()
+        .unwrap_or(usize::MAX)
+        .max(min_slots);
+    slots
+        .saturating_mul(8 + 8 * words)
+        .saturating_add(rows.saturating_mul(4))
 }
 
 /// The bytes claimed on the device by every operator of the process.
@@ -119,6 +178,55 @@ mod tests {
             default_device_limit(&oxidelake_device::CpuBackend::new()),
             None
         );
+    }
+
+    #[test]
+    fn the_session_limit_is_read_from_the_configuration_entry_of_the_options_extension() {
+        use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+        // A stand-in for the planner's `OxideOptions`, which this crate cannot name.
+        #[derive(Debug, Clone, Default)]
+        struct Options(Option<usize>);
+        impl ConfigExtension for Options {
+            const PREFIX: &'static str = "oxidelake";
+        }
+        impl ExtensionOptions for Options {
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
+            fn cloned(&self) -> Box<dyn ExtensionOptions> {
+                Box::new(self.clone())
+            }
+            fn set(&mut self, _key: &str, value: &str) -> datafusion::error::Result<()> {
+                self.0 = value.parse().ok();
+                Ok(())
+            }
+            fn entries(&self) -> Vec<ConfigEntry> {
+                vec![ConfigEntry {
+                    key: DEVICE_LIMIT_KEY.to_string(),
+                    value: Some(self.0.map_or_else(|| "none".into(), |b| b.to_string())),
+                    description: "",
+                }]
+            }
+        }
+        assert_eq!(session_device_limit(&SessionConfig::new()), None);
+        let unset = SessionConfig::new().with_option_extension(Options(None));
+        assert_eq!(session_device_limit(&unset), None);
+        let set = SessionConfig::new().with_option_extension(Options(Some(65_536)));
+        assert_eq!(session_device_limit(&set), Some(65_536));
+        let cpu = oxidelake_device::CpuBackend::new();
+        assert_eq!(device_limit_for(Some(65_536), &cpu), Some(65_536));
+        assert_eq!(device_limit_for(None, &cpu), None);
+    }
+
+    #[test]
+    fn a_table_estimate_rounds_twice_the_rows_up_to_a_power_of_two_slots() {
+        // 1,000 rows: 2,048 slots of 8 + 2 × 8 bytes, and 4 bytes a row.
+        assert_eq!(table_bytes(1000, 2, 0), 2048 * 24 + 4000);
+        assert_eq!(table_bytes(10, 0, 4096), 4096 * 8 + 40);
+        assert_eq!(table_bytes(usize::MAX / 2, 1, 0), usize::MAX);
     }
 
     #[test]

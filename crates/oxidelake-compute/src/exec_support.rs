@@ -61,6 +61,9 @@ pub(crate) struct ExecBackend {
     degraded: AtomicBool,
     /// Whether the backend is the detector's answer (not one fixed by the caller).
     detected: bool,
+    /// The limit this execution's device state claims under (`device_budget`); `None`:
+    /// nothing is claimed.
+    device_limit: Option<usize>,
 }
 
 /// Why a device did not run a batch, if the CPU may run it instead.
@@ -93,7 +96,37 @@ impl ExecBackend {
             cpu_stream,
             degraded: AtomicBool::new(false),
             detected,
+            device_limit: None,
         })
+    }
+
+    /// This backend with its device state claimed from the process's device budget under
+    /// the session's `oxidelake.memory.device_limit` in `config`, or a share of the
+    /// device's memory where the session sets none. On the CPU backend nothing is
+    /// claimed: its "device" state is host memory, which the host pool accounts.
+    pub(crate) fn limited_by(mut self, config: &datafusion::prelude::SessionConfig) -> Self {
+        if self.kind() != BackendKind::CpuSimd {
+            self.device_limit = crate::device_limit_for(
+                crate::session_device_limit(config),
+                self.backend.as_ref(),
+            );
+        }
+        self
+    }
+
+    /// The limit device state claims under (see [`Self::limited_by`]).
+    pub(crate) fn device_limit(&self) -> Option<usize> {
+        self.device_limit
+    }
+
+    /// Claims `bytes` of device state from the budget: `Some(claim)` (empty where
+    /// nothing is claimed), or `None` when the budget refuses them.
+    pub(crate) fn claim_device(&self, bytes: usize) -> Option<crate::DeviceClaim> {
+        let mut claim = crate::DeviceBudget::global().claim();
+        match self.device_limit {
+            Some(limit) => claim.try_grow(bytes, limit).then_some(claim),
+            None => Some(claim),
+        }
     }
 
     /// Whether the backend is the detector's answer.
@@ -160,6 +193,43 @@ impl ExecBackend {
         }
     }
 
+    /// Claims the device state of one call (an estimate, `bytes`, computed only where a
+    /// limit applies) for as long as the returned claim lives; `None` when the budget
+    /// refuses it, counted in `device_budget_cpu_batches`: the caller then runs the batch
+    /// on the CPU (and counts it in `cpu_fallback_batches`).
+    pub(crate) fn claim_call(
+        &self,
+        metrics: &OperatorMetrics,
+        bytes: impl FnOnce() -> usize,
+    ) -> Option<crate::DeviceClaim> {
+        let claim = match self.device_limit {
+            None => Some(crate::DeviceBudget::global().claim()),
+            Some(_) => self.claim_device(bytes()),
+        };
+        if claim.is_none() {
+            metrics.device_budget_cpu_batches.add(1);
+        }
+        claim
+    }
+
+    /// [`Self::run`] with the call's device state (an estimate, `bytes`) claimed from the
+    /// device budget for its duration ([`Self::claim_call`]): past the budget the batch
+    /// runs on the CPU reference.
+    pub(crate) fn run_within_budget<T>(
+        &self,
+        metrics: &OperatorMetrics,
+        bytes: impl FnOnce() -> usize,
+        op: impl Fn(&dyn GpuBackend, &DeviceStream) -> std::result::Result<T, EngineError>,
+    ) -> Result<T> {
+        match self.claim_call(metrics, bytes) {
+            Some(_claim) => self.run(metrics, op),
+            None => {
+                metrics.cpu_fallback_batches.add(1);
+                op(&self.cpu, &self.cpu_stream).map_err(DataFusionError::from)
+            }
+        }
+    }
+
     /// Runs `op` on the chosen backend and, where [`Self::run_on_device`] falls back,
     /// on the CPU reference (for operations whose inputs and outputs are host data).
     pub(crate) fn run<T>(
@@ -196,6 +266,8 @@ pub(crate) struct OperatorMetrics {
     pub(crate) cpu_fallback_batches: Count,
     /// Batches the device failed (not merely refused) before the CPU ran them.
     pub(crate) device_errors: Count,
+    /// Batches the CPU ran because the device budget refused their device state.
+    pub(crate) device_budget_cpu_batches: Count,
     /// Placed for a GPU but executing where the detector found none (the `no_device`
     /// metric is 1 per such partition).
     no_device: bool,
@@ -228,6 +300,8 @@ impl OperatorMetrics {
             cpu_fallback_batches: MetricBuilder::new(set)
                 .counter("cpu_fallback_batches", partition),
             device_errors: MetricBuilder::new(set).counter("device_errors", partition),
+            device_budget_cpu_batches: MetricBuilder::new(set)
+                .counter("device_budget_cpu_batches", partition),
             no_device,
             // The hub is told where the operator runs, not where it was placed.
             telemetry: TelemetryHub::global().register_operator(name, exec.kind()),

@@ -226,8 +226,8 @@ impl ExecutionPlan for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
-        let exec = ExecBackend::new(&self.backend)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -243,7 +243,9 @@ impl ExecutionPlan for GpuFilterExec {
             batching,
             move |batch| {
                 let started = Instant::now();
-                let out = exec.run(&metrics, |backend, stream| {
+                // On the device: the batch and what it keeps (at most as much again).
+                let state = || 2 * batch.get_array_memory_size();
+                let out = exec.run_within_budget(&metrics, state, |backend, stream| {
                     backend.filter_project(
                         stream,
                         FilterProjectArgs {

@@ -190,10 +190,14 @@ pub struct GpuHashJoinExec {
     /// The dynamic filter DataFusion's filter pushdown gave this join to fill from its
     /// build side (`dynamic_filter`), if any.
     build_filter: Option<Arc<BuildFilter>>,
-    /// `oxidelake.memory.device_limit` for a build side built on the device
-    /// (`resident`): it claims its bytes from the process's `DeviceBudget` up to this
-    /// limit, and stays on the host past it.
+    /// `oxidelake.memory.device_limit` for the build side (the session's, read when the
+    /// join executes, where this is unset; else a share of the device's memory): it
+    /// claims its device bytes from the process's `DeviceBudget` up to this limit, and its
+    /// table is built on the CPU past it.
     device_limit: Option<usize>,
+    /// Whoever runs this join holds its build side's device claim already (a grace
+    /// join's pair): the join claims nothing itself.
+    build_claimed_by_caller: bool,
 }
 
 impl GpuHashJoinExec {
@@ -329,6 +333,7 @@ impl GpuHashJoinExec {
             build: Arc::new(tokio::sync::OnceCell::new()),
             build_filter: None,
             device_limit: None,
+            build_claimed_by_caller: false,
         })
     }
 
@@ -363,6 +368,10 @@ impl GpuHashJoinExec {
         .with_projection(projection)?
         .with_backend(self.backend.clone())
         .with_device_limit(self.device_limit);
+        let join = Self {
+            build_claimed_by_caller: self.build_claimed_by_caller,
+            ..join
+        };
         Ok(match &self.build_filter {
             // The same filter (the probe side's scans hold it), with its own reports.
             Some(f) => join.with_build_filter(Arc::clone(f.filter())),
@@ -387,6 +396,13 @@ impl GpuHashJoinExec {
     /// (`oxidelake.memory.device_limit`; see `resident`).
     pub fn with_device_limit(mut self, limit: Option<usize>) -> Self {
         self.device_limit = limit;
+        self
+    }
+
+    /// This join run by an operator that claims its build side's device bytes itself
+    /// (the grace join, for each pair it joins on the device): it claims nothing more.
+    pub fn with_build_claimed_by_caller(mut self) -> Self {
+        self.build_claimed_by_caller = true;
         self
     }
 
@@ -524,7 +540,11 @@ impl GpuHashJoinExec {
     ) -> Probing {
         let build_filter = self.build_filter.clone();
         let build_keys: Vec<usize> = self.on.iter().map(|(l, _)| *l).collect();
-        let exec = Arc::new(exec);
+        let exec = Arc::new(exec.limited_by(context.session_config()));
+        let device_limit = match self.build_claimed_by_caller {
+            true => None,
+            false => self.device_limit.or(exec.device_limit()),
+        };
         let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
         let metrics = Arc::new(OperatorMetrics::new(
             &self.metrics,
@@ -543,7 +563,7 @@ impl GpuHashJoinExec {
         let build_with = BuildInputs {
             left: Arc::clone(&self.left),
             device_source: device_build,
-            device_limit: self.device_limit,
+            device_limit,
             kept_on_host: MetricBuilder::new(&self.metrics)
                 .counter("device_budget_host_builds", partition),
             encoding: build_encoding,
@@ -989,20 +1009,16 @@ impl BuildInputs {
             encoding,
             exec,
             metrics,
+            device_limit,
+            kept_on_host,
             ..
         } = self;
-        if exec.backend.batching().is_none() {
-            return build_side(
-                &schema,
-                &batches,
-                &encoding,
-                &exec,
-                &metrics,
-                reservation,
-                TableOn::Backend,
-            );
-        }
-        tokio::task::spawn_blocking(move || {
+        // On the device: the key as 8-byte images and the table over it.
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let bytes = rows.saturating_mul(8) + crate::device_budget::table_bytes(rows, 1, 0);
+        let table_on = claim_build(device_limit, bytes, &kept_on_host);
+        let inline = exec.backend.batching().is_none();
+        let build = move || {
             build_side(
                 &schema,
                 &batches,
@@ -1010,19 +1026,44 @@ impl BuildInputs {
                 &exec,
                 &metrics,
                 reservation,
-                TableOn::Backend,
+                table_on,
             )
-        })
-        .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))?
+        };
+        if inline {
+            return build();
+        }
+        tokio::task::spawn_blocking(build)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+    }
+}
+
+/// Where a build side whose device state is `bytes` builds its table: on the join's
+/// backend, holding its claim on the device budget under `limit` (nothing claimed without
+/// one), or on the CPU when the budget refuses it, counted in `kept_on_host`.
+fn claim_build(
+    limit: Option<usize>,
+    bytes: usize,
+    kept_on_host: &datafusion::physical_plan::metrics::Count,
+) -> TableOn {
+    let Some(limit) = limit else {
+        return TableOn::Backend(None);
+    };
+    let mut claim = crate::DeviceBudget::global().claim();
+    if claim.try_grow(bytes, limit) {
+        TableOn::Backend(Some(claim))
+    } else {
+        kept_on_host.add(1);
+        TableOn::Cpu
     }
 }
 
 /// Where a build side's table is built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum TableOn {
-    /// On the join's backend (a device where there is one).
-    Backend,
+    /// On the join's backend (a device where there is one), with the side's claim on the
+    /// device budget, which lives as long as the side does.
+    Backend(Option<crate::DeviceClaim>),
     /// On the CPU: the side must not take device memory (the device budget refused
     /// it, or the device ran out); probes then use the CPU table.
     Cpu,
@@ -1042,17 +1083,24 @@ fn build_side(
     let started = Instant::now();
     let batch = concat_batches(schema, batches)?;
     let (key_column, dictionary) = build_keys(encoding, &batch)?;
-    let table = match table_on {
-        TableOn::Backend => exec.run(metrics, |backend, stream| {
-            backend.build_join_table(stream, &key_column)
-        })?,
+    let (table, claim) = match table_on {
+        TableOn::Backend(claim) => (
+            exec.run(metrics, |backend, stream| {
+                backend.build_join_table(stream, &key_column)
+            })?,
+            claim,
+        ),
         TableOn::Cpu => {
             use oxidelake_device::GpuBackend;
-            exec.cpu
+            let table = exec
+                .cpu
                 .build_join_table(&exec.cpu_stream, &key_column)
-                .map_err(DataFusionError::from)?
+                .map_err(DataFusionError::from)?;
+            (table, None)
         }
     };
+    // A table the CPU built after all (a device that failed) holds no device memory.
+    let claim = claim.filter(|_| table.device() != oxidelake_core::DeviceId::CPU);
     // Device memory is not the host pool's; a table on the host is.
     let host_table = if table.device() == oxidelake_core::DeviceId::CPU {
         table.allocated_bytes()
@@ -1074,7 +1122,7 @@ fn build_side(
         dictionary,
         cpu_table: std::sync::OnceLock::new(),
         reservation,
-        _device_claim: None,
+        _device_claim: claim,
     }))
 }
 

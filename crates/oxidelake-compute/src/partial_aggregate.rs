@@ -404,12 +404,24 @@ impl BatchPlan<'_> {
         Arc::new(Schema::new(fields))
     }
 
-    /// Aggregates `batch` on `exec`'s backend (see the module docs).
+    /// Aggregates `batch` on `exec`'s backend (see the module docs), each slice's device
+    /// state claimed from the device budget (the CPU's past it).
     fn run(
         &self,
         exec: &ExecBackend,
         metrics: &OperatorMetrics,
         batch: &RecordBatch,
+    ) -> Result<RecordBatch> {
+        self.run_where(exec, metrics, batch, true)
+    }
+
+    /// [`Self::run`] on `exec`'s backend when `device`, on its CPU reference otherwise.
+    fn run_where(
+        &self,
+        exec: &ExecBackend,
+        metrics: &OperatorMetrics,
+        batch: &RecordBatch,
+        device: bool,
     ) -> Result<RecordBatch> {
         if batch.num_rows() == 0 {
             return Ok(RecordBatch::new_empty(Arc::clone(self.schema)));
@@ -434,7 +446,7 @@ impl BatchPlan<'_> {
             let mut columns: Vec<ArrayRef> = vec![Arc::new(encoded.column.clone())];
             columns.extend(work.columns.iter().map(|v| v.slice(offset, len)));
             let device_batch = RecordBatch::try_new(Arc::clone(&device_schema), columns)?;
-            let result = exec.run(metrics, |backend, stream| {
+            let aggregate = |backend: &dyn oxidelake_device::GpuBackend, stream: &_| {
                 backend.aggregate(
                     stream,
                     AggregateArgs {
@@ -443,7 +455,22 @@ impl BatchPlan<'_> {
                         aggregates: &specs,
                     },
                 )
-            })?;
+            };
+            // On the device: the slice's columns and a group table of two words per
+            // aggregate.
+            let state = || {
+                device_batch.get_array_memory_size()
+                    + crate::device_budget::table_bytes(
+                        len,
+                        2 * specs.len(),
+                        crate::device_budget::GROUP_TABLE_SLOTS,
+                    )
+            };
+            let result = if device {
+                exec.run_within_budget(metrics, state, aggregate)?
+            } else {
+                aggregate(&exec.cpu, &exec.cpu_stream).map_err(DataFusionError::from)?
+            };
             let group_keys = result
                 .column(0)
                 .as_primitive_opt::<Int64Type>()
@@ -521,6 +548,7 @@ impl GpuPartialAggregateExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let probe = pass_through::SkipProbe::new(context.session_config().options());
+        let config = context.session_config().clone();
         let input = as_resident(&self.input)
             .ok_or_else(|| {
                 DataFusionError::Internal(
@@ -528,7 +556,7 @@ impl GpuPartialAggregateExec {
                 )
             })?
             .execute_resident(partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let metrics = self.partition_metrics(partition, &exec);
         let shared = Arc::new(resident::ResidentBatches {
             keys: self.keys.clone(),
@@ -601,8 +629,8 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             return self.execute_on_device_batches(partition, context);
         }
         let probe = pass_through::SkipProbe::new(context.session_config().options());
+        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
-        let exec = ExecBackend::new(&self.backend)?;
         let metrics = self.partition_metrics(partition, &exec);
         let (keys, aggregates, encoding, schema) = (
             self.keys.clone(),

@@ -89,16 +89,21 @@ impl Projection {
         } else {
             // An overflow is not the device's failure: every backend computes decimals
             // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
-            let on_device = if device {
-                exec.run_on_device(metrics, |backend, stream| {
-                    match backend.evaluate(stream, args) {
-                        Err(e) if is_overflow(&e) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })?
-                .flatten()
-            } else {
-                None
+            // On the device: the batch and an 8-byte value per row and computed column.
+            let state = || {
+                batch.get_array_memory_size() + 8 * batch.num_rows() * args.columns.len()
+            };
+            let claim = device.then(|| exec.claim_call(metrics, state)).flatten();
+            let on_device = match claim {
+                Some(_claim) => exec
+                    .run_on_device(metrics, |backend, stream| {
+                        match backend.evaluate(stream, args) {
+                            Err(e) if is_overflow(&e) => Ok(None),
+                            other => other.map(Some),
+                        }
+                    })?
+                    .flatten(),
+                None => None,
             };
             match on_device {
                 Some(values) => values,
@@ -329,8 +334,8 @@ impl ExecutionPlan for GpuProjectionExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
-        let exec = ExecBackend::new(&self.backend)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,

@@ -211,8 +211,8 @@ impl ExecutionPlan for GpuVectorDistanceExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
-        let exec = ExecBackend::new(&self.backend)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -236,7 +236,9 @@ impl ExecutionPlan for GpuVectorDistanceExec {
                 .ok_or_else(|| {
                     DataFusionError::Internal("vector column is not a FixedSizeList".into())
                 })?;
-            let distances = exec.run(&metrics, |backend, stream| {
+            // On the device: the vectors and one distance per row.
+            let state = || vectors.get_array_memory_size() + 8 * vectors.len();
+            let distances = exec.run_within_budget(&metrics, state, |backend, stream| {
                 backend.vector_distance(
                     stream,
                     VectorDistanceArgs {

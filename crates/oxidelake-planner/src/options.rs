@@ -276,6 +276,21 @@ mod tests {
     }
 
     #[test]
+    fn operators_read_the_device_limit_these_options_set_from_the_task_configuration() {
+        // The compute crate reads the limit by its key, without naming this type.
+        let mut config = SessionConfig::new().with_option_extension(OxideOptions::default());
+        assert_eq!(oxidelake_compute::session_device_limit(&config), None);
+        config
+            .options_mut()
+            .set(oxidelake_compute::DEVICE_LIMIT_KEY, "'64K'")
+            .unwrap();
+        assert_eq!(
+            oxidelake_compute::session_device_limit(&config),
+            Some(64 << 10)
+        );
+    }
+
+    #[test]
     fn the_device_limit_is_a_size_or_none() {
         let mut config = SessionConfig::new().with_option_extension(OxideOptions::default());
         assert_eq!(

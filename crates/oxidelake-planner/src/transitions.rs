@@ -96,21 +96,21 @@ fn aggregate_reading_device_batches(
     Some(vec![inside_download(aggregate.input())?])
 }
 
-/// A CollectLeft join's build input with the download below its partition coalescing
-/// (or the download that is its input) taken out, or a Partitioned join's build input
-/// without its download; `None` where the build input is not downloaded device batches.
-fn build_on_device(join: &GpuHashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+/// A join's build input rewritten by `rewrite`: below a CollectLeft join's partition
+/// coalescing (each partition rewritten on its own), the input itself otherwise; `None`
+/// where `rewrite` does not apply.
+fn rewrite_build(
+    join: &GpuHashJoinExec,
+    rewrite: impl Fn(&Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let left = join.left();
-    if let Some(inner) = inside_download(left) {
-        return Ok(Some(inner));
-    }
-    if join.mode() == PartitionMode::Partitioned {
-        return Ok(None);
-    }
-    let Some(coalesce) = left.downcast_ref::<CoalescePartitionsExec>() else {
-        return Ok(None);
+    let coalesced = left
+        .downcast_ref::<CoalescePartitionsExec>()
+        .filter(|_| join.mode() != PartitionMode::Partitioned);
+    let Some(coalesce) = coalesced else {
+        return Ok(rewrite(left));
     };
-    let Some(inner) = inside_download(coalesce.input()) else {
+    let Some(inner) = rewrite(coalesce.input()) else {
         return Ok(None);
     };
     let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
@@ -127,28 +127,6 @@ fn upload(
     check_resident_schema(&input.schema())
         .is_ok()
         .then(|| Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)) as _)
-}
-
-/// A join's host build input uploaded: below a CollectLeft join's partition coalescing
-/// (each partition uploads its own batches), above the input otherwise.
-fn upload_build(
-    join: &GpuHashJoinExec,
-    placement: BackendKind,
-) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let left = join.left();
-    let coalesced = left
-        .downcast_ref::<CoalescePartitionsExec>()
-        .filter(|_| join.mode() != PartitionMode::Partitioned);
-    let Some(coalesce) = coalesced else {
-        return Ok(upload(left, placement));
-    };
-    let Some(uploaded) = upload(coalesce.input(), placement) else {
-        return Ok(None);
-    };
-    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-    Ok(Some(
-        Arc::clone(left).replace_children(vec![uploaded], options)?,
-    ))
 }
 
 /// A GPU join above device batches, rewritten to read them:
@@ -174,14 +152,14 @@ fn join_reading_device_batches(
     }
     let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
     let probe = inside_download(join.right());
-    let build = build_on_device(join)?;
+    let build = rewrite_build(join, inside_download)?;
     let whole = join.joins_on_device()
         && check_resident_schema(&node.schema()).is_ok()
         && (probe.is_some() || build.is_some());
     if whole {
         let build = match build {
             Some(build) => Some(build),
-            None => upload_build(join, placement)?,
+            None => rewrite_build(join, |input| upload(input, placement))?,
         };
         let probe = probe.clone().or_else(|| upload(join.right(), placement));
         if let (Some(build), Some(probe)) = (build, probe) {

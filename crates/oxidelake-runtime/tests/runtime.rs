@@ -10,6 +10,7 @@ mod runtime {
     pub mod coverage;
     pub mod data;
     pub mod demo;
+    pub mod device_budget;
     pub mod device_transitions;
     pub mod differential;
     pub mod fuzz;

@@ -254,28 +254,16 @@ pub(super) async fn collect_and_build(
         ..
     } = inputs;
     // The side's device bytes (its batches appended, then the table) claimed under the
-    // session's device limit, or a share of the device's memory; refused, the side is
-    // kept on the host.
-    let limit = device_limit.or_else(|| crate::default_device_limit(exec.backend.as_ref()));
-    let mut claim = None;
-    let mut refused = false;
-    if let Some(limit) = limit {
-        let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
-        let table = (rows.max(1) * 2).next_power_of_two() * (4 + 8 + 4);
-        let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>() + table;
-        let mut claimed = crate::DeviceBudget::global().claim();
-        if claimed.try_grow(bytes, limit) {
-            claim = Some(claimed);
-        } else {
-            refused = true;
-            kept_on_host.add(1);
-        }
-    }
+    // limit; refused, the side is kept on the host.
+    let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
+    let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>()
+        + crate::device_budget::table_bytes(rows, 1, 0);
+    let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
     // Copies, kernels and the host build's device table block: off the runtime's workers.
-    tokio::task::spawn_blocking(move || {
-        if refused {
+    tokio::task::spawn_blocking(move || match table_on {
+        TableOn::Cpu => {
             let host = downloaded(&exec, &batches)?;
-            return build_side(
+            build_side(
                 &schema,
                 &host,
                 &encoding,
@@ -283,9 +271,9 @@ pub(super) async fn collect_and_build(
                 &metrics,
                 reservation,
                 TableOn::Cpu,
-            );
+            )
         }
-        build_on_device(
+        TableOn::Backend(claim) => build_on_device(
             &schema,
             batches,
             &encoding,
@@ -293,7 +281,7 @@ pub(super) async fn collect_and_build(
             &metrics,
             reservation,
             claim,
-        )
+        ),
     })
     .await
     .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -332,7 +320,7 @@ fn build_on_device(
     {
         Ok(batch) => batch,
         Err(EngineError::Unsupported { .. }) => {
-            return on_host(&batches, reservation, TableOn::Backend);
+            return on_host(&batches, reservation, TableOn::Backend(claim));
         }
         Err(EngineError::OutOfMemory { .. }) => {
             return on_host(&batches, reservation, TableOn::Cpu);
@@ -353,7 +341,7 @@ fn build_on_device(
         JoinKeys::Numbered(_) => {
             let radix = RadixKeys::build(&keys)?;
             let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {
-                return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend);
+                return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend(claim));
             };
             let (radix, key_column) = radix.ok_or_else(|| {
                 DataFusionError::Internal("radix digits without radix keys".into())
@@ -379,7 +367,7 @@ fn build_on_device(
     {
         Ok(table) => table,
         Err(EngineError::Unsupported { .. }) => {
-            return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend);
+            return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend(claim));
         }
         Err(EngineError::OutOfMemory { .. }) => {
             return on_host(std::slice::from_ref(&batch), reservation, TableOn::Cpu);

@@ -153,7 +153,20 @@ impl ResidentBatches {
                 .record(host.num_rows(), out.num_rows(), started, moved);
             return Ok(out);
         }
-        if let Some(plan) = &self.plan {
+        // The group table the device would build beside the batch, claimed from the
+        // device budget; refused, the batch is aggregated on the CPU.
+        let claim = self.plan.as_ref().and_then(|plan| {
+            self.exec.claim_call(&self.metrics, || {
+                crate::device_budget::table_bytes(
+                    batch.num_rows(),
+                    2 * plan.aggregates.len(),
+                    crate::device_budget::GROUP_TABLE_SLOTS,
+                )
+            })
+        });
+        // Without a device plan the host interface below claims for itself.
+        let mut on_device = self.plan.is_none() || claim.is_some();
+        if let (Some(plan), Some(_claim)) = (&self.plan, claim) {
             let args = AggregateResidentArgs {
                 batch,
                 keys: &self.keys,
@@ -174,7 +187,14 @@ impl ResidentBatches {
                     return Ok(out);
                 }
                 Err(EngineError::Unsupported { .. }) => {}
-                // The batch lives on the device: there is no host copy to fall back to.
+                // Out of device memory for the group table: the batch is still there to
+                // be read back and aggregated on the CPU.
+                Err(err @ EngineError::OutOfMemory { .. }) => {
+                    tracing::warn!(error = %err, "device aggregate out of memory; the batch runs on the CPU");
+                    self.metrics.device_errors.add(1);
+                    on_device = false;
+                }
+                // A batch the device failed otherwise cannot be trusted to read back.
                 Err(err) => return Err(DataFusionError::from(err)),
             }
         }
@@ -186,7 +206,10 @@ impl ResidentBatches {
             encoding: &self.encoding,
             schema: &self.schema,
         };
-        let out = plan.run(&self.exec, &self.metrics, &host)?;
+        if !on_device {
+            self.metrics.cpu_fallback_batches.add(1);
+        }
+        let out = plan.run_where(&self.exec, &self.metrics, &host, on_device)?;
         probe.record(host.num_rows(), out.num_rows());
         let moved = self.exec.bytes_moved(|| {
             batch.bytes() + host.get_array_memory_size() + out.get_array_memory_size()

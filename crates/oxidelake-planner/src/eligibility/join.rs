@@ -44,13 +44,20 @@ pub(super) fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Opti
         });
     }
     let join = node.downcast_ref::<HashJoinExec>()?;
-    Some(match rewrite(join, backend) {
+    Some(match rewrite(join, backend, false) {
         Ok(plan) => Placement::Rewrite(plan),
         Err(reason) => Placement::Cpu(reason),
     })
 }
 
-fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn ExecutionPlan>, String> {
+/// The GPU join replacing `join` (under a column-restoring projection where the inputs
+/// swap), or why it cannot; `build_claimed` when its runner holds the build side's device
+/// claim (a grace join's pair).
+fn rewrite(
+    join: &HashJoinExec,
+    backend: BackendKind,
+    build_claimed: bool,
+) -> Result<Arc<dyn ExecutionPlan>, String> {
     let join_type = *join.join_type();
     if !matches!(
         join_type,
@@ -127,6 +134,10 @@ fn rewrite(join: &HashJoinExec, backend: BackendKind) -> Result<Arc<dyn Executio
     let gpu =
         GpuHashJoinExec::try_new_in_mode(build, probe, on, filter, device_type, mode, backend)
             .map_err(reason_of)?;
+    let gpu = match build_claimed {
+        true => gpu.with_build_claimed_by_caller(),
+        false => gpu,
+    };
     let width = gpu.schema().fields().len();
     // Which GPU output column each column of the stock join's output (before its
     // embedded projection) is: the same one, or for the swapped left join, the left
@@ -194,7 +205,7 @@ fn grace_on_device(
             "{join_type} join (the GPU join would build on the probe side)"
         ));
     }
-    rewrite(join, backend)?;
+    rewrite(join, backend, false)?;
     let grace = GraceHashJoinExec::try_new(Arc::clone(join))
         .map_err(reason_of)?
         .with_device_limit(grace.device_limit())
@@ -210,7 +221,8 @@ struct DevicePairJoin {
 
 impl PairJoin for DevicePairJoin {
     fn plan(&self, join: HashJoinExec) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        rewrite(&join, self.backend).map_err(|reason| {
+        // The grace join holds the pair's device claim: the pair claims nothing more.
+        rewrite(&join, self.backend, true).map_err(|reason| {
             datafusion::error::DataFusionError::Plan(format!(
                 "a spilled pair cannot be joined by {}: {reason}",
                 self.label()
