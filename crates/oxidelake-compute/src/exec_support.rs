@@ -106,10 +106,8 @@ impl ExecBackend {
     /// claimed: its "device" state is host memory, which the host pool accounts.
     pub(crate) fn limited_by(mut self, config: &datafusion::prelude::SessionConfig) -> Self {
         if self.kind() != BackendKind::CpuSimd {
-            self.device_limit = crate::device_limit_for(
-                crate::session_device_limit(config),
-                self.backend.as_ref(),
-            );
+            self.device_limit =
+                crate::device_limit_for(crate::session_device_limit(config), self.backend.as_ref());
         }
         self
     }

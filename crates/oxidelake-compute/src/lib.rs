@@ -56,8 +56,8 @@ mod value_expr;
 mod vector_distance;
 
 pub use device_budget::{
-    DEFAULT_DEVICE_SHARE_PERCENT, DEVICE_LIMIT_KEY, DeviceBudget, DeviceClaim, default_device_limit,
-    device_limit_for, session_device_limit,
+    DEFAULT_DEVICE_SHARE_PERCENT, DEVICE_LIMIT_KEY, DeviceBudget, DeviceClaim,
+    default_device_limit, device_limit_for, session_device_limit,
 };
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;

@@ -90,9 +90,8 @@ impl Projection {
             // An overflow is not the device's failure: every backend computes decimals
             // in 64 bits, so the batch goes to DataFusion's 128-bit expressions.
             // On the device: the batch and an 8-byte value per row and computed column.
-            let state = || {
-                batch.get_array_memory_size() + 8 * batch.num_rows() * args.columns.len()
-            };
+            let state =
+                || batch.get_array_memory_size() + 8 * batch.num_rows() * args.columns.len();
             let claim = device.then(|| exec.claim_call(metrics, state)).flatten();
             let on_device = match claim {
                 Some(_claim) => exec

@@ -341,7 +341,11 @@ fn build_on_device(
         JoinKeys::Numbered(_) => {
             let radix = RadixKeys::build(&keys)?;
             let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {
-                return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend(claim));
+                return on_host(
+                    std::slice::from_ref(&batch),
+                    reservation,
+                    TableOn::Backend(claim),
+                );
             };
             let (radix, key_column) = radix.ok_or_else(|| {
                 DataFusionError::Internal("radix digits without radix keys".into())
@@ -367,7 +371,11 @@ fn build_on_device(
     {
         Ok(table) => table,
         Err(EngineError::Unsupported { .. }) => {
-            return on_host(std::slice::from_ref(&batch), reservation, TableOn::Backend(claim));
+            return on_host(
+                std::slice::from_ref(&batch),
+                reservation,
+                TableOn::Backend(claim),
+            );
         }
         Err(EngineError::OutOfMemory { .. }) => {
             return on_host(std::slice::from_ref(&batch), reservation, TableOn::Cpu);

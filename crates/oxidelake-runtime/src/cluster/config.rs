@@ -14,8 +14,8 @@ use datafusion::prelude::SessionConfig;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use oxidelake_core::BackendKind;
 use oxidelake_planner::{
-    DeviceTransitionRule, FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec, PlacementTarget,
-    physical_optimizer_rules,
+    DeviceTransitionRule, FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec,
+    PlacementTarget, physical_optimizer_rules,
 };
 
 use super::FileAccess;
