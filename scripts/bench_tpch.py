@@ -3,7 +3,8 @@
 and DuckDB on the same Parquet files, the same queries and the same thread count.
 
     scripts/bench_tpch.py --wheel dist/oxidelake-*.whl [--sf 1] [--runs 5] [--threads 2]
-                          [--queries 1,6,18] [--json results.json]
+                          [--queries 1,6,18] [--engines oxide-cpu,oxide-cpu:projection]
+                          [--json results.json]
 
 What it does:
 - makes (once) a venv under ~/.cache/oxidelake/bench-venv with pinned DuckDB,
@@ -19,6 +20,11 @@ What it does:
 - checks that the engines return the same number of rows per query, and prints a
   Markdown table of medians with the ratios to DuckDB and to datafusion-python and
   their geometric means.
+
+Besides the four engines, `oxide-cpu:KINDS` is OxideLake placed for the CPU with
+`oxidelake.placement.cpu_operators = KINDS` (kinds joined by `+`, e.g.
+`oxide-cpu:filter+projection`, or `all`): our operators' CPU paths for those kinds. Its
+ratio to plain `oxide-cpu` is reported too.
 
 `oxide` (for gen-data) is OXIDE_BIN, else `oxide` on PATH, else the debug build in
 CARGO_TARGET_DIR. docs/benchmarks.md has results and the command that made them.
@@ -89,8 +95,11 @@ def open_engine(engine: str, lake: Path, threads: int):
     """Returns run(sql) -> rows (or None for a statement without rows) and a label."""
     if engine.startswith("oxide-"):
         import oxidelake
-        session = oxidelake.Session.local(placement=engine.removeprefix("oxide-"))
+        placement, _, kinds = engine.removeprefix("oxide-").partition(":")
+        session = oxidelake.Session.local(placement=placement)
         session.set("datafusion.execution.target_partitions", str(threads))
+        if kinds:
+            session.set("oxidelake.placement.cpu_operators", kinds.replace("+", ","))
         for table in TABLES:
             session.register_parquet(table, str(lake / table))
         label = f"oxidelake ({oxidelake.build_profile} build)"
@@ -147,13 +156,19 @@ def run_engine(engine: str, lake: Path, queries: Path, threads: int, runs: int,
 
 # ---- the report --------------------------------------------------------------------
 
+def is_cpu_variant(engine: str) -> bool:
+    """`oxide-cpu:KINDS`: placed for the CPU with some of our operators' CPU paths."""
+    return engine.startswith("oxide-cpu:") and len(engine) > len("oxide-cpu:")
+
+
 def geomean(values):
     values = [v for v in values if v and v > 0]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
 def report(results: dict, picked: list[int], sf: float, threads: int, runs: int) -> str:
-    engines = [e for e in ENGINES if e in results]
+    engines = [e for e in ENGINES if e in results] + sorted(
+        e for e in results if is_cpu_variant(e))
     med = {e: {q: results[e]["queries"].get(str(q), {}).get("median_s") for q in picked}
            for e in engines}
     lines = [f"TPC-H SF {sf:g}, {threads} threads, median of {runs} timed runs after one "
@@ -165,6 +180,8 @@ def report(results: dict, picked: list[int], sf: float, threads: int, runs: int)
               for p in ("duckdb", "datafusion") if p in engines]
     if "oxide-cpu" in engines and "oxide-cuda" in engines:
         ratios.append(("oxide-cuda", "oxide-cpu"))
+    if "oxide-cpu" in engines:
+        ratios += [(e, "oxide-cpu") for e in engines if is_cpu_variant(e)]
     lines.append("| query | " + " | ".join(engines) + " | "
                  + " | ".join(f"{o} / {p}" for o, p in ratios) + " |")
     lines.append("|---" * (1 + len(engines) + len(ratios)) + "|")
@@ -218,8 +235,9 @@ def main() -> int:
     lake, queries = tpch_lake(args.sf)
     results = {}
     for engine in args.engines.split(","):
-        if engine not in ENGINES:
-            parser.error(f"unknown engine {engine}: one of {', '.join(ENGINES)}")
+        if engine not in ENGINES and not is_cpu_variant(engine):
+            parser.error(f"unknown engine {engine}: one of {', '.join(ENGINES)}, "
+                         "or oxide-cpu:KINDS")
         done = subprocess.run(
             [str(python), __file__, "--run-engine", engine, "--lake", str(lake),
              "--query-dir", str(queries), "--threads", str(args.threads),

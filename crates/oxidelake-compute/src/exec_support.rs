@@ -79,8 +79,16 @@ fn fallback_reason(err: &EngineError) -> Option<&'static str> {
 }
 
 impl ExecBackend {
-    pub(crate) fn new(choice: &BackendChoice) -> Result<Self> {
-        Self::on(choice.resolve(), matches!(choice, BackendChoice::Detect))
+    /// The backend for an operator placed on `placement`: `choice`'s, except that an
+    /// operator placed for the CPU (`oxidelake.placement.cpu_operators`) runs its CPU
+    /// path wherever the detector would find a GPU.
+    pub(crate) fn new(choice: &BackendChoice, placement: BackendKind) -> Result<Self> {
+        match (choice, placement) {
+            (BackendChoice::Detect, BackendKind::CpuSimd) => {
+                Self::on(Arc::new(CpuBackend::new()), false)
+            }
+            _ => Self::on(choice.resolve(), matches!(choice, BackendChoice::Detect)),
+        }
     }
 
     /// On `backend`, which the detector chose when `detected` (a resident stream's, whose
@@ -322,5 +330,33 @@ impl OperatorMetrics {
         self.baseline.output_batches().add(1);
         self.telemetry
             .record_batch(rows_in as u64, rows_out as u64, elapsed, bytes_moved as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_backend_runs_an_operator_whatever_it_was_placed_for() {
+        let fixed = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+        for placement in [BackendKind::CpuSimd, BackendKind::Cuda] {
+            let exec = ExecBackend::new(&fixed, placement).unwrap();
+            assert_eq!(exec.kind(), BackendKind::CpuSimd);
+            assert!(!exec.detected());
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA or Metal device (or the emulated driver): scripts/test-cuda-emulated.sh"]
+    fn an_operator_placed_for_the_cpu_runs_on_the_cpu_backend_where_a_gpu_is_detected() {
+        let gpu = HardwareDetector::shared().unwrap();
+        assert_ne!(gpu.kind(), BackendKind::CpuSimd, "no GPU backend detected");
+        let cpu = ExecBackend::new(&BackendChoice::Detect, BackendKind::CpuSimd).unwrap();
+        assert_eq!(cpu.kind(), BackendKind::CpuSimd);
+        assert!(!cpu.detected(), "a CPU placement is not a fallback");
+        let placed = ExecBackend::new(&BackendChoice::Detect, gpu.kind()).unwrap();
+        assert_eq!(placed.kind(), gpu.kind());
+        assert!(placed.detected());
     }
 }

@@ -226,7 +226,8 @@ impl ExecutionPlan for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
+        let exec =
+            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,

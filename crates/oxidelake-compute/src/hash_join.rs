@@ -839,7 +839,7 @@ impl ExecutionPlan for GpuHashJoinExec {
             }
             None => (
                 ProbeInput::Host(self.right.execute(partition, Arc::clone(&context))?),
-                ExecBackend::new(&self.backend)?,
+                ExecBackend::new(&self.backend, self.placement)?,
             ),
         };
         let batch_size = context.session_config().batch_size().max(1);

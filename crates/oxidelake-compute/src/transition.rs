@@ -283,7 +283,7 @@ impl ResidentExec for HostToDeviceExec {
         context: Arc<TaskContext>,
     ) -> Result<ResidentStream> {
         let input = self.input.execute(partition, context)?;
-        let exec = ExecBackend::new(&self.backend)?;
+        let exec = ExecBackend::new(&self.backend, self.placement)?;
         let metrics = Arc::new(TransitionMetrics::new(
             &self.metrics,
             partition,

@@ -211,7 +211,8 @@ impl ExecutionPlan for GpuVectorDistanceExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let exec = ExecBackend::new(&self.backend)?.limited_by(context.session_config());
+        let exec =
+            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,

@@ -15,7 +15,13 @@ mod vector;
 use std::sync::Arc;
 
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::projection::ProjectionExec;
 use oxidelake_core::BackendKind;
+
+use crate::CpuOperators;
 
 /// What the placement rule does with one node.
 #[derive(Debug, Clone)]
@@ -34,6 +40,25 @@ pub fn place(node: &Arc<dyn ExecutionPlan>, backend: BackendKind) -> Option<Plac
         .or_else(|| aggregate::place(node, backend))
         .or_else(|| vector::place(node, backend))
         .or_else(|| projection::place(node, backend))
+}
+
+/// `node` as one of our operators placed for the CPU, where its kind is one of `kinds`
+/// (`oxidelake.placement.cpu_operators`): the rewrite a GPU placement makes, run by the
+/// operator's CPU path. The spilling grace join keeps its stock pairs.
+pub fn place_on_cpu(node: &Arc<dyn ExecutionPlan>, kinds: CpuOperators) -> Option<Placement> {
+    let cpu = BackendKind::CpuSimd;
+    let placed = if node.is::<FilterExec>() {
+        kinds.filter.then(|| filter::place(node, cpu))
+    } else if node.is::<HashJoinExec>() {
+        kinds.join.then(|| join::place(node, cpu))
+    } else if node.is::<AggregateExec>() {
+        kinds.aggregate.then(|| aggregate::place(node, cpu))
+    } else if node.is::<ProjectionExec>() {
+        kinds.projection.then(|| projection::place(node, cpu))
+    } else {
+        None
+    };
+    placed.flatten()
 }
 
 /// The reason a node stays on the CPU, if it is an eligible-looking one.

@@ -3,7 +3,9 @@
 //! Decides where operators run and how they travel:
 //! - [`HardwarePlacementRule`], a DataFusion physical optimizer rule that rewrites
 //!   eligible nodes into `Gpu*Exec` when the session's placement target
-//!   ([`OxideOptions`], `oxidelake.placement.target`) resolves to a GPU;
+//!   ([`OxideOptions`], `oxidelake.placement.target`) resolves to a GPU, and, for the
+//!   kinds `oxidelake.placement.cpu_operators` names ([`CpuOperators`]), into the same
+//!   operators placed for the CPU when it does not;
 //! - [`explain_with_placement`], the EXPLAIN text that also says why each eligible-looking
 //!   node stayed on the CPU;
 //! - [`PlacementCoverage`], how many filters, joins and aggregates of a plan were placed
@@ -25,6 +27,7 @@
 
 mod codec;
 mod coverage;
+mod cpu_operators;
 mod eligibility;
 mod error;
 mod explain;
@@ -37,7 +40,8 @@ mod transitions;
 
 pub use codec::OxidePhysicalCodec;
 pub use coverage::{OperatorFamily, PlacementCoverage};
-pub use eligibility::{Placement, cpu_reason, place};
+pub use cpu_operators::CpuOperators;
+pub use eligibility::{Placement, cpu_reason, place, place_on_cpu};
 pub use error::CodecError;
 pub use explain::{CpuTarget, explain_with_placement};
 pub use grace::GraceJoinRule;

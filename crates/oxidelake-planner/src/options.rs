@@ -5,7 +5,7 @@ use std::any::Any;
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::error::{DataFusionError, Result};
 
-use crate::PlacementTarget;
+use crate::{CpuOperators, PlacementTarget};
 
 /// OxideLake's session options, registered as a DataFusion config extension so `SET
 /// oxidelake.placement.target = 'cuda'` works and the value travels with the session
@@ -14,16 +14,20 @@ use crate::PlacementTarget;
 pub struct OxideOptions {
     /// `oxidelake.placement.target`: auto | cpu | cuda | metal.
     pub placement_target: PlacementTarget,
+    /// `oxidelake.placement.cpu_operators`: which of our operators' CPU paths replace
+    /// DataFusion's in a plan placed for the CPU ([`CpuOperators`]); none by default.
+    pub cpu_operators: CpuOperators,
     /// `oxidelake.memory.spill_joins`: run partitioned hash joins as
     /// `GraceHashJoinExec`, which spills its inputs to disk when the build side does not
     /// fit the memory pool. Embedded sessions turn it on with a host memory limit.
     pub spill_joins: bool,
-    /// `oxidelake.memory.device_limit`: the device bytes the build sides of joins run on a
-    /// device may claim together, process-wide (`DeviceBudget`). Setting it runs
-    /// partitioned joins as `GraceHashJoinExec` even without a host memory limit, so a
-    /// build side past it is split. `None` (the default, `none` in SQL): no split, and a
-    /// join built on the device from device batches claims under 80 % of the device's
-    /// memory (`oxidelake_compute::default_device_limit`). A size as `512M` or `2G`.
+    /// `oxidelake.memory.device_limit`: the device bytes the GPU operators' state may
+    /// claim together, process-wide (`DeviceBudget`; the operators read it from the
+    /// task's configuration). Setting it runs partitioned joins as `GraceHashJoinExec`
+    /// even without a host memory limit, so a build side past it is split. `None` (the
+    /// default, `none` in SQL): no split, and state on a GPU claims under 80 % of the
+    /// device's memory (`oxidelake_compute::default_device_limit`). A size as `512M` or
+    /// `2G`.
     pub device_limit: Option<usize>,
     /// `oxidelake.scan.join_filter_rows`: the rows a hash join's build side cannot match
     /// are filtered right above the Parquet scans that read them
@@ -50,6 +54,7 @@ impl Default for OxideOptions {
     fn default() -> Self {
         Self {
             placement_target: PlacementTarget::default(),
+            cpu_operators: CpuOperators::NONE,
             spill_joins: false,
             device_limit: None,
             join_filter_rows: true,
@@ -62,6 +67,8 @@ impl Default for OxideOptions {
 
 /// The key of the placement target, without the `oxidelake.` prefix.
 const PLACEMENT_TARGET: &str = "placement.target";
+/// The key of the CPU placement's operator kinds, without the `oxidelake.` prefix.
+const CPU_OPERATORS: &str = "placement.cpu_operators";
 /// The key of the spilling-join switch, without the `oxidelake.` prefix.
 const SPILL_JOINS: &str = "memory.spill_joins";
 /// The key of the device limit, without the `oxidelake.` prefix.
@@ -110,6 +117,10 @@ impl ExtensionOptions for OxideOptions {
                     .trim_matches('\'')
                     .parse()
                     .map_err(DataFusionError::Configuration)?;
+                Ok(())
+            }
+            CPU_OPERATORS => {
+                self.cpu_operators = value.parse().map_err(DataFusionError::Configuration)?;
                 Ok(())
             }
             SPILL_JOINS => {
@@ -167,7 +178,7 @@ impl ExtensionOptions for OxideOptions {
             }
             other => Err(DataFusionError::Configuration(format!(
                 "unknown option oxidelake.{other} (known: oxidelake.{PLACEMENT_TARGET}, \
-                 oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT}, \
+                 oxidelake.{CPU_OPERATORS}, oxidelake.{SPILL_JOINS}, oxidelake.{DEVICE_LIMIT}, \
                  oxidelake.{JOIN_FILTER_ROWS}, oxidelake.{JOIN_FILTER_MAX_KEPT}, \
                  oxidelake.{JOIN_FILTER_PARTITIONED}, oxidelake.{DEVICE_RESIDENT})"
             ))),
@@ -184,6 +195,13 @@ impl ExtensionOptions for OxideOptions {
                           machine lacks that GPU)",
             },
             ConfigEntry {
+                key: format!("{}.{CPU_OPERATORS}", Self::PREFIX),
+                value: Some(self.cpu_operators.to_string()),
+                description: "Operator kinds (filter, projection, join, aggregate; all; \
+                              none) whose OxideLake CPU paths replace DataFusion's in \
+                              plans placed for the CPU",
+            },
+            ConfigEntry {
                 key: format!("{}.{SPILL_JOINS}", Self::PREFIX),
                 value: Some(self.spill_joins.to_string()),
                 description: "Run partitioned hash joins as GraceHashJoinExec, which spills \
@@ -196,10 +214,11 @@ impl ExtensionOptions for OxideOptions {
                     Some(bytes) => bytes.to_string(),
                     None => "none".to_string(),
                 }),
-                description: "Device bytes the build sides of joins placed on a GPU may \
-                              claim together, process-wide; a larger build side is split \
-                              through spill files until its parts fit (setting it runs \
-                              partitioned joins as GraceHashJoinExec; none: no limit)",
+                description: "Device bytes the GPU operators' state may claim together, \
+                              process-wide; past it a batch runs on the CPU and a join's \
+                              build side is split through spill files or built on the CPU \
+                              (setting it runs partitioned joins as GraceHashJoinExec; \
+                              none: 80 % of the device's memory)",
             },
             ConfigEntry {
                 key: format!("{}.{JOIN_FILTER_ROWS}", Self::PREFIX),

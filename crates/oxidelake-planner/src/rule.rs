@@ -9,14 +9,16 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::eligibility::{Placement, place};
+use crate::eligibility::{Placement, place, place_on_cpu};
 use crate::{BackendProbe, OxideOptions};
 
 /// Replaces FilterExec, HashJoinExec, AggregateExec (final with its partial, or single)
 /// and vector-distance projections that fit the GPU operators' coverage with `Gpu*Exec`
 /// nodes placed for the session's `oxidelake.placement.target`. Everything else is left
 /// exactly as DataFusion planned it. With target `cpu` (or `auto` on a GPU-less
-/// machine) the rule changes nothing.
+/// machine) the rule changes nothing, except for the operator kinds
+/// `oxidelake.placement.cpu_operators` names, which become the same operators placed
+/// for the CPU (their CPU paths).
 #[derive(Debug, Clone)]
 pub struct HardwarePlacementRule {
     probe: Arc<dyn BackendProbe>,
@@ -38,9 +40,20 @@ impl PhysicalOptimizerRule for HardwarePlacementRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let target = OxideOptions::from_config(config).placement_target;
-        let Some(backend) = target.resolve(self.probe.as_ref()) else {
-            return Ok(plan);
+        let options = OxideOptions::from_config(config);
+        let Some(backend) = options.placement_target.resolve(self.probe.as_ref()) else {
+            // Placed for the CPU: DataFusion's operators, but for the kinds whose CPU
+            // paths the session asks for.
+            let kinds = options.cpu_operators;
+            if kinds.is_empty() {
+                return Ok(plan);
+            }
+            return plan
+                .transform_up(|node| match place_on_cpu(&node, kinds) {
+                    Some(Placement::Rewrite(ours)) => Ok(Transformed::yes(ours)),
+                    _ => Ok(Transformed::no(node)),
+                })
+                .data();
         };
         plan.transform_up(|node| match place(&node, backend) {
             Some(Placement::Rewrite(gpu)) => Ok(Transformed::yes(gpu)),

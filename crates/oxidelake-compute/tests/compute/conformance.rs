@@ -52,6 +52,18 @@ fn cpu() -> BackendChoice {
     BackendChoice::Fixed(Arc::new(CpuBackend::new()))
 }
 
+/// The placement of an operator meant to run on `backend`: the fixed backend's kind, or
+/// the detected GPU's (an operator placed for the CPU runs its CPU path wherever a GPU
+/// is, as `oxidelake.placement.cpu_operators` asks).
+fn placement_of(backend: &BackendChoice) -> BackendKind {
+    match backend {
+        BackendChoice::Fixed(b) => b.kind(),
+        BackendChoice::Detect => {
+            HardwareDetector::shared().map_or(BackendKind::CpuSimd, |b| b.kind())
+        }
+    }
+}
+
 fn source(parts: &[Vec<RecordBatch>], schema: &SchemaRef) -> Arc<dyn ExecutionPlan> {
     MemorySourceConfig::try_new_exec(parts, Arc::clone(schema), None).unwrap()
 }
@@ -173,7 +185,7 @@ async fn filter_cases(backend: BackendChoice) -> usize {
                     source(&parts, &schema),
                     predicates,
                     vec![0, 1, 2],
-                    BackendKind::CpuSimd,
+                    placement_of(&backend),
                 )
                 .unwrap()
                 .with_backend(backend.clone()),
@@ -287,7 +299,7 @@ async fn join_cases(backend: BackendChoice) -> usize {
                     on,
                     filtered.then(left_a_below_right_a),
                     join_type,
-                    BackendKind::CpuSimd,
+                    placement_of(&backend),
                 )
                 .unwrap()
                 .with_backend(backend.clone()),
@@ -505,7 +517,7 @@ async fn vector_cases(backend: BackendChoice) -> usize {
                     query.to_vec(),
                     metric,
                     "d",
-                    BackendKind::CpuSimd,
+                    placement_of(&backend),
                 )
                 .unwrap()
                 .with_backend(backend.clone()),
@@ -577,7 +589,7 @@ async fn projection_plans(
             let gpu = GpuProjectionExec::try_new(
                 p.expr().to_vec(),
                 Arc::clone(p.input()),
-                BackendKind::CpuSimd,
+                placement_of(backend),
             )?
             .with_backend(backend.clone());
             Ok(Transformed::yes(Arc::new(gpu) as Arc<dyn ExecutionPlan>))

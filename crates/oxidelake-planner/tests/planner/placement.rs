@@ -472,3 +472,60 @@ async fn joins_datafusion_partitions_stay_partitioned_on_the_gpu_with_the_stock_
         assert!(a.len() > 1, "{sql} returned no rows");
     }
 }
+
+/// The names of `plan`'s nodes that are OxideLake operators, with their placement label.
+fn our_operators(
+    ctx_plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Vec<String> {
+    datafusion::physical_plan::displayable(ctx_plan.as_ref())
+        .indent(false)
+        .to_string()
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("Gpu"))
+        .map(|l| l.split(':').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cpu_placement_runs_the_operator_kinds_it_names_on_their_cpu_paths_with_the_stock_rows() {
+    let sql = "SELECT k, s * 2 + n AS x FROM (SELECT t.k, SUM(t.a) AS s, COUNT(*) AS n \
+               FROM t JOIN d ON t.k = d.k WHERE t.a < 500 GROUP BY t.k) ORDER BY k";
+    // A machine with a GPU: the CPU placement still keeps everything on the CPU.
+    let ctx = session(PlacementTarget::Cpu, BackendKind::Cuda);
+    let stock = rows_of(&ctx, sql).await;
+    assert!(stock.len() >= 3, "{stock:?}");
+    for (kinds, expected) in [
+        ("none", vec![]),
+        ("projection", vec!["GpuProjectionExec[cpu]"]),
+        (
+            "filter,join",
+            vec!["GpuHashJoinExec[cpu]", "GpuFilterExec[cpu]"],
+        ),
+        (
+            "all",
+            vec![
+                "GpuProjectionExec[cpu]",
+                "GpuPartialAggregateExec[cpu]",
+                "GpuHashJoinExec[cpu]",
+                "GpuFilterExec[cpu]",
+            ],
+        ),
+    ] {
+        ctx.sql(&format!(
+            "SET oxidelake.placement.cpu_operators = '{kinds}'"
+        ))
+        .await
+        .unwrap();
+        let plan = physical_plan(&ctx, sql).await;
+        let mut ours = our_operators(&plan);
+        ours.dedup();
+        assert_eq!(ours, expected, "{kinds}");
+        assert_eq!(rows_of(&ctx, sql).await, stock, "{kinds}");
+    }
+    assert!(
+        ctx.sql("SET oxidelake.placement.cpu_operators = 'sort'")
+            .await
+            .is_err()
+    );
+}
