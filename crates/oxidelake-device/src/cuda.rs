@@ -175,7 +175,28 @@ impl CudaBackend {
         self.arch
     }
 
+    /// A driver error as an `EngineError`: out of device memory is `OutOfMemory` whatever
+    /// call ran out (an allocation, or a copy that allocates its destination), so that
+    /// operators treat it as such (a batch on the CPU, `ResourcesExhausted`); the
+    /// requested size is 0 where the caller does not know it ([`Self::sized_err`]).
     fn driver_err(&self, operation: &str, e: cudarc::driver::DriverError) -> EngineError {
+        self.sized_err(operation, 0, e)
+    }
+
+    /// [`Self::driver_err`] for a call that asked for `bytes` of device memory.
+    fn sized_err(
+        &self,
+        operation: &str,
+        bytes: usize,
+        e: cudarc::driver::DriverError,
+    ) -> EngineError {
+        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return EngineError::OutOfMemory {
+                tier: oxidelake_core::MemoryTier::Device,
+                requested_bytes: bytes as u64,
+                available_bytes: self.memory_info().map(|m| m.free_bytes).unwrap_or(0),
+            };
+        }
         EngineError::Device {
             device: self.device,
             operation: operation.to_string(),
@@ -271,17 +292,9 @@ impl GpuBackend for CudaBackend {
     fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError> {
         let stream = self.ctx.default_stream();
         // cuMemAlloc rejects zero bytes; an empty buffer still owns one byte.
-        let slice = stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| {
-            if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-                EngineError::OutOfMemory {
-                    tier: oxidelake_core::MemoryTier::Device,
-                    requested_bytes: bytes as u64,
-                    available_bytes: self.memory_info().map(|m| m.free_bytes).unwrap_or(0),
-                }
-            } else {
-                self.driver_err("cuMemAlloc", e)
-            }
-        })?;
+        let slice = stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| self.sized_err("cuMemAlloc", bytes, e))?;
         let address = {
             let (ptr, _sync) = slice.device_ptr(&stream);
             usize::try_from(ptr).unwrap_or(usize::MAX)

@@ -974,6 +974,69 @@ async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_do
     );
 }
 
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_aggregates_them_on_the_cpu()
+ {
+    if emulator_missing() {
+        return;
+    }
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    use oxidelake_compute::HostToDeviceExec;
+    let Some(set_fault) = emu::set_fault_hook() else {
+        return;
+    };
+    let arm = |spec: &str| {
+        let text = std::ffi::CString::new(spec).unwrap();
+        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
+        assert_eq!(
+            unsafe { set_fault(text.as_ptr()) },
+            0,
+            "fault spec {spec:?}"
+        );
+    };
+    let batches = 12;
+    let backend = cuda(None);
+    let fixed = BackendChoice::Fixed(backend.clone());
+    // The scan's `d`, `amount` and `k`, uploaded, aggregated where they lie.
+    let plan = || {
+        let scan = ledger_scan(batches);
+        let schema = scan.schema();
+        let columns = ["d", "amount", "k"]
+            .map(|name| (col(name, &schema).unwrap(), name.to_string()))
+            .to_vec();
+        let narrow: Arc<dyn ExecutionPlan> =
+            Arc::new(ProjectionExec::try_new(columns, scan).unwrap());
+        let h2d: Arc<dyn ExecutionPlan> =
+            Arc::new(HostToDeviceExec::new(narrow, BackendKind::Cuda).with_backend(fixed.clone()));
+        partial_by_date(h2d, fixed.clone())
+    };
+    let warm = plan();
+    let unfailed = merged_states(&run(Arc::clone(&warm)).await);
+    assert_eq!(metric(&warm, "cpu_fallback_batches"), 0);
+    // The uploads now take their allocations from the device pool the first run filled;
+    // every other device allocation fails as out of memory: the group tables'.
+    let failing = plan();
+    arm("alloc:1+");
+    let states = collect(Arc::clone(&failing), SessionContext::new().task_ctx()).await;
+    arm("");
+    let states = merged_states(&states.expect("the query completes on the CPU"));
+    assert_eq!(states, unfailed, "the CPU's states merge to the device's");
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    assert_eq!(
+        metric(&failing, "device_errors"),
+        gathered,
+        "each batch's table failed"
+    );
+    assert_eq!(metric(&failing, "cpu_fallback_batches"), gathered);
+    assert_eq!(
+        metric(&failing, "bridged_batches"),
+        gathered,
+        "each batch read back"
+    );
+}
+
 /// A build side: `id` (every third number below 20,000) and `name` ("n<id>").
 fn names() -> Arc<dyn ExecutionPlan> {
     let schema = Arc::new(Schema::new(vec![

@@ -71,11 +71,12 @@ impl Dev<'_> {
             // Zero-byte allocations are rejected by the driver; kernels never read it.
             return self.zeros::<T>(1);
         }
+        let bytes = std::mem::size_of_val(values);
         let slice = self
             .stream
             .clone_htod(values)
-            .map_err(self.err("cuMemcpyHtoD"))?;
-        super::transfers::host_to_device(std::mem::size_of_val(values));
+            .map_err(|e| self.backend.sized_err("cuMemcpyHtoD", bytes, e))?;
+        super::transfers::host_to_device(bytes);
         Ok(slice)
     }
 
@@ -83,9 +84,10 @@ impl Dev<'_> {
         &self,
         len: usize,
     ) -> Result<CudaSlice<T>, EngineError> {
+        let bytes = len.max(1) * std::mem::size_of::<T>();
         self.stream
             .alloc_zeros::<T>(len.max(1))
-            .map_err(self.err("cuMemAlloc"))
+            .map_err(|e| self.backend.sized_err("cuMemAlloc", bytes, e))
     }
 
     pub(super) fn download<T: DeviceRepr>(

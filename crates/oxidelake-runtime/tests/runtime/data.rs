@@ -179,3 +179,47 @@ pub async fn tpch_lake(scale_factor: f64) -> (GeneratedData, oxidelake_runtime::
         .unwrap();
     (dir, session)
 }
+
+/// Runs `query` on `session` and returns its rows ([`sorted_rows`]) and the plan that ran,
+/// whose nodes hold the run's metrics.
+pub async fn run_plan(
+    session: &oxidelake_runtime::OxideSession,
+    query: &str,
+) -> (
+    Vec<String>,
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
+    let plan = session.physical_plan(query).await.unwrap();
+    let batches =
+        datafusion::physical_plan::collect(Arc::clone(&plan), session.context().task_ctx())
+            .await
+            .unwrap();
+    (sorted_rows(&batches), plan)
+}
+
+/// The sum of metric `name` over the nodes of `plan` that `pick` selects.
+pub fn metric_sum(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    pick: impl Fn(&dyn datafusion::physical_plan::ExecutionPlan) -> bool,
+    name: &str,
+) -> usize {
+    let mut sum = 0;
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(node) = stack.pop() {
+        if pick(node.as_ref()) {
+            sum += node
+                .metrics()
+                .and_then(|m| m.sum_by_name(name))
+                .map_or(0, |v| v.as_usize());
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    sum
+}
+
+/// Whether the executing backend is a device (`OXIDE_BACKEND=cuda` on the emulated
+/// driver, as `scripts/test-cuda-emulated.sh` runs some of these tests).
+pub fn on_device() -> bool {
+    oxidelake_device::HardwareDetector::shared()
+        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
+}

@@ -7,40 +7,13 @@
 
 use std::sync::Arc;
 
-use datafusion::physical_plan::{ExecutionPlan, collect};
-use oxidelake_runtime::OxideSession;
+use datafusion::physical_plan::ExecutionPlan;
 
-use super::data::{sorted_rows, tpch_lake};
+use super::data::{metric_sum, on_device, run_plan as run, tpch_lake};
 
-/// The sum of metric `name` over the plan's nodes whose name starts with `Gpu`.
+/// The sum of metric `name` over the plan's OxideLake operators (`Gpu*Exec`).
 fn gpu_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
-    let mut sum = 0;
-    let mut stack = vec![Arc::clone(plan)];
-    while let Some(n) = stack.pop() {
-        if n.name().starts_with("Gpu") {
-            sum += n
-                .metrics()
-                .and_then(|m| m.sum_by_name(name))
-                .map_or(0, |v| v.as_usize());
-        }
-        stack.extend(n.children().into_iter().cloned());
-    }
-    sum
-}
-
-async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn ExecutionPlan>) {
-    let plan = session.physical_plan(query).await.unwrap();
-    let batches = collect(Arc::clone(&plan), session.context().task_ctx())
-        .await
-        .unwrap();
-    (sorted_rows(&batches), plan)
-}
-
-/// Whether the executing backend is a device (`OXIDE_BACKEND=cuda` on the emulated
-/// driver).
-fn on_device() -> bool {
-    oxidelake_device::HardwareDetector::shared()
-        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
+    metric_sum(plan, |n| n.name().starts_with("Gpu"), name)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

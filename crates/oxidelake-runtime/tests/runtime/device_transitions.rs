@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use datafusion::physical_plan::{ExecutionPlan, displayable};
 use oxidelake_runtime::OxideSession;
 
-use super::data::{GeneratedData, sorted_rows, tpch_lake};
+use super::data::{GeneratedData, metric_sum, on_device, run_plan as run, tpch_lake};
 
 /// TPC-H Q6: one scan, one filter, one computed column, one aggregate.
 const Q6: &str = "SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem \
@@ -46,18 +46,7 @@ fn tpch(n: i32) -> String {
 
 /// The sum of metric `name` over the plan's nodes called `node`.
 fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
-    let mut sum = 0;
-    let mut stack = vec![Arc::clone(plan)];
-    while let Some(n) = stack.pop() {
-        if n.name() == node {
-            sum += n
-                .metrics()
-                .and_then(|m| m.sum_by_name(name))
-                .map_or(0, |v| v.as_usize());
-        }
-        stack.extend(n.children().into_iter().cloned());
-    }
-    sum
+    metric_sum(plan, |n| n.name() == node, name)
 }
 
 /// The plan's node names from the root down, for the lines naming one of `names`.
@@ -70,21 +59,6 @@ fn lines_naming(plan: &Arc<dyn ExecutionPlan>, names: &[&str]) -> Vec<String> {
         .filter(|l| names.iter().any(|n| l.starts_with(n)))
         .map(|l| l.split(':').next().unwrap_or_default().to_string())
         .collect()
-}
-
-async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn ExecutionPlan>) {
-    let plan = session.physical_plan(query).await.unwrap();
-    let batches = collect(Arc::clone(&plan), session.context().task_ctx())
-        .await
-        .unwrap();
-    (sorted_rows(&batches), plan)
-}
-
-/// Whether the executing backend is a device (`OXIDE_BACKEND=cuda` on the emulated
-/// driver), where nothing may be bridged through the host.
-fn on_device() -> bool {
-    oxidelake_device::HardwareDetector::shared()
-        .is_ok_and(|b| b.kind() != oxidelake_core::BackendKind::CpuSimd)
 }
 
 /// The plan's GPU operators and transitions.

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use datafusion::physical_plan::{ExecutionPlan, displayable};
 use oxidelake_compute::JoinFilterExec;
 use oxidelake_runtime::OxideSession;
 
-use super::data::{sorted_rows, tpch_lake};
+use super::data::{metric_sum, run_plan as run, tpch_lake};
 
 /// Q17's join: 20 parts of 20,000 at SF 0.1 match, so about 600 of 600,000 lineitem
 /// rows can join.
@@ -45,27 +45,7 @@ fn lineitem_rows(plan: &Arc<dyn ExecutionPlan>) -> (Option<usize>, usize) {
 
 /// The sum of metric `name` over the plan's `JoinFilterExec` nodes.
 fn join_filter_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
-    let mut sum = 0;
-    let mut stack = vec![Arc::clone(plan)];
-    while let Some(node) = stack.pop() {
-        if node.downcast_ref::<JoinFilterExec>().is_some() {
-            sum += node
-                .metrics()
-                .and_then(|m| m.sum_by_name(name))
-                .map_or(0, |v| v.as_usize());
-        }
-        stack.extend(node.children().into_iter().cloned());
-    }
-    sum
-}
-
-/// Runs `query` and returns its rows and the plan that ran.
-async fn run(session: &OxideSession, query: &str) -> (Vec<String>, Arc<dyn ExecutionPlan>) {
-    let plan = session.physical_plan(query).await.unwrap();
-    let batches = collect(Arc::clone(&plan), session.context().task_ctx())
-        .await
-        .unwrap();
-    (sorted_rows(&batches), plan)
+    metric_sum(plan, |n| n.downcast_ref::<JoinFilterExec>().is_some(), name)
 }
 
 /// The shared SF 0.1 lake in a session placed for `placement`.
