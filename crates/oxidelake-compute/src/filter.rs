@@ -6,10 +6,12 @@ use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdownPhase};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -198,6 +200,31 @@ impl ExecutionPlan for GpuFilterExec {
     ) -> Result<TreeNodeRecursion> {
         // Predicates are plain (column, op, literal) values, not PhysicalExprs.
         Ok(TreeNodeRecursion::Continue)
+    }
+
+    /// After optimisation, as the stock filter: the filters a parent hands down (a hash
+    /// join's dynamic filter) pass through to the input, so they reach the scan below
+    /// (and `JoinFilterExec` above it). Before it, nothing passes: the planned predicate
+    /// stays this node's own.
+    fn gather_filters_for_pushdown(
+        &self,
+        phase: FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn PhysicalExpr>>,
+        config: &ConfigOptions,
+    ) -> Result<FilterDescription> {
+        if phase == FilterPushdownPhase::Pre {
+            return Ok(FilterDescription::all_unsupported(
+                &parent_filters,
+                &self.children(),
+            ));
+        }
+        FilterExecBuilder::new(
+            conjunction_expr(&self.predicates, &self.input.schema())?,
+            Arc::clone(&self.input),
+        )
+        .apply_projection(Some(self.projection.clone()))?
+        .build()?
+        .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
     fn with_new_children(

@@ -22,11 +22,13 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
+use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdownPhase};
 use datafusion::physical_plan::metrics::MetricBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
@@ -313,6 +315,25 @@ impl ExecutionPlan for GpuProjectionExec {
             }
         }
         Ok(recursion)
+    }
+
+    /// After optimisation, as the stock projection: the filters a parent hands down (a
+    /// hash join's dynamic filter) pass through to the input where they read columns the
+    /// projection passes on, so they reach the scan below. Before it, nothing passes.
+    fn gather_filters_for_pushdown(
+        &self,
+        phase: FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn PhysicalExpr>>,
+        config: &ConfigOptions,
+    ) -> Result<FilterDescription> {
+        if phase == FilterPushdownPhase::Pre {
+            return Ok(FilterDescription::all_unsupported(
+                &parent_filters,
+                &self.children(),
+            ));
+        }
+        ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
+            .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
     fn with_new_children(

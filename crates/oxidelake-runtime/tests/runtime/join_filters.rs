@@ -119,6 +119,38 @@ async fn a_join_placed_on_a_gpu_fills_its_filter_and_the_probe_rows_are_dropped_
     assert_eq!(run(&cpu, PART_JOIN).await.0, rows);
 }
 
+/// Q17's join with a filter and a computed column on the lineitem side, placed for cuda:
+/// the GPU join's filter passes through the `GpuFilterExec` above the lineitem scan (as
+/// DataFusion's does through a `FilterExec`) and drops the rows there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joins_filter_reaches_the_scan_through_a_gpu_filter_on_the_probe_side() {
+    let query = "SELECT COUNT(*) AS n, SUM(l_extendedprice * (1 - l_discount)) AS s \
+                 FROM lineitem, part WHERE p_partkey = l_partkey AND p_brand = 'Brand#23' \
+                 AND p_container = 'MED BOX' AND l_quantity < 30";
+    for target in ["cuda", "cpu"] {
+        let (_dir, session) = session(target).await;
+        if target == "cpu" {
+            // Our filter on the CPU, as `cpu_operators` places it.
+            session
+                .sql("SET oxidelake.placement.cpu_operators = 'filter,projection'")
+                .await
+                .unwrap();
+        }
+        let (rows, plan) = run(&session, query).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert!(text.contains("GpuFilterExec"), "{target}: {text}");
+        let (filtered, scanned) = lineitem_rows(&plan);
+        let filtered = filtered.expect("a JoinFilterExec over the lineitem scan");
+        assert!(
+            filtered * 100 < scanned,
+            "{target}: the join's filter dropped the rows that cannot match: {filtered} of \
+             {scanned} left"
+        );
+        let (_dir, stock) = cpu_session().await;
+        assert_eq!(run(&stock, query).await.0, rows, "{target}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unselective_joins_filter_stops_filtering_after_its_sample() {
     let (_dir, session) = cpu_session().await;
