@@ -206,7 +206,7 @@ fn children_of(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Vec<String> {
 /// and so do the revenue product and the partial aggregate, whose groups are the one way
 /// back: the plans have no `DeviceToHostExec`. On the emulated driver nothing is
 /// bridged, what comes back (the groups, the build sides' key columns, 4- and 8-byte
-/// counts) is under a twentieth of what went up and less than the plan without
+/// counts) is under a tenth of what went up and less than the plan without
 /// transitions brings back. Answers equal that plan's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q3_and_q5_cross_to_the_device_once_per_scan_and_back_once_as_their_aggregates_groups()
@@ -282,8 +282,12 @@ async fn tpch_q3_and_q5_cross_to_the_device_once_per_scan_and_back_once_as_their
             let host = bytes_crossing(&session, &sql).await;
             set_resident(&session, true).await;
             let (up, back) = bytes_crossing(&session, &sql).await;
+            // What comes back is a small part of what went up, and less than the host
+            // interface brings back. (With the joins' filters reaching the scans under
+            // the GPU filters, far fewer rows go up at all than before; the part that
+            // comes back was a twentieth then and is about a fifteenth now.)
             assert!(
-                back * 20 < up && back < host.1,
+                back * 10 < up && back < host.1,
                 "Q{query}: {up} bytes up and {back} back; the host interface {host:?}"
             );
         }
