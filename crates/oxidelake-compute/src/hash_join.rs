@@ -27,6 +27,7 @@
 
 mod build_memory;
 mod dynamic_filter;
+mod key_set;
 mod keys;
 mod radix;
 mod resident;
@@ -71,7 +72,7 @@ use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
 use crate::transition::as_resident;
-use dynamic_filter::BuildFilter;
+use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
 // Shared with the partial aggregate's group numbering.
@@ -374,7 +375,7 @@ impl GpuHashJoinExec {
         };
         Ok(match &self.build_filter {
             // The same filter (the probe side's scans hold it), with its own reports.
-            Some(f) => join.with_build_filter(Arc::clone(f.filter())),
+            Some(f) => join.with_build_filter(Arc::clone(f.filter()), f.list_limits()),
             None => join,
         })
     }
@@ -406,8 +407,13 @@ impl GpuHashJoinExec {
         self
     }
 
-    /// This join filling `filter` from its build side(s).
-    fn with_build_filter(mut self, filter: Arc<DynamicFilterPhysicalExpr>) -> Self {
+    /// This join filling `filter` from its build side(s), listing the keys within
+    /// `list_limits`.
+    fn with_build_filter(
+        mut self,
+        filter: Arc<DynamicFilterPhysicalExpr>,
+        list_limits: ListLimits,
+    ) -> Self {
         let probe_schema = self.right.schema();
         let probe_keys = self
             .on
@@ -425,6 +431,7 @@ impl GpuHashJoinExec {
             probe_keys,
             probe_schema,
             builds,
+            list_limits,
         )));
         self
     }
@@ -802,7 +809,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         &self,
         _phase: FilterPushdownPhase,
         child_pushdown_result: ChildPushdownResult,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let taken = child_pushdown_result
             .self_filters
@@ -818,7 +825,7 @@ impl ExecutionPlan for GpuHashJoinExec {
                     Arc::clone(&self.right),
                     self.projection.clone(),
                 )?
-                .with_build_filter(filter);
+                .with_build_filter(filter, ListLimits::from_config(config));
             result = result.with_updated_node(Arc::new(join) as Arc<dyn ExecutionPlan>);
         }
         Ok(result)

@@ -12,8 +12,13 @@
 //! evaluates the dynamic filters after decoding instead, and stops where its first rows
 //! show the filter keeps most of them.
 //!
-//! The node goes on the `FilterExec` right above the scan when there is one, so the
-//! static filter runs first and the dynamic one sees fewer rows; otherwise on the scan.
+//! The node goes on the filter right above the scan when there is one (`FilterExec`, or
+//! `GpuFilterExec` unless batches stay on the device), so the static filter runs first
+//! and the dynamic one sees fewer rows; otherwise on the scan. (Under a GPU filter it
+//! checked all of Q20's 6 million lineitem rows instead of the 0.9 million the date
+//! filter keeps: 183 ms against 33 ms.) With device-resident batches it stays on the
+//! scan, so that the rows it drops are not uploaded and no batch crosses back to the
+//! host between the GPU filter and the next GPU operator.
 //! The scan keeps its predicate for pruning. The rule runs last, after DataFusion's
 //! post-optimisation filter pushdown has put the dynamic filters into the scans, and not
 //! when `pushdown_filters` is on (the decoder applies them then). Off with
@@ -40,7 +45,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
-use oxidelake_compute::JoinFilterExec;
+use oxidelake_compute::{GpuFilterExec, JoinFilterExec};
 
 use crate::OxideOptions;
 
@@ -66,12 +71,17 @@ impl PhysicalOptimizerRule for JoinFilterRowsRule {
         let max_kept = options.join_filter_max_kept();
         let aggregated = filters_through_aggregates(&plan);
         plan.transform_down(|node| {
-            // A FilterExec over such a scan takes the node above itself; the scan below
-            // is then left alone.
-            let scan = match node.downcast_ref::<FilterExec>() {
-                Some(filter) => filter.input(),
-                None => &node,
+            // A filter over such a scan takes the node above itself; the scan below is
+            // then left alone.
+            let filtered = match (
+                node.downcast_ref::<FilterExec>(),
+                node.downcast_ref::<GpuFilterExec>(),
+            ) {
+                (Some(filter), _) => Some(filter.input()),
+                (None, Some(filter)) if !options.device_resident => Some(filter.input()),
+                _ => None,
             };
+            let scan = filtered.unwrap_or(&node);
             let Some(filters) = dynamic_filters(scan) else {
                 return Ok(Transformed::no(node));
             };

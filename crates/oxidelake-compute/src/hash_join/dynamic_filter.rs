@@ -6,11 +6,20 @@
 //! Which joins get a filter, and where it goes, is the stock join's decision
 //! (`HashJoinExec::gather_filters_for_pushdown`, asked for by the GPU join): only joins
 //! that emit no unmatched probe rows (inner, right semi) filter their probe side. The GPU
-//! join fills it with, per key column, the build keys' range and, for a build side of at
-//! most [`IN_LIST_MAX_ROWS`] rows, their set (`key IN (...)`). A partitioned join waits
-//! for the builds of all its partitions and fills it with their union: a probe row is
-//! routed to one partition, but a superset drops no row that any partition can match.
-//! Until then the filter reads `true`.
+//! join fills it with, per key column, the build keys' range and their set, in one of
+//! two forms, as the stock join chooses between its own two:
+//! - a build side within DataFusion's list limits
+//!   (`datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values`, 150 rows,
+//!   and `…_max_size`, 128 KiB, by default) lists its keys (`key IN (...)`), which scans
+//!   can also prune row groups with (statistics, Bloom filters);
+//! - a larger one, up to [`KEY_SET_MAX_ROWS`] rows, puts them in a hash set behind one
+//!   leaf expression ([`KeySetExpr`]), as the stock join probes its hash table: a long
+//!   list made every scan's file open walk one literal per key (see `key_set`).
+//!
+//! Past [`KEY_SET_MAX_ROWS`] the filter holds the key range alone. A partitioned join
+//! waits for the builds of all its partitions and fills it with their union: a probe
+//! row is routed to one partition, but a superset drops no row that any partition can
+//! match. Until then the filter reads `true`.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +27,7 @@ use arrow::array::ArrayRef;
 use arrow::compute::concat;
 use arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
+use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
 use datafusion::logical_expr::Operator;
@@ -27,9 +37,40 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{PhysicalExpr, conjunction};
 use datafusion::physical_plan::Accumulator;
 
-/// The most build rows whose keys are listed in the filter (`IN`); past it, the filter
-/// holds the key range alone.
-pub const IN_LIST_MAX_ROWS: usize = 65_536;
+use super::key_set::KeySetExpr;
+
+/// The most build rows whose keys the filter holds (as a list or a set); past it, the
+/// filter holds the key range alone. The set is built from a list expression, about a
+/// hundred bytes per key, so it is bounded.
+pub const KEY_SET_MAX_ROWS: usize = 65_536;
+
+/// Up to which size a build side's keys are listed in the filter (`IN (...)`) rather
+/// than held in a set: DataFusion's own limits for its hash join, read from the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListLimits {
+    /// Build rows (a bound on the distinct keys).
+    pub rows: usize,
+    /// Bytes of the key columns.
+    pub bytes: usize,
+}
+
+impl ListLimits {
+    /// The session's `datafusion.optimizer.hash_join_inlist_pushdown_*` limits.
+    pub(crate) fn from_config(config: &ConfigOptions) -> Self {
+        Self {
+            rows: config
+                .optimizer
+                .hash_join_inlist_pushdown_max_distinct_values,
+            bytes: config.optimizer.hash_join_inlist_pushdown_max_size,
+        }
+    }
+}
+
+impl Default for ListLimits {
+    fn default() -> Self {
+        Self::from_config(&ConfigOptions::default())
+    }
+}
 
 /// A join's dynamic filter and the builds reported to it so far.
 #[derive(Debug)]
@@ -40,6 +81,8 @@ pub(crate) struct BuildFilter {
     probe_schema: Arc<Schema>,
     /// How many builds fill the filter: 1 (CollectLeft) or the partition count.
     builds: usize,
+    /// Up to where the keys are listed rather than held in a set.
+    list_limits: ListLimits,
     reports: Mutex<Reports>,
 }
 
@@ -62,6 +105,7 @@ impl BuildFilter {
         probe_keys: Vec<Arc<dyn PhysicalExpr>>,
         probe_schema: Arc<Schema>,
         builds: usize,
+        list_limits: ListLimits,
     ) -> Self {
         let keys = probe_keys.len();
         Self {
@@ -69,6 +113,7 @@ impl BuildFilter {
             probe_keys,
             probe_schema,
             builds: builds.max(1),
+            list_limits,
             reports: Mutex::new(Reports {
                 listed: Some(vec![Vec::new(); keys]),
                 bounds: vec![None; keys],
@@ -80,6 +125,11 @@ impl BuildFilter {
     /// The filter this join fills.
     pub(crate) fn filter(&self) -> &Arc<DynamicFilterPhysicalExpr> {
         &self.filter
+    }
+
+    /// Up to where this filter lists its keys.
+    pub(crate) fn list_limits(&self) -> ListLimits {
+        self.list_limits
     }
 
     /// Adds one build side's key columns (in key order); the last of the expected builds
@@ -103,7 +153,7 @@ impl BuildFilter {
         let rows = keys.first().map_or(0, |k| k.len());
         reports.seen += 1;
         reports.rows += rows;
-        if reports.rows > IN_LIST_MAX_ROWS {
+        if reports.rows > KEY_SET_MAX_ROWS {
             reports.listed = None;
         }
         if let Some(listed) = reports.listed.as_mut() {
@@ -156,12 +206,22 @@ impl BuildFilter {
                 let arrays: Vec<&dyn arrow::array::Array> =
                     listed[i].iter().map(|a| a.as_ref()).collect();
                 let values = concat(&arrays)?;
-                parts.push(Arc::new(InListExpr::try_new_from_array(
-                    Arc::clone(probe),
-                    values,
-                    false,
-                    &self.probe_schema,
-                )?));
+                let listable = values.len() <= self.list_limits.rows
+                    && values.get_array_memory_size() <= self.list_limits.bytes;
+                parts.push(if listable {
+                    Arc::new(InListExpr::try_new_from_array(
+                        Arc::clone(probe),
+                        values,
+                        false,
+                        &self.probe_schema,
+                    )?)
+                } else {
+                    Arc::new(KeySetExpr::try_new(
+                        Arc::clone(probe),
+                        values,
+                        &self.probe_schema,
+                    )?)
+                });
             }
         }
         Ok(conjunction(parts))
@@ -196,6 +256,7 @@ mod tests {
     use arrow::array::{Array, AsArray, Int64Array};
     use arrow::datatypes::{DataType, Field};
     use arrow::record_batch::RecordBatch;
+    use datafusion::common::tree_node::TreeNode;
     use datafusion::physical_expr::expressions::Column;
 
     fn setup(builds: usize) -> (BuildFilter, Arc<Schema>) {
@@ -206,7 +267,13 @@ mod tests {
             lit(true),
         ));
         (
-            BuildFilter::new(filter, vec![key], Arc::clone(&schema), builds),
+            BuildFilter::new(
+                filter,
+                vec![key],
+                Arc::clone(&schema),
+                builds,
+                ListLimits::default(),
+            ),
             schema,
         )
     }
@@ -246,11 +313,65 @@ mod tests {
     }
 
     #[test]
+    fn a_build_side_past_the_list_limits_holds_its_keys_in_one_set_not_a_literal_each() {
+        let (filter, schema) = setup(1);
+        let rows = ListLimits::default().rows as i64 + 1;
+        filter.report(&[
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|k| k * 2))) as ArrayRef,
+        ]);
+        assert_eq!(
+            kept(
+                &filter,
+                &schema,
+                vec![Some(0), Some(1), Some(2), Some(rows * 2)]
+            ),
+            vec![0, 2],
+            "only build keys pass"
+        );
+        let current = filter.filter().current().unwrap();
+        let mut literals = 0;
+        current
+            .apply(|e| {
+                literals += usize::from(
+                    e.downcast_ref::<datafusion::physical_expr::expressions::Literal>()
+                        .is_some(),
+                );
+                Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            })
+            .unwrap();
+        assert_eq!(
+            literals, 2,
+            "the range's two bounds, no literal per key: {current}"
+        );
+        assert!(
+            current
+                .to_string()
+                .contains(&format!("<{rows} build keys>")),
+            "{current}"
+        );
+    }
+
+    #[test]
+    fn a_build_side_within_the_list_limits_lists_its_keys() {
+        let (filter, schema) = setup(1);
+        filter.report(&[Arc::new(Int64Array::from(vec![4, 9])) as ArrayRef]);
+        let current = filter.filter().current().unwrap();
+        assert!(
+            current.to_string().contains("IN (SET) ([4, 9])"),
+            "a list scans can prune with: {current}"
+        );
+        assert_eq!(
+            kept(&filter, &schema, vec![Some(4), Some(5), Some(9)]),
+            vec![4, 9]
+        );
+    }
+
+    #[test]
     fn a_large_build_side_fills_its_filter_with_the_key_range_alone() {
         let (filter, schema) = setup(1);
-        let keys = Int64Array::from_iter_values((0..IN_LIST_MAX_ROWS as i64 + 1).map(|k| k * 2));
+        let keys = Int64Array::from_iter_values((0..KEY_SET_MAX_ROWS as i64 + 1).map(|k| k * 2));
         filter.report(&[Arc::new(keys) as ArrayRef]);
-        let max = IN_LIST_MAX_ROWS as i64 * 2;
+        let max = KEY_SET_MAX_ROWS as i64 * 2;
         assert_eq!(
             kept(
                 &filter,

@@ -121,7 +121,8 @@ async fn a_join_placed_on_a_gpu_fills_its_filter_and_the_probe_rows_are_dropped_
 
 /// Q17's join with a filter and a computed column on the lineitem side, placed for cuda:
 /// the GPU join's filter passes through the `GpuFilterExec` above the lineitem scan (as
-/// DataFusion's does through a `FilterExec`) and drops the rows there.
+/// DataFusion's does through a `FilterExec`) and drops the rows there, after the GPU
+/// filter (which then leaves it fewer rows to check).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joins_filter_reaches_the_scan_through_a_gpu_filter_on_the_probe_side() {
     let query = "SELECT COUNT(*) AS n, SUM(l_extendedprice * (1 - l_discount)) AS s \
@@ -145,6 +146,12 @@ async fn a_joins_filter_reaches_the_scan_through_a_gpu_filter_on_the_probe_side(
             filtered * 100 < scanned,
             "{target}: the join's filter dropped the rows that cannot match: {filtered} of \
              {scanned} left"
+        );
+        assert!(
+            text.lines()
+                .zip(text.lines().skip(1))
+                .any(|(a, b)| a.contains("JoinFilterExec") && b.contains("GpuFilterExec")),
+            "{target}: the join's filter runs on the GPU filter's rows: {text}"
         );
         let (_dir, stock) = cpu_session().await;
         assert_eq!(run(&stock, query).await.0, rows, "{target}");
