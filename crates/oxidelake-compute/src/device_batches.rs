@@ -32,6 +32,8 @@ struct Gather {
     coalescer: Option<BatchCoalescer>,
     target_rows: usize,
     target_bytes: usize,
+    /// Batches of more rows than this pass without being copied (`None`: all are).
+    pass_through: Option<usize>,
     /// The input ended (or failed): only completed batches are left to hand out.
     ended: bool,
 }
@@ -50,12 +52,38 @@ pub(crate) fn gather(
     target_rows: usize,
     target_bytes: usize,
 ) -> SendableRecordBatchStream {
+    regather(input, target_rows, target_bytes, None)
+}
+
+/// `input` with its small batches merged up to `batch_size` rows; batches of at least
+/// half that pass as they are, without a copy.
+///
+/// Why: an operator that drops most of its rows (a selective join or filter) hands on
+/// one small batch per input batch, and each costs the operators above it per batch
+/// what a full one does. TPC-H Q10's joins handed their partial aggregate 733 batches of
+/// 156 rows on average; it took 105 ms where the stock plan's, fed 6 batches by the
+/// stock join (which merges its output as this does), took 19 ms.
+pub(crate) fn coalesce_small(
+    input: SendableRecordBatchStream,
+    batch_size: usize,
+) -> SendableRecordBatchStream {
+    let batch_size = batch_size.max(1);
+    regather(input, batch_size, usize::MAX, Some(batch_size / 2))
+}
+
+fn regather(
+    input: SendableRecordBatchStream,
+    target_rows: usize,
+    target_bytes: usize,
+    pass_through: Option<usize>,
+) -> SendableRecordBatchStream {
     let schema = input.schema();
     let state = Gather {
         input,
         coalescer: None,
         target_rows,
         target_bytes,
+        pass_through,
         ended: false,
     };
     let stream = futures::stream::unfold(state, |mut state| async move {
@@ -75,6 +103,7 @@ pub(crate) fn gather(
                     let coalescer = state.coalescer.get_or_insert_with(|| {
                         let rows = rows_for(&batch, state.target_rows, state.target_bytes);
                         BatchCoalescer::new(batch.schema(), rows)
+                            .with_biggest_coalesce_batch_size(state.pass_through)
                     });
                     coalescer.push_batch(batch)
                 }
@@ -201,6 +230,32 @@ mod tests {
             })
             .collect();
         assert_eq!(values, (0..3000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn small_batches_are_merged_and_full_ones_pass_as_they_are() {
+        let out = collect(coalesce_small(
+            batches(&[100, 150, 1000, 40, 30, 700]),
+            1000,
+        ))
+        .await
+        .unwrap();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 2020, "{sizes:?}");
+        assert!(sizes.len() <= 4, "small batches merged: {sizes:?}");
+        assert!(sizes.contains(&1000), "the full batch passes: {sizes:?}");
+        let values: Vec<i64> = out
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(values, (0..2020).collect::<Vec<_>>(), "order kept");
     }
 
     #[tokio::test]

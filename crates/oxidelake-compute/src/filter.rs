@@ -10,17 +10,20 @@ use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::filter::FilterExecBuilder;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdownPhase};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
+    statistics::ChildStats,
+};
 use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 use oxidelake_device::resident::ResidentValues;
 
-use crate::device_batches::map_batches;
+use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
@@ -102,6 +105,16 @@ impl GpuFilterExec {
     /// Where the planner placed the operator.
     pub fn placement(&self) -> BackendKind {
         self.placement
+    }
+
+    /// The stock filter this one stands for.
+    fn stock(&self) -> Result<FilterExec> {
+        FilterExecBuilder::new(
+            conjunction_expr(&self.predicates, &self.input.schema())?,
+            Arc::clone(&self.input),
+        )
+        .apply_projection(Some(self.projection.clone()))?
+        .build()
     }
 
     fn predicate_text(&self) -> String {
@@ -218,13 +231,24 @@ impl ExecutionPlan for GpuFilterExec {
                 &self.children(),
             ));
         }
-        FilterExecBuilder::new(
-            conjunction_expr(&self.predicates, &self.input.schema())?,
-            Arc::clone(&self.input),
-        )
-        .apply_projection(Some(self.projection.clone()))?
-        .build()?
-        .gather_filters_for_pushdown(phase, parent_filters, config)
+        self.stock()?
+            .gather_filters_for_pushdown(phase, parent_filters, config)
+    }
+
+    /// The stock filter's estimate: the same predicate over the same input.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.stock()?.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        match self.stock() {
+            Ok(stock) => stock.child_stats_requests(partition),
+            Err(_) => vec![ChildStats::Skip],
+        }
     }
 
     fn with_new_children(
@@ -255,6 +279,7 @@ impl ExecutionPlan for GpuFilterExec {
     ) -> Result<SendableRecordBatchStream> {
         let exec =
             ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
+        let batch_size = context.session_config().batch_size();
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
@@ -265,30 +290,28 @@ impl ExecutionPlan for GpuFilterExec {
         );
         let batching = exec.backend.batching();
         let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
-        Ok(map_batches(
-            input,
-            Arc::clone(&self.schema),
-            batching,
-            move |batch| {
-                let started = Instant::now();
-                // On the device: the batch and what it keeps (at most as much again).
-                let state = || 2 * batch.get_array_memory_size();
-                let out = exec.run_within_budget(&metrics, state, |backend, stream| {
-                    backend.filter_project(
-                        stream,
-                        FilterProjectArgs {
-                            batch: &batch,
-                            predicates: &predicates,
-                            projection: &projection,
-                        },
-                    )
-                })?;
-                let moved = exec
-                    .bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
-                metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-                Ok(out)
-            },
-        ))
+        // What a selective predicate keeps of each batch is merged into fuller batches,
+        // as the stock filter does (see `coalesce_small`).
+        let filtered = map_batches(input, Arc::clone(&self.schema), batching, move |batch| {
+            let started = Instant::now();
+            // On the device: the batch and what it keeps (at most as much again).
+            let state = || 2 * batch.get_array_memory_size();
+            let out = exec.run_within_budget(&metrics, state, |backend, stream| {
+                backend.filter_project(
+                    stream,
+                    FilterProjectArgs {
+                        batch: &batch,
+                        predicates: &predicates,
+                        projection: &projection,
+                    },
+                )
+            })?;
+            let moved =
+                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
+            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
+            Ok(out)
+        });
+        Ok(coalesce_small(filtered, batch_size))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

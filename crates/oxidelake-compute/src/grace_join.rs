@@ -61,6 +61,7 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements, PlanProperties,
+    Statistics, StatisticsArgs, statistics::ChildStats,
 };
 use futures::TryStreamExt;
 
@@ -190,6 +191,19 @@ impl ExecutionPlan for GraceHashJoinExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.properties
+    }
+
+    /// The stock join's estimate: the same rows come out.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.join.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        self.join.child_stats_requests(partition)
     }
 
     /// Both sides hash-partitioned on their keys, partition for partition, as the stock

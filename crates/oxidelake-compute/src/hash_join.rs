@@ -61,14 +61,14 @@ use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements,
-    PlanProperties,
+    PlanProperties, Statistics, StatisticsArgs, statistics::ChildStats,
 };
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
-use crate::device_batches::map_batches;
+use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::placement_label;
 use crate::transition::as_resident;
@@ -804,6 +804,23 @@ impl ExecutionPlan for GpuHashJoinExec {
             .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
+    /// The stock join's estimate over the same inputs (the placement rule and DataFusion's
+    /// later rules read estimates of plans that already hold GPU joins).
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.stock()?.statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        match self.stock() {
+            Ok(stock) => stock.child_stats_requests(partition),
+            Err(_) => vec![ChildStats::Skip; 2],
+        }
+    }
+
     /// Keeps the dynamic filter the probe side took, to fill it from the build side.
     fn handle_child_pushdown_result(
         &self,
@@ -890,12 +907,19 @@ impl ExecutionPlan for GpuHashJoinExec {
                     Box::pin(RecordBatchStreamAdapter::new(output, joined))
                 }
             };
-            Ok::<_, DataFusionError>(joined.flat_map(move |batch| {
+            let joined_schema = joined.schema();
+            let sliced = joined.flat_map(move |batch| {
                 futures::stream::iter(match batch {
                     Ok(batch) => slices(&batch, batch_size).into_iter().map(Ok).collect(),
                     Err(e) => vec![Err(e)],
                 })
-            }))
+            });
+            // A selective join matches few rows per probe batch: those small batches are
+            // merged (see `coalesce_small`).
+            Ok::<_, DataFusionError>(coalesce_small(
+                Box::pin(RecordBatchStreamAdapter::new(joined_schema, sliced)),
+                batch_size,
+            ))
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(

@@ -49,7 +49,10 @@ use datafusion::physical_plan::metrics::{
     BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
+    statistics::ChildStats,
+};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::exec_support::single_child;
@@ -174,6 +177,23 @@ impl ExecutionPlan for JoinFilterExec {
 
     fn maintains_input_order(&self) -> Vec<bool> {
         vec![true]
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    /// The input's estimate as an upper bound: this node only drops rows, and how many it
+    /// drops is known once the join has built.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(Arc::new(match input_stats.first() {
+            Some(input) => input.as_ref().clone().to_inexact(),
+            None => Statistics::new_unknown(&self.schema()),
+        }))
     }
 
     fn apply_expressions(

@@ -51,7 +51,7 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties,
+    PlanProperties, Statistics, StatisticsArgs, statistics::ChildStats,
 };
 use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
@@ -596,6 +596,24 @@ impl ExecutionPlan for GpuPartialAggregateExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    /// At most one row per input row (one per group and batch): the input's row count
+    /// as an upper bound, the columns unknown.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        let mut stats = Statistics::new_unknown(&self.schema());
+        if let Some(input) = input_stats.first() {
+            stats.num_rows = input.num_rows.to_inexact();
+        }
+        Ok(Arc::new(stats))
     }
 
     fn apply_expressions(

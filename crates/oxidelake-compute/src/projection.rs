@@ -32,7 +32,10 @@ use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdo
 use datafusion::physical_plan::metrics::MetricBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
+    statistics::ChildStats,
+};
 use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{
@@ -334,6 +337,23 @@ impl ExecutionPlan for GpuProjectionExec {
         }
         ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
             .gather_filters_for_pushdown(phase, parent_filters, config)
+    }
+
+    /// The stock projection's estimate: the same expressions over the same input.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
+            .statistics_from_inputs(input_stats, args)
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        match ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input)) {
+            Ok(stock) => stock.child_stats_requests(partition),
+            Err(_) => vec![ChildStats::Skip],
+        }
     }
 
     fn with_new_children(

@@ -13,7 +13,9 @@ use super::data::tpch_lake;
 /// The totals measured when docs/placement-coverage.md was last written (placed).
 const FLOOR: [(OperatorFamily, usize); 4] = [
     (OperatorFamily::Filter, 43),
-    (OperatorFamily::Join, 62),
+    // 62 until left semi, anti and outer joins stopped running swapped onto their larger
+    // input (docs/placement-coverage.md, twenty-second session).
+    (OperatorFamily::Join, 54),
     (OperatorFamily::Aggregate, 29),
     (OperatorFamily::Projection, 16),
 ];

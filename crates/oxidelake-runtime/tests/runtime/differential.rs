@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::BackendKind;
-use oxidelake_planner::FixedProbe;
+use oxidelake_planner::{FixedProbe, OperatorFamily, PlacementCoverage};
 use oxidelake_runtime::{OxideSession, PlacementTarget};
 
 use super::data::{sorted_rows, write_lake};
@@ -68,12 +68,14 @@ const QUERIES: &[(&str, bool)] = &[
         "SELECT k, a FROM t WHERE NOT EXISTS (SELECT 1 FROM d WHERE d.k = t.k)",
         true,
     ),
-    // Semi and anti joins whichever side DataFusion builds on (a left one is placed as
-    // the right one with the inputs swapped), under an ORDER BY on a later column.
+    // Left semi and anti joins on the small d: run swapped they would build on the larger
+    // t, so the first stays on the CPU (see the test below), under an ORDER BY on a later
+    // column.
     (
         "SELECT k, name FROM d WHERE EXISTS (SELECT 1 FROM t WHERE t.k = d.k) ORDER BY name, k",
-        true,
+        false,
     ),
+    // With t's filter the estimates make t the smaller side: run swapped.
     (
         "SELECT k, name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.a < 50) \
          ORDER BY name, k",
@@ -218,11 +220,24 @@ async fn set_changes_the_placement_target_and_explain_shows_it() {
 }
 
 #[tokio::test]
-async fn left_semi_and_anti_joins_are_placed_as_right_ones_with_the_inputs_swapped() {
+async fn left_semi_and_anti_joins_run_swapped_only_where_that_does_not_build_on_the_larger_side() {
     let dir = tempfile::tempdir().unwrap();
     let tables = write_lake(dir.path());
     let cpu = session(PlacementTarget::Cpu, &tables).await;
     let cuda = session(PlacementTarget::Cuda, &tables).await;
+    // Without statistics the plan has no row estimates: nothing says the swap builds on
+    // the larger side.
+    let blind = OxideSession::local_with(
+        PlacementTarget::Cuda,
+        Arc::new(FixedProbe(BackendKind::CpuSimd)),
+    );
+    blind
+        .sql("SET datafusion.execution.collect_statistics = false")
+        .await
+        .unwrap();
+    for (name, path) in &tables {
+        blind.register_parquet(name, path).await.unwrap();
+    }
     // d is the small table: DataFusion keeps it as the build side of a left semi/anti join.
     for (sql, kind) in [
         (
@@ -230,22 +245,38 @@ async fn left_semi_and_anti_joins_are_placed_as_right_ones_with_the_inputs_swapp
             "Semi",
         ),
         (
-            "SELECT k, name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k AND t.a < 50) \
+            "SELECT k, name FROM d WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.k = d.k) \
              ORDER BY name, k",
             "Anti",
         ),
     ] {
         let stock = cpu.explain(sql).await.unwrap();
         assert!(stock.contains(&format!("join_type=Left{kind}")), "{stock}");
-        let placed = cuda.explain(sql).await.unwrap();
+        let estimated = cuda.physical_plan(sql).await.unwrap();
+        let coverage = PlacementCoverage::of(&estimated, BackendKind::Cuda);
+        assert!(
+            coverage
+                .reasons
+                .keys()
+                .any(|(family, reason)| *family == OperatorFamily::Join
+                    && reason.contains(&format!(
+                        "Left{kind} join: swapped, it would build on its larger input"
+                    ))),
+            "with estimates, t (larger) is not made the build side: {:?}",
+            coverage.reasons
+        );
+        assert_eq!(coverage.get(OperatorFamily::Join), (0, 1));
+        let placed = blind.explain(sql).await.unwrap();
         assert!(
             placed.lines().any(|l| l.contains("GpuHashJoinExec[cuda]")
                 && l.contains(&format!("join_type=Right{kind}"))),
             "{placed}"
         );
         let want = super::data::cells(&cpu.sql(sql).await.unwrap());
-        let got = super::data::cells(&cuda.sql(sql).await.unwrap());
         assert!(!want.is_empty(), "{sql}");
-        assert_eq!(want, got, "{sql}: rows or their order differ");
+        for placed_for in [&cuda, &blind] {
+            let got = super::data::cells(&placed_for.sql(sql).await.unwrap());
+            assert_eq!(want, got, "{sql}: rows or their order differ");
+        }
     }
 }
