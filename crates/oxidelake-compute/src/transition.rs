@@ -31,7 +31,10 @@ use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
+    statistics::ChildStats,
+};
 use futures::{Stream, StreamExt};
 use oxidelake_core::BackendKind;
 use oxidelake_device::GpuBackend;
@@ -240,6 +243,22 @@ impl ExecutionPlan for HostToDeviceExec {
         vec![&self.input]
     }
 
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    /// The input's: a transition moves every row and changes none.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(match input_stats.first() {
+            Some(input) => Arc::clone(input),
+            None => Arc::new(Statistics::new_unknown(&self.schema())),
+        })
+    }
+
     fn maintains_input_order(&self) -> Vec<bool> {
         vec![true]
     }
@@ -379,6 +398,22 @@ impl ExecutionPlan for DeviceToHostExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    /// The input's: a transition moves every row and changes none.
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(match input_stats.first() {
+            Some(input) => Arc::clone(input),
+            None => Arc::new(Statistics::new_unknown(&self.schema())),
+        })
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
