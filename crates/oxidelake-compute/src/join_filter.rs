@@ -21,7 +21,10 @@
 //!   bound of a tenth was slower than a half, and a bound on a filter's measured cost
 //!   per dropped row did not help either (docs/benchmarks.md);
 //! - once a filter's sample is judged, the filters are ordered by the fraction they
-//!   kept, so the most selective one runs first and the others see only its survivors.
+//!   kept, so the most selective one runs first and the others see only its survivors;
+//! - a Partitioned-mode join's filter whose branches list keys is evaluated as one list,
+//!   without the `CASE` over the repartitioning hash (`merged`; counted in
+//!   `partitions_merged`).
 //!
 //! A dynamic filter only removes rows that cannot join, and the join still checks every
 //! row it gets, so the rows of the query are the same either way. The scan keeps its
@@ -29,13 +32,15 @@
 //! `rows_checked`, `rows_dropped` and `sampled_unselective` (one for each filter a
 //! partition dropped).
 
+mod merged;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::AsArray;
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::TreeNode;
@@ -224,7 +229,13 @@ impl ExecutionPlan for JoinFilterExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
-        let mut sampler = Sampler::new(&self.filters, self.max_kept, &self.metrics, partition);
+        let mut sampler = Sampler::new(
+            &self.filters,
+            self.input.schema(),
+            self.max_kept,
+            &self.metrics,
+            partition,
+        );
         sampler.partitioned = self.partitioned;
         for (stage, pays) in sampler.stages.iter_mut().zip(&self.lookups_pay) {
             stage.lookups_pay = *pays;
@@ -261,6 +272,9 @@ struct Stage {
     filter: Arc<DynamicFilterPhysicalExpr>,
     /// Apply its Partitioned-mode lookups even when those are off.
     lookups_pay: bool,
+    /// What is evaluated once it is filled, where that is not the filter itself: its
+    /// routing `CASE` merged away (see `merged`).
+    merged: Option<Arc<dyn PhysicalExpr>>,
     mode: Mode,
     checked: usize,
     kept: usize,
@@ -277,7 +291,7 @@ impl Stage {
     }
 
     /// Whether its join has filled it (it no longer reads `true`), and in which form.
-    fn filled(&self) -> Result<Option<Form>> {
+    fn filled(&self, schema: &Schema) -> Result<Option<Form>> {
         let current = self.filter.current()?;
         if current
             .downcast_ref::<Literal>()
@@ -289,6 +303,8 @@ impl Stage {
         let looks_up = current.exists(|e| Ok(e.downcast_ref::<HashTableLookupExpr>().is_some()))?;
         Ok(Some(if per_partition && looks_up {
             Form::PartitionLookups
+        } else if let Some(merged) = merged::merged(&current, schema) {
+            Form::PartitionLists(merged)
         } else {
             Form::Other
         }))
@@ -296,13 +312,16 @@ impl Stage {
 }
 
 /// What a filled dynamic filter looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Form {
     /// A Partitioned-mode join's `CASE` over the repartitioning hash whose branches look
     /// rows up in the partitions' hash tables (build sides too large for a key list).
     PartitionLookups,
+    /// A Partitioned-mode join's `CASE` whose branches list keys, and the same filter
+    /// without the `CASE`.
+    PartitionLists(Arc<dyn PhysicalExpr>),
     /// Anything else: a CollectLeft join's key range with a key list or a hash-table
-    /// lookup, or a Partitioned-mode join's `CASE` over key lists.
+    /// lookup.
     Other,
 }
 
@@ -310,6 +329,8 @@ enum Form {
 /// ones kept, the most selective first.
 struct Sampler {
     stages: Vec<Stage>,
+    /// The schema of the batches filtered.
+    schema: SchemaRef,
     max_kept: f64,
     /// Whether Partitioned-mode joins' filters are applied.
     partitioned: bool,
@@ -318,12 +339,14 @@ struct Sampler {
     rows_dropped: Count,
     unselective: Count,
     skipped_partitioned: Count,
+    partitions_merged: Count,
 }
 
 impl Sampler {
     /// Partition `partition`'s sampler of `filters`, reporting to `metrics`.
     fn new(
         filters: &[Arc<DynamicFilterPhysicalExpr>],
+        schema: SchemaRef,
         max_kept: f64,
         metrics: &ExecutionPlanMetricsSet,
         partition: usize,
@@ -335,11 +358,13 @@ impl Sampler {
                 .map(|filter| Stage {
                     filter: Arc::clone(filter),
                     lookups_pay: false,
+                    merged: None,
                     mode: Mode::Waiting,
                     checked: 0,
                     kept: 0,
                 })
                 .collect(),
+            schema,
             max_kept,
             partitioned: true,
             baseline: BaselineMetrics::new(metrics, partition),
@@ -347,6 +372,7 @@ impl Sampler {
             rows_dropped: counter("rows_dropped"),
             unselective: counter("sampled_unselective"),
             skipped_partitioned: counter("skipped_partitioned"),
+            partitions_merged: counter("partitions_merged"),
         }
     }
 
@@ -358,11 +384,16 @@ impl Sampler {
         let mut reorder = false;
         for stage in &mut self.stages {
             if stage.mode == Mode::Waiting {
-                match stage.filled()? {
+                match stage.filled(&self.schema)? {
                     None => {}
                     Some(Form::PartitionLookups) if !self.partitioned && !stage.lookups_pay => {
                         self.skipped_partitioned.add(1);
                         stage.mode = Mode::Dropped;
+                    }
+                    Some(Form::PartitionLists(merged)) => {
+                        self.partitions_merged.add(1);
+                        stage.merged = Some(merged);
+                        stage.mode = Mode::Sampling;
                     }
                     Some(_) => stage.mode = Mode::Sampling,
                 }
@@ -371,7 +402,11 @@ impl Sampler {
                 continue;
             }
             let rows = batch.num_rows();
-            let mask = stage.filter.evaluate(&batch)?.into_array(rows)?;
+            let mask = match &stage.merged {
+                Some(merged) => merged.evaluate(&batch)?,
+                None => stage.filter.evaluate(&batch)?,
+            }
+            .into_array(rows)?;
             batch = filter_record_batch(&batch, mask.as_boolean())?;
             checked = true;
             stage.checked += rows;
@@ -405,7 +440,7 @@ mod tests {
     use super::*;
     use arrow::array::{Array, Int64Array};
     use datafusion::logical_expr::Operator;
-    use datafusion::physical_expr::expressions::{BinaryExpr, Column, lit};
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, lit};
     use datafusion::physical_plan::joins::join_hash_map::JoinHashMapU32;
     use datafusion::physical_plan::joins::{Map, SeededRandomState};
     use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -434,7 +469,13 @@ mod tests {
     }
 
     fn sampler(filters: &[Arc<DynamicFilterPhysicalExpr>]) -> Sampler {
-        Sampler::new(filters, MAX_KEPT, &ExecutionPlanMetricsSet::new(), 0)
+        Sampler::new(
+            filters,
+            batch(0, 1).schema(),
+            MAX_KEPT,
+            &ExecutionPlanMetricsSet::new(),
+            0,
+        )
     }
 
     /// A filter filled with the shape DataFusion gives a Partitioned-mode join's: a CASE
@@ -485,6 +526,35 @@ mod tests {
         // Even rows ending in 0 and odd rows ending in 1: 100 + 100 of 1000.
         assert_eq!(off.step(batch(0, 1000)).unwrap().num_rows(), 200);
         assert_eq!(off.skipped_partitioned.value(), 0);
+    }
+
+    #[test]
+    fn a_partitioned_joins_key_lists_are_checked_as_one_list_without_the_routing_case() {
+        let a: Arc<dyn PhysicalExpr> = Arc::new(Column::new("a", 0));
+        let schema = batch(0, 1).schema();
+        let list = |keys: &[i64]| -> Arc<dyn PhysicalExpr> {
+            let keys = keys.iter().map(|k| lit(*k)).collect();
+            Arc::new(InListExpr::try_new(Arc::clone(&a), keys, false, &schema).unwrap())
+        };
+        let partition = Arc::new(BinaryExpr::new(Arc::clone(&a), Operator::Modulo, lit(2i64)));
+        let case = CaseExpr::try_new(
+            Some(partition),
+            vec![(lit(0i64), list(&[10, 500])), (lit(1i64), list(&[7, 999]))],
+            Some(lit(false)),
+        )
+        .unwrap();
+        let filter = unfilled();
+        filter.update(Arc::new(case)).unwrap();
+        let mut sampler = sampler(&[filter]);
+        let out = sampler.step(batch(0, 1000)).unwrap();
+        let kept: Vec<i64> = out
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .values()
+            .to_vec();
+        assert_eq!(kept, vec![7, 10, 500, 999]);
+        assert_eq!(sampler.partitions_merged.value(), 1);
+        assert!(sampler.stages[0].merged.is_some());
     }
 
     #[test]
