@@ -158,6 +158,31 @@ async fn a_joins_filter_reaches_the_scan_through_a_gpu_filter_on_the_probe_side(
     }
 }
 
+/// TPC-H Q17 placed for cuda: the semi join's filter is on the group key of the GPU
+/// partial aggregate over lineitem (`avg(l_quantity)` per part), so it passes through the
+/// aggregate to the scan, as through the stock one, and the aggregate sees only the rows
+/// of the parts that join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joins_filter_reaches_the_scan_through_a_gpu_partial_aggregate_on_its_group_key() {
+    let query = oxidelake_runtime::cli::tpch::tpch_query(17, 0.1)
+        .unwrap()
+        .remove(0);
+    let (_dir, session) = session("cuda").await;
+    let (rows, plan) = run(&session, &query).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("GpuPartialAggregateExec[cuda]: mode=Partial, gby=[l_partkey]"),
+        "{text}"
+    );
+    let aggregated = metric_sum(&plan, |n| n.name() == "GpuPartialAggregateExec", "rows_in");
+    assert!(
+        aggregated * 10 < LINEITEM_ROWS,
+        "the partial aggregates read {aggregated} rows: the join's filter stopped above them\n{text}"
+    );
+    let (_dir, cpu) = cpu_session().await;
+    assert_eq!(run(&cpu, &query).await.0, rows);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unselective_joins_filter_stops_filtering_after_its_sample() {
     let (_dir, session) = cpu_session().await;
