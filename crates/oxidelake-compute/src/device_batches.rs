@@ -211,15 +211,9 @@ mod tests {
         ))
     }
 
-    #[tokio::test]
-    async fn small_batches_are_gathered_to_the_target_with_the_rest_last_and_order_kept() {
-        let out = collect(gather(batches(&[300; 10]), 1000, usize::MAX))
-            .await
-            .unwrap();
-        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
-        assert_eq!(sizes, vec![1000, 1000, 1000]);
-        let values: Vec<i64> = out
-            .iter()
+    /// The values of `out`'s column, batch after batch.
+    fn values(out: &[RecordBatch]) -> Vec<i64> {
+        out.iter()
             .flat_map(|b| {
                 b.column(0)
                     .as_any()
@@ -228,7 +222,17 @@ mod tests {
                     .values()
                     .to_vec()
             })
-            .collect();
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn small_batches_are_gathered_to_the_target_with_the_rest_last_and_order_kept() {
+        let out = collect(gather(batches(&[300; 10]), 1000, usize::MAX))
+            .await
+            .unwrap();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, vec![1000, 1000, 1000]);
+        let values = values(&out);
         assert_eq!(values, (0..3000).collect::<Vec<_>>());
     }
 
@@ -244,17 +248,7 @@ mod tests {
         assert_eq!(sizes.iter().sum::<usize>(), 2020, "{sizes:?}");
         assert!(sizes.len() <= 4, "small batches merged: {sizes:?}");
         assert!(sizes.contains(&1000), "the full batch passes: {sizes:?}");
-        let values: Vec<i64> = out
-            .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
+        let values = values(&out);
         assert_eq!(values, (0..2020).collect::<Vec<_>>(), "order kept");
     }
 

@@ -250,6 +250,28 @@ impl ExecBackend {
     }
 }
 
+/// The statistics of a unary operator that hands on its input's rows: all of them
+/// (`Exact`: the input's statistics as they are) or some of them (`UpperBound`: the
+/// input's, inexact). Unknown where the input's were not asked for.
+pub(crate) fn rows_of_input(
+    input_stats: &[Arc<datafusion::physical_plan::Statistics>],
+    schema: &arrow::datatypes::SchemaRef,
+    kept: RowsKept,
+) -> Arc<datafusion::physical_plan::Statistics> {
+    match (input_stats.first(), kept) {
+        (Some(input), RowsKept::All) => Arc::clone(input),
+        (Some(input), RowsKept::Some) => Arc::new(input.as_ref().clone().to_inexact()),
+        (None, _) => Arc::new(datafusion::physical_plan::Statistics::new_unknown(schema)),
+    }
+}
+
+/// Which of its input's rows a unary operator hands on (see [`rows_of_input`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RowsKept {
+    All,
+    Some,
+}
+
 /// The only child of a unary operator being rebuilt by `with_new_children`.
 pub(crate) fn single_child(
     mut children: Vec<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>,

@@ -60,7 +60,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::exec_support::single_child;
+use crate::exec_support::{RowsKept, rows_of_input, single_child};
 
 /// Rows filtered before the operator judges whether filtering pays.
 pub const SAMPLE_ROWS: usize = 65_536;
@@ -195,10 +195,7 @@ impl ExecutionPlan for JoinFilterExec {
         input_stats: &[Arc<Statistics>],
         _args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        Ok(Arc::new(match input_stats.first() {
-            Some(input) => input.as_ref().clone().to_inexact(),
-            None => Statistics::new_unknown(&self.schema()),
-        }))
+        Ok(rows_of_input(input_stats, &self.schema(), RowsKept::Some))
     }
 
     fn apply_expressions(

@@ -41,7 +41,9 @@ use oxidelake_device::GpuBackend;
 use oxidelake_device::resident::{self, DeviceBatch, StagingPool};
 
 use crate::device_batches::gather;
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::exec_support::{
+    BackendChoice, ExecBackend, OperatorMetrics, RowsKept, rows_of_input, single_child,
+};
 use crate::placement_label;
 
 /// A stream of device batches.
@@ -253,10 +255,7 @@ impl ExecutionPlan for HostToDeviceExec {
         input_stats: &[Arc<Statistics>],
         _args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        Ok(match input_stats.first() {
-            Some(input) => Arc::clone(input),
-            None => Arc::new(Statistics::new_unknown(&self.schema())),
-        })
+        Ok(rows_of_input(input_stats, &self.schema(), RowsKept::All))
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -410,10 +409,7 @@ impl ExecutionPlan for DeviceToHostExec {
         input_stats: &[Arc<Statistics>],
         _args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        Ok(match input_stats.first() {
-            Some(input) => Arc::clone(input),
-            None => Arc::new(Statistics::new_unknown(&self.schema())),
-        })
+        Ok(rows_of_input(input_stats, &self.schema(), RowsKept::All))
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
