@@ -108,6 +108,16 @@ impl ExecBackend {
         })
     }
 
+    /// The backend an operator placed on `placement` runs a task on, its device state
+    /// claimed under the task's session limit (see [`Self::limited_by`]).
+    pub(crate) fn for_task(
+        choice: &BackendChoice,
+        placement: BackendKind,
+        config: &datafusion::prelude::SessionConfig,
+    ) -> Result<Self> {
+        Ok(Self::new(choice, placement)?.limited_by(config))
+    }
+
     /// This backend with its device state claimed from the process's device budget under
     /// the session's `oxidelake.memory.device_limit` in `config`, or a share of the
     /// device's memory where the session sets none. On the CPU backend nothing is
@@ -270,6 +280,22 @@ pub(crate) fn rows_of_input(
 pub(crate) enum RowsKept {
     All,
     Some,
+}
+
+/// Before optimisation's end (`FilterPushdownPhase::Pre`) a GPU operator lets no parent
+/// filter through: the predicates planned above it stay where they are. `None` in the
+/// later phase, where the operator answers as the stock node it stands for.
+pub(crate) fn nothing_passes_before_optimisation(
+    phase: datafusion::physical_plan::filter_pushdown::FilterPushdownPhase,
+    parent_filters: &[Arc<dyn datafusion::physical_expr::PhysicalExpr>],
+    children: &[&Arc<dyn datafusion::physical_plan::ExecutionPlan>],
+) -> Option<datafusion::physical_plan::filter_pushdown::FilterDescription> {
+    (phase == datafusion::physical_plan::filter_pushdown::FilterPushdownPhase::Pre).then(|| {
+        datafusion::physical_plan::filter_pushdown::FilterDescription::all_unsupported(
+            parent_filters,
+            children,
+        )
+    })
 }
 
 /// The only child of a unary operator being rebuilt by `with_new_children`.

@@ -24,7 +24,9 @@ use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 use oxidelake_device::resident::ResidentValues;
 
 use crate::device_batches::{coalesce_small, map_batches};
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::exec_support::{
+    BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
+};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
 use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
@@ -225,11 +227,10 @@ impl ExecutionPlan for GpuFilterExec {
         parent_filters: Vec<Arc<dyn PhysicalExpr>>,
         config: &ConfigOptions,
     ) -> Result<FilterDescription> {
-        if phase == FilterPushdownPhase::Pre {
-            return Ok(FilterDescription::all_unsupported(
-                &parent_filters,
-                &self.children(),
-            ));
+        if let Some(none) =
+            nothing_passes_before_optimisation(phase, &parent_filters, &self.children())
+        {
+            return Ok(none);
         }
         self.stock()?
             .gather_filters_for_pushdown(phase, parent_filters, config)
@@ -277,8 +278,7 @@ impl ExecutionPlan for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let exec =
-            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
+        let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
         let batch_size = context.session_config().batch_size();
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(

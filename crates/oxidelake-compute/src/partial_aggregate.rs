@@ -686,8 +686,7 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             return self.execute_on_device_batches(partition, context);
         }
         let probe = pass_through::SkipProbe::new(context.session_config().options());
-        let exec =
-            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
+        let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
         let input = self.input.execute(partition, context)?;
         let metrics = self.partition_metrics(partition, &exec);
         let (keys, aggregates, encoding, schema) = (

@@ -43,7 +43,9 @@ use oxidelake_device::ops::{
 };
 
 use crate::device_batches::map_batches;
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::exec_support::{
+    BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
+};
 use crate::placement_label;
 use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 use crate::value_expr::value_column;
@@ -329,11 +331,10 @@ impl ExecutionPlan for GpuProjectionExec {
         parent_filters: Vec<Arc<dyn PhysicalExpr>>,
         config: &ConfigOptions,
     ) -> Result<FilterDescription> {
-        if phase == FilterPushdownPhase::Pre {
-            return Ok(FilterDescription::all_unsupported(
-                &parent_filters,
-                &self.children(),
-            ));
+        if let Some(none) =
+            nothing_passes_before_optimisation(phase, &parent_filters, &self.children())
+        {
+            return Ok(none);
         }
         ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
             .gather_filters_for_pushdown(phase, parent_filters, config)
@@ -374,8 +375,7 @@ impl ExecutionPlan for GpuProjectionExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let exec =
-            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
+        let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,

@@ -211,8 +211,7 @@ impl ExecutionPlan for GpuVectorDistanceExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let exec =
-            ExecBackend::new(&self.backend, self.placement)?.limited_by(context.session_config());
+        let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
         let input = self.input.execute(partition, context)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
