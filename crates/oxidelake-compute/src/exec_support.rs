@@ -275,6 +275,19 @@ pub(crate) fn rows_of_input(
     }
 }
 
+/// Which children's statistics an operator that estimates as its stock counterpart
+/// (`stock`) needs: the stock node's answer, or none where it cannot be built.
+pub(crate) fn stock_child_stats<P: datafusion::physical_plan::ExecutionPlan>(
+    stock: Result<P>,
+    children: usize,
+    partition: Option<usize>,
+) -> Vec<datafusion::physical_plan::statistics::ChildStats> {
+    match stock {
+        Ok(stock) => stock.child_stats_requests(partition),
+        Err(_) => vec![datafusion::physical_plan::statistics::ChildStats::Skip; children],
+    }
+}
+
 /// Which of its input's rows a unary operator hands on (see [`rows_of_input`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RowsKept {

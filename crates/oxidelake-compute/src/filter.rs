@@ -26,6 +26,7 @@ use oxidelake_device::resident::ResidentValues;
 use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
+    stock_child_stats,
 };
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
@@ -246,10 +247,7 @@ impl ExecutionPlan for GpuFilterExec {
     }
 
     fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        match self.stock() {
-            Ok(stock) => stock.child_stats_requests(partition),
-            Err(_) => vec![ChildStats::Skip],
-        }
+        stock_child_stats(self.stock(), 1, partition)
     }
 
     fn with_new_children(

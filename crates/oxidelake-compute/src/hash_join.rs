@@ -69,7 +69,7 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
 use crate::device_batches::{coalesce_small, map_batches};
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::placement_label;
 use crate::transition::as_resident;
 use dynamic_filter::{BuildFilter, ListLimits};
@@ -815,10 +815,7 @@ impl ExecutionPlan for GpuHashJoinExec {
     }
 
     fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        match self.stock() {
-            Ok(stock) => stock.child_stats_requests(partition),
-            Err(_) => vec![ChildStats::Skip; 2],
-        }
+        stock_child_stats(self.stock(), 2, partition)
     }
 
     /// Keeps the dynamic filter the probe side took, to fill it from the build side.

@@ -45,6 +45,7 @@ use oxidelake_device::ops::{
 use crate::device_batches::map_batches;
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
+    stock_child_stats,
 };
 use crate::placement_label;
 use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
@@ -239,6 +240,11 @@ impl GpuProjectionExec {
         self.placement
     }
 
+    /// The stock projection this one stands for.
+    fn stock(&self) -> Result<ProjectionExec> {
+        ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))
+    }
+
     /// Whether the backend computes any column (one that only repeats constants for a
     /// filter above, a scalar subquery's value, does not).
     pub fn computes_on_device(&self) -> bool {
@@ -336,7 +342,7 @@ impl ExecutionPlan for GpuProjectionExec {
         {
             return Ok(none);
         }
-        ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
+        self.stock()?
             .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
@@ -346,15 +352,11 @@ impl ExecutionPlan for GpuProjectionExec {
         input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> Result<Arc<Statistics>> {
-        ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input))?
-            .statistics_from_inputs(input_stats, args)
+        self.stock()?.statistics_from_inputs(input_stats, args)
     }
 
     fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        match ProjectionExec::try_new(self.projection.exprs.clone(), Arc::clone(&self.input)) {
-            Ok(stock) => stock.child_stats_requests(partition),
-            Err(_) => vec![ChildStats::Skip],
-        }
+        stock_child_stats(self.stock(), 1, partition)
     }
 
     fn with_new_children(

@@ -66,6 +66,7 @@ impl ListLimits {
     }
 }
 
+#[cfg(test)]
 impl Default for ListLimits {
     fn default() -> Self {
         Self::from_config(&ConfigOptions::default())
