@@ -1,13 +1,18 @@
 //! `MetalBackend`: Apple GPUs on unified memory (feature `metal`, macOS only).
 //!
-//! On Apple silicon the CPU and GPU share one physical memory, so device buffers are
-//! allocated with `MTLResourceStorageModeShared` and a "copy" between host and device is
-//! a `memcpy` into memory the GPU reads directly: there is no transfer stage to overlap.
-//! Streams map to command queues, on which the operator kernels (compiled from MSL with
-//! `newLibraryWithSource` on first use) are encoded.
+//! What the code here does: it opens the system default device, allocates device
+//! buffers with `MTLResourceStorageModeShared` (on Apple silicon the CPU and GPU share
+//! one physical memory, so a "copy" between host and device is a `memcpy` into the
+//! buffer's contents), makes a command queue for each stream, and counts a validity
+//! bitmap's nulls on the CPU. It compiles no kernel and encodes no command: every
+//! operator method (`filter_project`, `build_join_table`, `probe_join_table`,
+//! `evaluate`, `aggregate`, `vector_distance`) returns an error, so the operators would
+//! run each batch on the CPU. The two MSL sources in `kernels/metal/` are embedded by
+//! `kernels::MetalKernel` but nothing loads them.
 //!
-//! Verification: this file compiles only for macOS targets; no machine the project's CI
-//! runs on is a Mac, so it has not been compiled or run there yet (see STATUS.md).
+//! Verification: none. This file is built only for macOS targets with the `metal`
+//! feature, and no machine the project has used is a Mac, so it has never been
+//! compiled, let alone run (see STATUS.md).
 
 use std::ptr::NonNull;
 
@@ -198,8 +203,8 @@ impl GpuBackend for MetalBackend {
     }
 
     fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
-        // Copies on unified memory complete before they return; kernels commit and wait
-        // on their own command buffers.
+        // Copies on unified memory complete before they return, and no kernel is ever
+        // encoded (every operator is refused), so there is nothing to wait for.
         self.check_stream(stream)
     }
 

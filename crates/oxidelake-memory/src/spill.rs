@@ -4,7 +4,9 @@
 //! watermark, the least recently touched batches in it are demoted one tier colder until
 //! usage falls to the low watermark (the gap between the two stops a tier from thrashing
 //! on every registration). Reading a batch touches it; reading a batch from disk promotes
-//! it back to the host tier, which may in turn demote colder batches.
+//! it back to the host tier, which may in turn demote colder batches. Queries read their
+//! spilled batches once, with [`SpillManager::take`], which does not promote; `get`'s
+//! promotion runs in this crate's tests only.
 //!
 //! The device tier holds batches whose owner keeps a device-resident copy; without a GPU
 //! its budget is simply unused. The disk tier is Arrow IPC files written through an

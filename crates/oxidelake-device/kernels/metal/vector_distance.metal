@@ -2,8 +2,8 @@
 // column to a query vector, one SIMD-group (32 threads) per row: lanes stride over the
 // row, partial sums are combined with simd_sum, and the query is staged in threadgroup
 // memory. Metal has no double type, so accumulation is in float: results can differ from
-// the CPU path's f64 sums in the low bits (the conformance suite compares with a
-// tolerance on Metal).
+// the CPU path's f64 sums in the low bits. Never compiled or run: the Metal backend
+// loads no kernel and refuses every operator.
 //
 // Grid math: threadgroups of 32 * warps threads; row = threadgroup * warps + simdgroup,
 // grid-stride over rows. Every device-memory access is bounds-checked.
