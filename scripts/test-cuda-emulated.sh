@@ -16,7 +16,8 @@
 #      CudaBackend against the CPU plans; TPC-H Q18 at SF 0.1 under a small device limit,
 #      its spilling joins' pairs joined on CudaBackend; then the 22 TPC-H queries at SF 0.01, placed for
 #      cuda and run on CudaBackend, against DuckDB (installed from PyPI into the cache),
-#      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend,
+#      and 1000 queries of the differential fuzzer with the GPU operators on CudaBackend
+#      (a quarter of them over ±0.0, NaN, ±inf and integer and decimal extremes),
 #      500 more with device-resident batches;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
 #      fails if any kernel never ran.
@@ -133,6 +134,10 @@ OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=1000 cargo test --workspace --features "$F
   --test runtime -- --nocapture fuzz 2>&1 | tee "$LOG_DIR/fuzz.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "the fuzzer on the emulated driver failed (exit $rc)"; exit "$rc"; }
+# A quarter of the queries read the edge tables (±0.0, NaN, ±inf, integer and decimal
+# extremes); the test itself fails if one of those value classes never came up.
+grep -q "^fuzz value classes: " "$LOG_DIR/fuzz.log" \
+  || { echo "the fuzzer did not report its value classes"; exit 1; }
 
 echo "== differential fuzzer on CudaBackend with device-resident batches: 500 random queries"
 OXIDE_BACKEND=cuda OXIDE_FUZZ_QUERIES=500 OXIDE_FUZZ_SEED=2 OXIDE_FUZZ_DEVICE_RESIDENT=1 \

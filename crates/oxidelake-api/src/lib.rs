@@ -37,10 +37,16 @@ mod vector;
 
 pub use arrow::record_batch::RecordBatch;
 pub use dataframe::DataFrame;
-pub use datafusion::functions_aggregate::expr_fn::{count, max, min, sum};
+pub use datafusion::functions_aggregate::expr_fn::count;
 pub use datafusion::prelude::{Expr, col, lit};
 pub use oxidelake_runtime::EngineError as Error;
-pub use oxidelake_runtime::{DistanceMetric, OxideSession, PlacementTarget};
+// `sum` is OxideLake's, which raises an overflow error over integers and decimals where
+// DataFusion's `expr_fn::sum` wraps (docs/sql-semantics.md).
+pub use oxidelake_runtime::{DistanceMetric, OxideSession, PlacementTarget, checked_sum as sum};
+// `min` and `max` are OxideLake's, whose grouped form orders floats (NaN, ±inf) as the
+// ungrouped form does, where DataFusion's `expr_fn::{min, max}` do not
+// (docs/upstream-defects.md).
+pub use oxidelake_runtime::{total_order_max as max, total_order_min as min};
 pub use session::Session;
 
 /// Result type of the API.

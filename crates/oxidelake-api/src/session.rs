@@ -53,8 +53,19 @@ impl Session {
 
     /// The query `sql` as a DataFrame, not yet run. Statements with effects (`SET`,
     /// `CREATE ...`) take effect here, as in DataFusion. `EXPLAIN` here is DataFusion's;
-    /// [`DataFrame::explain`] (or `OxideSession::sql`) adds the placement tags.
+    /// [`DataFrame::explain`] (or `OxideSession::sql`) adds the placement tags. A
+    /// statement nested deeper than [`oxidelake_runtime::MAX_STATEMENT_DEPTH`] is
+    /// refused before it is parsed.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        let dialect = self
+            .inner
+            .context()
+            .state()
+            .config()
+            .options()
+            .sql_parser
+            .dialect;
+        oxidelake_runtime::check_statement_depth(sql, dialect.as_ref())?;
         let frame = self.inner.context().sql(sql).await?;
         Ok(DataFrame::new(self.inner.clone(), frame))
     }

@@ -3,12 +3,12 @@
 use arrow::array::RecordBatch;
 use datafusion::object_store::ObjectStoreExt;
 use deltalake_core::kernel::Add;
-use deltalake_core::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake_core::{DeltaTable, Path};
 
 use crate::catalog::loaded_version;
 use crate::commit::{CommitOutcome, commit_append_cas};
 use crate::data_files::data_file_path;
+use crate::data_writer::write_data_files;
 use crate::durable::{SyncFailure, sync_commit, sync_data_files};
 use crate::schema_check::conform_batch;
 use crate::{Catalog, CatalogError, TableName};
@@ -46,10 +46,8 @@ impl Catalog {
             .arrow_schema();
         let batch = conform_batch(name, batch, &schema)?;
 
-        let adds = write_data_files(&table, batch)
-            .await
-            .map_err(|e| CatalogError::delta(name, e))?;
         let table_dir = self.table_dir(name);
+        let adds = write_data_files(name, &table, &table_dir, batch).await?;
         if let Err(e) = sync_added_files(name, &table_dir, &adds) {
             delete_data_files(&table, &adds).await;
             return Err(e);
@@ -86,17 +84,6 @@ fn conflict(name: &TableName, expected: i64, actual: i64) -> CatalogError {
     }
 }
 
-/// Writes `batch` as Parquet file(s) in the table directory; they are not part of any
-/// version until a commit adds them.
-pub(crate) async fn write_data_files(
-    table: &DeltaTable,
-    batch: RecordBatch,
-) -> Result<Vec<Add>, deltalake_core::DeltaTableError> {
-    let mut writer = RecordBatchWriter::for_table(table)?;
-    writer.write(batch).await?;
-    writer.flush().await
-}
-
 /// `fsync`s the data files that `adds` name (relative to `table_dir`) and the
 /// directories holding them, before they are committed.
 fn sync_added_files(
@@ -111,9 +98,10 @@ fn sync_added_files(
     sync_data_files(table_dir, &paths).map_err(SyncFailure::into_io)
 }
 
-/// Best-effort removal of the data files of a commit that lost its race. A failure leaves
-/// an orphan that no snapshot references (Delta's full vacuum removes such files).
-async fn delete_data_files(table: &DeltaTable, adds: &[Add]) {
+/// Best-effort removal of the data files of an append that will not commit (a lost race,
+/// a failed write or sync). A failure leaves an orphan that no snapshot references
+/// (Delta's full vacuum removes such files).
+pub(crate) async fn delete_data_files(table: &DeltaTable, adds: &[Add]) {
     let store = table.object_store();
     for add in adds {
         let path = Path::parse(&add.path).unwrap_or_else(|_| Path::from(add.path.as_str()));

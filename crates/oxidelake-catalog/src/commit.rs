@@ -73,7 +73,7 @@ pub(crate) fn is_lost_race(err: &DeltaTableError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::append::write_data_files;
+    use crate::data_writer::write_data_files;
     use crate::{Catalog, TableName};
     use arrow::array::{Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};
@@ -95,7 +95,9 @@ mod tests {
             .unwrap();
         // A writer loads version 0 and writes its data file ...
         let stale = catalog.open_delta(&name, None).await.unwrap();
-        let adds = write_data_files(&stale, one_row(1)).await.unwrap();
+        let adds = write_data_files(&name, &stale, &catalog.table_dir(&name), one_row(1))
+            .await
+            .unwrap();
         // ... while another one commits version 1 first.
         assert_eq!(catalog.append(&name, one_row(2), 0).await.unwrap(), 1);
 

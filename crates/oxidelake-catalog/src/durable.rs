@@ -1,6 +1,7 @@
 //! Making what a commit wrote survive a power loss: `fsync` of files and directories.
 //!
-//! delta-rs writes through object_store's `LocalFileSystem`, which never calls `fsync`,
+//! Data files and commits are written through object_store's `LocalFileSystem` (the data
+//! files by `data_writer`, the commits by delta-rs), which never calls `fsync`,
 //! so on its own a version reported as committed lives only in the page cache. The
 //! catalog therefore syncs, in this order:
 //!

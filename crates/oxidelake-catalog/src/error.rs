@@ -92,6 +92,18 @@ pub enum CatalogError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// Writing a new data file of an append into the table's directory failed (a full
+    /// disk, an I/O error); nothing was committed and the append's other files were
+    /// deleted again.
+    #[error("table {table}: writing data file {path:?} failed: {source}")]
+    DataFileWrite {
+        /// The table.
+        table: String,
+        /// The data file.
+        path: PathBuf,
+        /// The store's error (boxed: it is large).
+        source: Box<deltalake_core::ObjectStoreError>,
+    },
     /// The Delta Lake layer failed for another reason than a version conflict.
     #[error("Delta Lake error on table {table}: {source}")]
     Delta {
@@ -230,6 +242,9 @@ impl From<CatalogError> for EngineError {
                 path.display().to_string(),
                 std::io::Error::new(source.kind(), detail),
             ),
+            CatalogError::DataFileWrite { path, .. } => {
+                EngineError::io(path.display().to_string(), std::io::Error::other(detail))
+            }
             CatalogError::DataFileSizeMismatch { path, .. }
             | CatalogError::CorruptLogEntry { path, .. } => EngineError::Format {
                 path: path.display().to_string(),

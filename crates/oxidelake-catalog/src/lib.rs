@@ -87,6 +87,7 @@ mod catalog;
 mod commit;
 mod create;
 mod data_files;
+mod data_writer;
 mod delta_log;
 mod durable;
 mod error;

@@ -11,11 +11,14 @@ mod lake;
 mod cli {
     pub mod binaries;
     pub mod cli_matrix;
+    pub mod cluster_client;
     pub mod cluster_file_access;
     pub mod cluster_recovery;
     pub mod cluster_tls;
+    pub mod deep_statements;
     pub mod end_to_end;
     pub mod local_cluster;
+    pub mod non_utf8_arguments;
     pub mod objects_cli;
     pub mod objects_crash;
     pub mod objects_hardening;

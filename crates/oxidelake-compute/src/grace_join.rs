@@ -18,10 +18,20 @@
 //!    memory is split again with another hash seed, up to [`MAX_DEPTH`] levels).
 //!
 //! Rows that can match have equal keys, so they land in the same pair, and the union of
-//! the pairs' results is the join's result for every join type: a row with a NULL key
-//! hashes to one pair like any other and is emitted unmatched there by an outer join.
+//! the pairs' results is the join's result for every join type. A row whose key holds a
+//! NULL matches nothing (where NULL equals nothing): it is dropped before the build side
+//! is collected or either side partitioned where the join never emits it (inner and semi
+//! joins, the other side of outer and anti joins), and otherwise dealt to the parts in
+//! turn and emitted unmatched in its pair (`null_keys`; a NULL hashes alike under every
+//! seed, so hashed they would all share one part that no split could make smaller).
 //! The hash seeds differ from the repartitioning one, so the rows of partition `i` spread
 //! over all the files instead of a fraction of them.
+//!
+//! What a pair's build side will hold is counted as DataFusion's join counts it, each
+//! allocation once: a batch read back from a spill file points into the chunk the reader
+//! decoded, shared by all its buffers and its neighbours. The `grace_splits` and
+//! `grace_split_depth` metrics say how many build sides were split and how deep, and
+//! `null_key_rows_dropped` how many NULL-key rows never reached a pair.
 //!
 //! Not wrapped (the rule leaves them as they are): null-aware anti joins (`NOT IN`: one
 //! NULL on the probe side empties the whole result, which no single pair can see) and
@@ -45,6 +55,7 @@
 //! operator claims no output ordering.
 
 mod handover;
+mod null_keys;
 mod partitioned;
 mod run;
 mod tiered;

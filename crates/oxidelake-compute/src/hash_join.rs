@@ -1135,8 +1135,12 @@ fn build_side(
     } else {
         0
     };
+    // Each allocation once: one build batch is handed on as it is, and a batch read back
+    // from a spill file shares one chunk among all its buffers (`build_memory`).
     reservation.try_resize(
-        batch.get_array_memory_size() + key_column.get_array_memory_size() + host_table,
+        datafusion::common::utils::memory::get_record_batch_memory_size(&batch)
+            + key_column.get_array_memory_size()
+            + host_table,
     )?;
     record_build(metrics, &table, batch.num_rows(), started);
     Ok(Arc::new(BuildSide {

@@ -20,6 +20,12 @@
 //!
 //! [`l2_distance_udf`] is the SQL function `l2_distance`, with the numbers of the CPU
 //! path of [`GpuVectorDistanceExec`] and of DataFusion's `array_distance` (ADR-0005).
+//! [`checked_sum_udaf`] is the aggregate `sum` every session registers in place of
+//! DataFusion's: over integers and decimals an overflow is an error, never a wrapped
+//! value ([`sum_overflow_error`]; docs/sql-semantics.md).
+//! [`total_order_min_max_udafs`] are DataFusion's `min` and `max` with their grouped form
+//! over floats in IEEE total order, as their ungrouped form and the device order them
+//! (DataFusion 55.2's grouped form does not: `docs/upstream-defects.md`).
 //!
 //! Each operator picks its backend when it executes, from the local `HardwareDetector`,
 //! so one plan is correct on an executor with or without a GPU; a batch the backend
@@ -37,11 +43,13 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod checked_sum;
 mod device_batches;
 mod device_budget;
 mod embedded_projection;
 mod exec_support;
 mod filter;
+mod float_min_max;
 mod grace_join;
 mod hash_join;
 mod join_filter;
@@ -55,12 +63,16 @@ mod udf;
 mod value_expr;
 mod vector_distance;
 
+pub use checked_sum::{CheckedSum, checked_sum, checked_sum_udaf, sum_overflow_error};
 pub use device_budget::{
     DEFAULT_DEVICE_SHARE_PERCENT, DEVICE_LIMIT_KEY, DeviceBudget, DeviceClaim,
     default_device_limit, device_limit_for, session_device_limit,
 };
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
+pub use float_min_max::{
+    TotalOrderMinMax, total_order_max, total_order_min, total_order_min_max_udafs,
+};
 pub use grace_join::{
     FAN_OUT as GRACE_FAN_OUT, GraceHashJoinExec, MAX_DEPTH as GRACE_MAX_DEPTH, PairJoin,
 };

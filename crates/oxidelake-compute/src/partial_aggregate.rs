@@ -17,7 +17,11 @@
 //! its Int64/Float64 values (see `spec`), the device's SUM / COUNT / MIN / MAX op runs
 //! (falling back to its CPU path per batch, as every Gpu*Exec does), and the results are
 //! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
-//! i64 is cut into slices that cannot; each slice contributes its own partial rows.
+//! i64 is cut into slices that cannot; each slice contributes its own partial rows. An
+//! integer SUM whose batch could overflow an i64 goes by limbs, so no device sum wraps;
+//! where a group's sum then does not fit its state type, the batch's rows go on as their
+//! own states and the final aggregate's checked `sum` raises the overflow error (or adds
+//! them exactly: see `crate::checked_sum`).
 //!
 //! When grouping does not reduce (about as many groups as rows over a partition's first
 //! rows, by DataFusion's own skip settings), later rows pass through as their own state
@@ -352,8 +356,19 @@ impl BatchPlan<'_> {
                     let argument = spec::argument(batch, input)?;
                     let kind = ValueKind::of(spec.func, argument.data_type())
                         .map_err(DataFusionError::Internal)?;
-                    let values = spec::to_device(&argument, sums)?;
-                    if sums && matches!(kind, ValueKind::Decimal { .. }) {
+                    let values = match spec::to_device(&argument, sums)? {
+                        // An integer sum that could overflow an i64 in this batch goes by
+                        // limbs, each of which sums exactly (see `spec::int_limbs`).
+                        DeviceValues::Int(ints)
+                            if sums
+                                && kind == ValueKind::Int
+                                && spec::rows_per_exact_sum(&ints) < rows =>
+                        {
+                            spec::int_limbs(&ints)
+                        }
+                        values => values,
+                    };
+                    if sums && matches!(kind, ValueKind::Decimal { .. } | ValueKind::Int) {
                         let exact = |ints: &Int64Array| spec::rows_per_exact_sum(ints);
                         match &values {
                             DeviceValues::Int(ints) => {
@@ -481,15 +496,21 @@ impl BatchPlan<'_> {
                 .ok_or_else(|| {
                     DataFusionError::Internal("device aggregate returned a non-Int64 key".into())
                 })?;
-            let mut out = self
-                .encoding
-                .decode(&encoded, group_keys, &slice, self.keys)?;
-            out.extend(state_columns(
+            let Some(states) = state_columns(
                 &work.states,
                 self.schema,
                 self.keys.len(),
                 &result.columns()[1..],
-            )?);
+            )?
+            else {
+                // A group's sum leaves its state type: the batch's rows go on as their own
+                // states, for the final aggregate's checked sum to add.
+                return pass_through::row_states(batch, self.keys, self.aggregates, self.schema);
+            };
+            let mut out = self
+                .encoding
+                .decode(&encoded, group_keys, &slice, self.keys)?;
+            out.extend(states);
             outputs.push(RecordBatch::try_new(Arc::clone(self.schema), out)?);
             offset += len;
         }
@@ -501,36 +522,39 @@ impl BatchPlan<'_> {
 }
 
 /// The state columns (after `keys` key columns of `schema`) made from the device's
-/// result columns `results` (one per device aggregate) as `states` says.
+/// result columns `results` (one per device aggregate) as `states` says; `None` when a
+/// group's sum does not fit its state type (see `spec::join_limbs`).
 fn state_columns(
     states: &[StateFrom],
     schema: &SchemaRef,
     keys: usize,
     results: &[ArrayRef],
-) -> Result<Vec<ArrayRef>> {
+) -> Result<Option<Vec<ArrayRef>>> {
     let result = |at: usize| {
         results.get(at).ok_or_else(|| {
             DataFusionError::Internal(format!("device aggregate {at} of {}", results.len()))
         })
     };
-    states
-        .iter()
-        .enumerate()
-        .map(|(i, state)| {
-            let to = schema.field(keys + i).data_type();
-            match state {
-                StateFrom::Result(at) => spec::to_state(result(*at)?, to),
-                StateFrom::AvgCount(at) => spec::avg_count_state(result(*at)?),
-                StateFrom::Limbs(limbs) => {
-                    let sums = limbs
-                        .iter()
-                        .map(|(at, shift)| Ok((result(*at)?, *shift)))
-                        .collect::<Result<Vec<(&ArrayRef, u32)>>>()?;
-                    spec::join_limbs(&sums, to)
+    let mut columns = Vec::with_capacity(states.len());
+    for (i, state) in states.iter().enumerate() {
+        let to = schema.field(keys + i).data_type();
+        let column = match state {
+            StateFrom::Result(at) => spec::to_state(result(*at)?, to)?,
+            StateFrom::AvgCount(at) => spec::avg_count_state(result(*at)?)?,
+            StateFrom::Limbs(limbs) => {
+                let sums = limbs
+                    .iter()
+                    .map(|(at, shift)| Ok((result(*at)?, *shift)))
+                    .collect::<Result<Vec<(&ArrayRef, u32)>>>()?;
+                match spec::join_limbs(&sums, to)? {
+                    Some(column) => column,
+                    None => return Ok(None),
                 }
             }
-        })
-        .collect()
+        };
+        columns.push(column);
+    }
+    Ok(Some(columns))
 }
 
 impl GpuPartialAggregateExec {

@@ -7,7 +7,10 @@
 //! of the columns: every integer-like value (integers, dates, times, timestamps, Decimal128
 //! up to precision 18 as its unscaled integer, booleans as 0/1) widened to `i64`, every
 //! float widened to `f64`. The widening keeps order and equality, so comparing images
-//! compares values, and the literal is converted the same way. Strings are compared on
+//! compares values, and the literal is converted the same way. Floats compare with
+//! DataFusion's semantics on every backend: `-0.0 = 0.0`, NaN equals NaN and sorts above
+//! `+inf` (the CPU canonicalises the zeros before Arrow's total-order kernels, a device
+//! maps each image through `images::float_order_key`). Strings are compared on
 //! the CPU only (no device string kernel yet), so a program with a string comparison is
 //! refused with `Unsupported` and the placement rule keeps such a filter on the CPU.
 
@@ -87,7 +90,8 @@ pub enum Literal {
     /// An integer-like value as `i64` (dates in days, timestamps in the column's unit,
     /// decimals unscaled at the column's scale, booleans as 0 or 1).
     Int64(i64),
-    /// A float (NaN allowed; compared in IEEE total order, like Arrow).
+    /// A float (NaN allowed), compared as DataFusion compares floats: `-0.0` equals
+    /// `+0.0`, otherwise IEEE total order (NaN above `+inf`; see `images::float_order_key`).
     Float64(f64),
     /// A string (compared on the CPU only).
     Utf8(String),
@@ -455,7 +459,7 @@ fn check_one(schema: &Schema, predicate: &Predicate) -> Result<(), EngineError> 
 mod images;
 mod program;
 
-pub use images::{string_column, write_images};
+pub use images::{canonical_float_zeros, string_column, write_images};
 pub use program::{DeviceProgram, MAX_PROGRAM_STACK, like_percent, opcode, run_program_on_host};
 
 #[cfg(test)]

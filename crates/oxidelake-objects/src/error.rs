@@ -56,6 +56,16 @@ pub enum ObjectError {
         /// The floor.
         floor: std::time::Duration,
     },
+    /// Something other than a regular file where the store reads one (an object's
+    /// address, an upload's or a pin's file): refused before a byte is read, since a
+    /// FIFO's reader waits for a writer forever.
+    #[error("refusing to read {path}: it is a {kind}, not a regular file")]
+    NotRegularFile {
+        /// Where it is.
+        path: String,
+        /// What it is: `FIFO`, `directory`, `socket`, `device` or `special file`.
+        kind: &'static str,
+    },
     /// Reading or writing the object failed.
     #[error("I/O on {uri} failed: {source}")]
     Io {
@@ -109,6 +119,13 @@ impl From<ObjectError> for EngineError {
                 what: "retention",
                 detail: err.to_string(),
             },
+            ObjectError::NotRegularFile { path, kind } => EngineError::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("it is a {kind}, not a regular file"),
+                ),
+            ),
         }
     }
 }

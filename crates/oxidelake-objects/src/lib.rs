@@ -19,6 +19,7 @@ mod lock;
 mod mime;
 mod pin;
 mod reader;
+mod regular_file;
 mod store;
 mod unique;
 

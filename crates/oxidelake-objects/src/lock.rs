@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::ObjectError;
 use crate::error::io;
+use crate::regular_file::open_regular;
 
 /// A held store lock (shared or exclusive); released on drop.
 #[derive(Debug)]
@@ -55,12 +56,15 @@ impl Drop for StoreLock {
 }
 
 /// Whether another open file description holds a lock on `path`: `Some(true)` held,
-/// `Some(false)` free, `None` when the file is gone.
+/// `Some(false)` free, `None` when the file is gone. Something there that is not a
+/// regular file (a FIFO would block the open) is an error naming it.
 pub(crate) fn is_locked_elsewhere(path: &Path) -> Result<Option<bool>, ObjectError> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(io(path.display().to_string())(source)),
+    let (file, _) = match open_regular(path, &path.display().to_string()) {
+        Ok(opened) => opened,
+        Err(ObjectError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
     };
     match file.try_lock() {
         Ok(()) => {

@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::regular_file::open_regular;
 use crate::store::RELATIVE_PREFIX;
 use crate::{DataLocation, ManagedObjectStore, ObjectError, Sha256Digest};
 
@@ -198,14 +199,13 @@ impl ManagedObjectStore {
             })
     }
 
+    /// The stored file of `location`, open, once it is known to be a regular file (a
+    /// FIFO or a directory there is refused with its path, see `regular_file`) of the
+    /// recorded size.
     fn open_checked(&self, location: &DataLocation) -> Result<File, ObjectError> {
         let path = self.resolve(location)?;
-        let io = |source| ObjectError::Io {
-            uri: location.uri().to_string(),
-            source,
-        };
-        let file = File::open(&path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let (file, metadata) = open_regular(&path, location.uri())?;
+        let len = metadata.len();
         if len != location.size() {
             return Err(ObjectError::SizeMismatch {
                 uri: location.uri().to_string(),

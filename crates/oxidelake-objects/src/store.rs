@@ -15,7 +15,9 @@
 //! (fsyncing the directory), or — when that address exists — checks the stored copy's
 //! size and digest, refreshes its modification time (so a collector that started earlier
 //! keeps it) or, if the stored copy is damaged, replaces it with the new, verified bytes.
-//! A crash or a failed read never leaves a partial object where readers look.
+//! A crash or a failed read never leaves a partial object where readers look. Something
+//! other than a regular file at the address (a FIFO, a directory) is refused, naming it,
+//! without being opened for a blocking read (see `regular_file`).
 //!
 //! Locations name objects relative to the data directory (`objects/sha256/ab/cd…`), so
 //! a lake can be moved or mounted elsewhere; [`ManagedObjectStore::file_url`] gives the
@@ -32,6 +34,7 @@ use crate::error::io;
 use crate::lock::StoreLock;
 use crate::mime::sniff_mime;
 use crate::pin::ObjectPin;
+use crate::regular_file::open_regular;
 use crate::unique::create_unique;
 use crate::{DataLocation, ObjectError, Sha256Digest};
 
@@ -260,20 +263,19 @@ impl ManagedObjectStore {
         // Pinned before looking: a collector holding the lock exclusively either ran
         // before (the object is gone or kept) or runs after (and sees the pin).
         let pin = ObjectPin::take(&self.pins_dir(), digest)?;
-        let published = match self.stored_copy_is_intact(&dest, digest, size)? {
-            Some(true) => {
+        let published = match self.stored_copy(&dest, digest, size)? {
+            StoredCopy::Intact(file) => {
                 // The same bytes are stored: refresh their age so that a collector whose
                 // run began before this upload keeps them.
-                File::open(&dest)
-                    .and_then(|f| f.set_modified(SystemTime::now()))
+                file.set_modified(SystemTime::now())
                     .map_err(io(&dest_uri))?;
                 Published::Deduplicated
             }
-            Some(false) => {
+            StoredCopy::Damaged => {
                 fs::rename(tmp_path, &dest).map_err(io(&dest_uri))?;
                 Published::Repaired
             }
-            None => {
+            StoredCopy::Missing => {
                 fs::rename(tmp_path, &dest).map_err(io(&dest_uri))?;
                 Published::New
             }
@@ -284,24 +286,43 @@ impl ManagedObjectStore {
         Ok((pin, published))
     }
 
-    /// `None` when nothing is stored at `dest`; otherwise whether the stored copy has
-    /// exactly `size` bytes hashing to `digest`.
-    fn stored_copy_is_intact(
+    /// What is stored at `dest`, the address of `size` bytes hashing to `digest`.
+    /// Something there that is not a regular file (a FIFO, a directory) is an error
+    /// naming it, found without blocking: this runs under the store's shared lock.
+    fn stored_copy(
         &self,
         dest: &Path,
         digest: Sha256Digest,
         size: u64,
-    ) -> Result<Option<bool>, ObjectError> {
+    ) -> Result<StoredCopy, ObjectError> {
         let uri = dest.display().to_string();
-        let mut file = match File::open(dest) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(uri)(e)),
+        let (mut file, metadata) = match open_regular(dest, &uri) {
+            Ok(opened) => opened,
+            Err(ObjectError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(StoredCopy::Missing);
+            }
+            Err(e) => return Err(e),
         };
-        if file.metadata().map_err(io(&uri))?.len() != size {
-            return Ok(Some(false));
+        if metadata.len() != size {
+            return Ok(StoredCopy::Damaged);
         }
         let actual = crate::digest::hash_reader(&mut file, self.chunk_bytes).map_err(io(&uri))?;
-        Ok(Some(actual == digest))
+        Ok(if actual == digest {
+            StoredCopy::Intact(file)
+        } else {
+            StoredCopy::Damaged
+        })
     }
+}
+
+/// What an upload finds at its content address.
+enum StoredCopy {
+    /// Nothing.
+    Missing,
+    /// Exactly its bytes, in this file (open, so the copy checked is the one refreshed).
+    Intact(File),
+    /// A regular file with other bytes or another length.
+    Damaged,
 }

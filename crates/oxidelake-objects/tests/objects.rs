@@ -34,6 +34,8 @@ fn age(path: &Path, age: Duration) {
         .unwrap();
 }
 
+#[path = "objects/not_regular.rs"]
+mod not_regular;
 #[path = "objects/properties.rs"]
 mod properties;
 

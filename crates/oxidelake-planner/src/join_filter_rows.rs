@@ -27,6 +27,9 @@
 //! `oxidelake.scan.join_filter_partitioned` whether Partitioned-mode joins' filters are
 //! applied as well (off: on TPC-H they cost about what they spare, except where the
 //! join aggregates its probe rows above the scan, where they are applied anyway).
+//! A filter over a float key is not applied to rows: DataFusion's `IN` list in it
+//! compares bit patterns, so it would drop a `-0.0` that the join matches with `0.0`
+//! (`keys_a_float`, `docs/upstream-defects.md`).
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -154,12 +157,32 @@ fn dynamic_filters(node: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn Physical
         return None;
     }
     let predicate = files.file_source().filter()?;
+    let schema = node.schema();
     let dynamic: Vec<Arc<dyn PhysicalExpr>> = split_conjunction(&predicate)
         .into_iter()
         .filter(|e| e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
+        .filter(|e| !keys_a_float(e, &schema))
         .cloned()
         .collect();
     (!dynamic.is_empty()).then_some(dynamic)
+}
+
+/// Whether the dynamic filter `filter` reads a float column of `schema`. Its join holds
+/// `-0.0 = 0.0`, but DataFusion 55.2 fills the filter of a small build side with an `IN`
+/// list that compares bit patterns (`docs/upstream-defects.md`), so applied to rows it
+/// would drop a `-0.0` the join matches with `0.0`. Such a filter is left to the scan's
+/// row-group pruning, which compares by value.
+fn keys_a_float(filter: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+    filter
+        .exists(|e| {
+            Ok(e.downcast_ref::<Column>().is_some_and(|column| {
+                schema
+                    .field_with_name(column.name())
+                    .is_ok_and(|f| f.data_type().is_floating())
+            }))
+        })
+        // The walk itself cannot fail; if it did, the filter is not applied to rows.
+        .unwrap_or(true)
 }
 
 /// `filters` with their columns those of `schema` (matched by name: the scan's predicate
@@ -187,4 +210,27 @@ fn remapped(
             Arc::downcast::<DynamicFilterPhysicalExpr>(filter as Arc<dyn Any + Send + Sync>).ok()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field};
+    use datafusion::physical_expr::expressions::lit;
+
+    #[test]
+    fn a_dynamic_filter_over_a_float_key_is_not_applied_to_rows() {
+        let schema = Schema::new(vec![
+            Field::new("f", DataType::Float64, true),
+            Field::new("k", DataType::Int64, true),
+        ]);
+        let filter_on = |name: &str, index: usize| -> Arc<dyn PhysicalExpr> {
+            Arc::new(DynamicFilterPhysicalExpr::new(
+                vec![Arc::new(Column::new(name, index)) as Arc<dyn PhysicalExpr>],
+                lit(true),
+            ))
+        };
+        assert!(keys_a_float(&filter_on("f", 0), &schema));
+        assert!(!keys_a_float(&filter_on("k", 1), &schema));
+    }
 }

@@ -18,7 +18,10 @@
 //!   explicit host-to-device and device-to-host transitions around GPU filters
 //!   (embedded sessions, ADR-0014);
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
-//!   Ballista executors.
+//!   Ballista executors;
+//! - [`SignedZeroInListRule`], a logical rule that gives a float `IN` list holding one
+//!   zero the other too, so that `IN` holds `-0.0 = 0.0` as `=` does on every placement
+//!   (DataFusion 55.2's long `IN` lists compare bit patterns; `docs/upstream-defects.md`).
 //!
 //! **Allowed internal dependencies:** `oxidelake-core`, `oxidelake-compute` (plus
 //! `datafusion-proto`) (spec §3).
@@ -35,6 +38,7 @@ mod grace;
 mod join_filter_rows;
 mod options;
 mod rule;
+mod signed_zero_in_list;
 mod target;
 mod transitions;
 
@@ -48,5 +52,6 @@ pub use grace::GraceJoinRule;
 pub use join_filter_rows::JoinFilterRowsRule;
 pub use options::OxideOptions;
 pub use rule::{HardwarePlacementRule, embedded_optimizer_rules, physical_optimizer_rules};
+pub use signed_zero_in_list::SignedZeroInListRule;
 pub use target::{BackendProbe, FixedProbe, PlacementTarget};
 pub use transitions::DeviceTransitionRule;

@@ -7,7 +7,10 @@ mod connection_error;
 mod exposure;
 mod failure_detection;
 mod file_access;
+mod flight_listener;
 mod in_process;
+mod liveness;
+mod scheduler_client;
 mod tls;
 mod tls_servers;
 mod work_dir;
@@ -24,7 +27,13 @@ pub use failure_detection::{
     DEFAULT_MAX_FAILURES, FailureDetection,
 };
 pub use file_access::{AllowedRoot, FileAccess};
+pub use flight_listener::FlightListener;
 pub use in_process::InProcessCluster;
+pub use liveness::{
+    LIVENESS_INTERVAL, LIVENESS_TIMEOUT, Liveness, REQUEST_TIMEOUT, client_endpoint_override,
+    client_session_config,
+};
+pub(crate) use scheduler_client::{SchedulerClient, submitted_job_id};
 pub use tls::{ClusterTls, TlsArgs, install_crypto_provider};
-pub use tls_servers::{serve_scheduler_tls, tls_flight_server};
+pub use tls_servers::serve_scheduler_tls;
 pub use work_dir::WorkDir;

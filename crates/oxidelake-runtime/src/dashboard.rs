@@ -126,6 +126,8 @@ fn local_capacities(session: &OxideSession) -> Capacities {
 pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // The query runs on these threads (`crate::deep_statements`).
+        .thread_stack_size(crate::RUNTIME_STACK_BYTES)
         .build()
         .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))?;
     let plan = runtime.block_on(session.executable_plan(sql))?;

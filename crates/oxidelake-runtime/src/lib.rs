@@ -19,6 +19,7 @@ pub mod cli;
 pub mod cluster;
 mod cluster_url;
 mod dashboard;
+mod deep_statements;
 mod error;
 mod functions;
 pub mod memory;
@@ -28,10 +29,16 @@ mod session;
 
 pub use cluster_url::ClusterUrl;
 pub use dashboard::run_dashboard;
+pub use deep_statements::{
+    MAX_STATEMENT_DEPTH, PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES, check_statement_depth,
+    run_with_planning_stack, statement_depth,
+};
 pub use error::RuntimeError;
-pub use functions::oxide_scalar_udfs;
+pub use functions::{oxide_aggregate_udfs, oxide_scalar_udfs};
 pub use object_stores::install_object_stores;
+pub use oxidelake_compute::checked_sum;
 pub use oxidelake_compute::ops::DistanceMetric;
+pub use oxidelake_compute::{total_order_max, total_order_min};
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::PlacementTarget;
 pub use probe::DetectorProbe;

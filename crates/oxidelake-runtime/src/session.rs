@@ -11,7 +11,7 @@ pub use query_stream::QueryStream;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use ballista::prelude::SessionContextExt;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -21,11 +21,11 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_core::{BackendKind, EngineError, TelemetryHub};
 use oxidelake_planner::{
     BackendProbe, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
-    embedded_optimizer_rules,
+    SignedZeroInListRule, embedded_optimizer_rules,
 };
 
 use crate::cluster::{
-    FileAccess, cluster_backend_from_env, cluster_session_config, scheduler_error,
+    FileAccess, client_session_config, cluster_backend_from_env, scheduler_error,
     scheduler_session_state,
 };
 use crate::memory::{HostBudget, HostMemory, TelemetryPool};
@@ -106,11 +106,15 @@ impl OxideSession {
             .with_physical_optimizer_rules(embedded_optimizer_rules(HardwarePlacementRule::new(
                 Arc::clone(&probe),
             )))
+            .with_optimizer_rule(Arc::new(SignedZeroInListRule::new()))
             .build();
         // `SELECT * FROM 'data/t.parquet'` reads the file, as datafusion-cli and DuckDB do.
         let ctx = SessionContext::new_with_state(state).enable_url_table();
         for udf in crate::oxide_scalar_udfs() {
             ctx.register_udf(udf.as_ref().clone());
+        }
+        for udaf in crate::oxide_aggregate_udfs() {
+            ctx.register_udaf(udaf.as_ref().clone());
         }
         crate::install_object_stores(&ctx.runtime_env());
         let session = Self {
@@ -242,11 +246,10 @@ impl OxideSession {
                 })?;
         let state = SessionStateBuilder::new()
             .with_default_features()
-            .with_config(match &tls {
-                Some(tls) => cluster_session_config()
-                    .with_ballista_override_create_grpc_client_endpoint(tls.endpoint_override()),
-                None => cluster_session_config(),
-            })
+            // Every connection to the cluster has a request deadline and pings its peer,
+            // so a scheduler that stops answering fails the query (`cluster::Liveness`).
+            .with_config(client_session_config(tls.as_ref()))
+            .with_optimizer_rule(Arc::new(SignedZeroInListRule::new()))
             .build();
         let url = parsed.to_string();
         // `FROM 'data/t.parquet'` resolves on the client into a Parquet scan the cluster
@@ -265,6 +268,9 @@ impl OxideSession {
             .chain(crate::oxide_scalar_udfs())
         {
             ctx.register_udf(f.as_ref().clone());
+        }
+        for udaf in crate::oxide_aggregate_udfs() {
+            ctx.register_udaf(udaf.as_ref().clone());
         }
         let backend =
             cluster_backend_from_env().map_err(|detail| EngineError::InvalidArgument {

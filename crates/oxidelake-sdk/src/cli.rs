@@ -1,6 +1,8 @@
 //! Text forms used by the `oxide insert`, `oxide table` and `oxide objects` commands:
 //! column specs and parameters typed by their target column.
 
+use std::ffi::OsStr;
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -47,14 +49,15 @@ pub fn parse_columns(spec: &str) -> Result<SchemaRef, SdkError> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Types the text `values` of an INSERT by the columns they go into: `NULL` is NULL,
-/// `@path` a file upload for a FILE column (everything after the `@` is the path, byte
-/// for byte: `@take#2.bin` is the file `take#2.bin`; MIME types are given separately,
-/// see [`apply_mime_overrides`]), anything else parsed as the column's type.
-pub fn typed_params(
+/// Types the command-line `values` of an INSERT by the columns they go into: `NULL`
+/// is NULL, `@path` a file upload for a FILE column (everything after the `@` is the
+/// path, byte for byte, also bytes that are not UTF-8: `@take#2.bin` is the file
+/// `take#2.bin`; MIME types are given separately, see [`apply_mime_overrides`]),
+/// anything else parsed as the column's type, which needs it to be UTF-8 text.
+pub fn typed_params<V: AsRef<OsStr>>(
     sql: &str,
     schema: &SchemaRef,
-    values: &[String],
+    values: &[V],
 ) -> Result<Vec<InsertValue>, SdkError> {
     let statement = parse_insert(sql)?;
     if values.len() != statement.columns.len() {
@@ -67,17 +70,26 @@ pub fn typed_params(
         .columns
         .iter()
         .zip(values)
-        .map(|(column, text)| {
+        .map(|(column, value)| {
+            let value = value.as_ref();
             let field = schema
                 .field_with_name(column)
                 .map_err(|_| SdkError::UnknownColumn {
                     table: statement.table.clone(),
                     column: column.clone(),
                 })?;
-            if text == "NULL" {
+            if value == "NULL" {
                 return Ok(InsertValue::Null);
             }
-            let bad = |what: &str| invalid(format!("{column}: {text:?} is not {what}"));
+            let bad = |what: &str| invalid(format!("{column}: {value:?} is not {what}"));
+            if is_data_location(field.data_type()) {
+                let path = file_path(value).ok_or_else(|| bad("a file (write @path)"))?;
+                if path.as_os_str().is_empty() {
+                    return Err(bad("a file (the path after @ is empty)"));
+                }
+                return Ok(InsertValue::File(FileUpload::from_path(path)));
+            }
+            let text = value.to_str().ok_or_else(|| bad("UTF-8 text"))?;
             Ok(match field.data_type() {
                 DataType::Int64 => InsertValue::Int64(text.parse().map_err(|_| bad("an integer"))?),
                 DataType::Float64 => {
@@ -86,20 +98,26 @@ pub fn typed_params(
                 DataType::Boolean => {
                     InsertValue::Bool(text.parse().map_err(|_| bad("true or false"))?)
                 }
-                DataType::Utf8 => InsertValue::Utf8(text.clone()),
-                dt if is_data_location(dt) => {
-                    let path = text
-                        .strip_prefix('@')
-                        .ok_or_else(|| bad("a file (write @path)"))?;
-                    if path.is_empty() {
-                        return Err(bad("a file (the path after @ is empty)"));
-                    }
-                    InsertValue::File(FileUpload::from_path(path))
-                }
+                DataType::Utf8 => InsertValue::Utf8(text.to_string()),
                 other => return Err(invalid(format!("{column} has unsupported type {other}"))),
             })
         })
         .collect()
+}
+
+/// The path of an `@path` value: every byte after the `@`.
+#[cfg(unix)]
+fn file_path(value: &OsStr) -> Option<&Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = value.as_bytes().strip_prefix(b"@")?;
+    Some(Path::new(OsStr::from_bytes(path)))
+}
+
+/// The path of an `@path` value: everything after the `@` (which must be text on this
+/// platform).
+#[cfg(not(unix))]
+fn file_path(value: &OsStr) -> Option<&Path> {
+    value.to_str()?.strip_prefix('@').map(Path::new)
 }
 
 /// Applies `column=mime/type` overrides (the `--mime` option of `oxide insert`) to the
@@ -155,13 +173,7 @@ mod tests {
         let params = typed_params(
             "INSERT INTO r.e (id, score, note, ok, episode) VALUES (?, ?, ?, ?, ?)",
             &schema,
-            &[
-                "42".into(),
-                "0.5".into(),
-                "42".into(),
-                "true".into(),
-                "@a.mcap".into(),
-            ],
+            &["42", "0.5", "42", "true", "@a.mcap"],
         )
         .unwrap();
         assert_eq!(params[0], InsertValue::Int64(42));
@@ -170,14 +182,9 @@ mod tests {
             params[4],
             InsertValue::File(FileUpload::from_path("a.mcap"))
         );
-        assert!(typed_params("INSERT INTO r.e (id) VALUES (?)", &schema, &["x".into()]).is_err());
+        assert!(typed_params("INSERT INTO r.e (id) VALUES (?)", &schema, &["x"]).is_err());
         assert!(
-            typed_params(
-                "INSERT INTO r.e (episode) VALUES (?)",
-                &schema,
-                &["a.mcap".into()]
-            )
-            .is_err()
+            typed_params("INSERT INTO r.e (episode) VALUES (?)", &schema, &["a.mcap"]).is_err()
         );
     }
 
@@ -185,7 +192,7 @@ mod tests {
     fn a_hash_in_an_at_path_is_part_of_the_file_name_and_mime_comes_from_its_own_option() {
         let schema = parse_columns("id:int64!, episode:file").unwrap();
         let sql = "INSERT INTO r.e (id, episode) VALUES (?, ?)";
-        let mut params = typed_params(sql, &schema, &["1".into(), "@take#2.bin".into()]).unwrap();
+        let mut params = typed_params(sql, &schema, &["1", "@take#2.bin"]).unwrap();
         assert_eq!(
             params[1],
             InsertValue::File(FileUpload::from_path("take#2.bin"))
@@ -201,6 +208,30 @@ mod tests {
                 "{bad}"
             );
         }
-        assert!(typed_params(sql, &schema, &["1".into(), "@".into()]).is_err());
+        assert!(typed_params(sql, &schema, &["1", "@"]).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_at_path_keeps_bytes_that_are_not_utf8_and_other_values_must_be_text() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let schema = parse_columns("id:int64!, episode:file").unwrap();
+        let sql = "INSERT INTO r.e (id, episode) VALUES (?, ?)";
+        let values = [
+            OsString::from("1"),
+            OsString::from_vec(b"@take\xff.bin".to_vec()),
+        ];
+        let params = typed_params(sql, &schema, &values).unwrap();
+        assert_eq!(
+            params[1],
+            InsertValue::File(FileUpload::from_path(OsStr::from_bytes(b"take\xff.bin")))
+        );
+        let values = [
+            OsString::from_vec(b"1\xff".to_vec()),
+            OsString::from("@a.bin"),
+        ];
+        let err = typed_params(sql, &schema, &values).unwrap_err().to_string();
+        assert!(err.contains("is not UTF-8 text"), "{err}");
     }
 }

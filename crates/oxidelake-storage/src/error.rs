@@ -33,6 +33,26 @@ pub enum StorageError {
         #[source]
         source: object_store::Error,
     },
+    /// Two files of one table type a column in ways that do not merge (`Int64` and
+    /// `Utf8`): each file reads, the table does not.
+    #[error(
+        "column {column:?} is {first_type} in {first_file} but {second_type} in \
+         {second_file}; the files of table {table} must agree on each column's type"
+    )]
+    ColumnTypeClash {
+        /// The table's location, as it was registered.
+        table: String,
+        /// The column.
+        column: String,
+        /// The first file (in path order) that has the column.
+        first_file: String,
+        /// Its type there (merged with any files between).
+        first_type: arrow::datatypes::DataType,
+        /// The file whose type for it does not merge.
+        second_file: String,
+        /// Its type there.
+        second_type: arrow::datatypes::DataType,
+    },
     /// An option value outside its domain.
     #[error("invalid {what}: {detail}")]
     InvalidOption {
@@ -55,6 +75,11 @@ impl From<StorageError> for EngineError {
                 source: None,
             },
             StorageError::ObjectStore { path, source } => EngineError::io(path, source),
+            StorageError::ColumnTypeClash { ref table, .. } => EngineError::Format {
+                path: table.clone(),
+                detail: err.to_string(),
+                source: None,
+            },
             StorageError::InvalidOption { what, detail } => {
                 EngineError::InvalidArgument { what, detail }
             }

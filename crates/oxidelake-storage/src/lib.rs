@@ -38,6 +38,7 @@ mod footer_guard;
 mod hot_cache;
 mod read;
 mod scan_options;
+mod schema_clash;
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
 mod uring;
 mod writer;

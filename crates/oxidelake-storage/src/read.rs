@@ -14,6 +14,7 @@ use parquet::errors::ParquetError;
 
 use crate::StorageError;
 use crate::footer_guard::{MIN_PARQUET_BYTES, TRAILER_BYTES, footer_misfit};
+use crate::schema_clash::{find_clash, is_merge_failure};
 
 /// What an error chain says went wrong with a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,10 +90,17 @@ pub fn into_engine_error(err: DataFusionError) -> EngineError {
     }
 }
 
-/// Sorts a DataFusion error from reading `path` into Format / Io / DataFusion.
+/// Sorts a DataFusion error from reading `path` into Format / Io / DataFusion. Files of
+/// a local table whose schemas do not merge are a Format error naming the column, both
+/// types and both files (see `schema_clash`), not an unreadable file.
 pub fn classify_read_error(path: &str, err: DataFusionError) -> EngineError {
     if footer_error_in(&err).is_some() {
         return into_engine_error(err);
+    }
+    if is_merge_failure(&err)
+        && let Some(clash) = find_clash(path)
+    {
+        return clash.into();
     }
     match cause_of(&err) {
         Some(Cause::Format) => EngineError::format(path, "not a readable Parquet file", err),
@@ -264,6 +272,49 @@ mod tests {
             classify_read_error("f", plan),
             EngineError::DataFusion(_)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_column_typed_differently_in_two_files_is_named_with_both_types_and_files() {
+        use std::sync::Arc;
+
+        use arrow::array::{ArrayRef, Int64Array, StringArray};
+        use arrow::datatypes::{Field, Schema};
+
+        use crate::{LakeWriterOptions, write_parquet_file};
+
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, x: ArrayRef| {
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("id", arrow::datatypes::DataType::Int64, false),
+                Field::new("x", x.data_type().clone(), true),
+            ]));
+            let id: ArrayRef = Arc::new(Int64Array::from(vec![1]));
+            let batch = RecordBatch::try_new(Arc::clone(&schema), vec![id, x]).unwrap();
+            let options = LakeWriterOptions::default();
+            write_parquet_file(dir.path().join(name), schema, &[batch], &options).unwrap();
+        };
+        write("a.parquet", Arc::new(Int64Array::from(vec![Some(7)])));
+        write(
+            "b.parquet",
+            Arc::new(StringArray::from(vec![Some("seven")])),
+        );
+        // Each file reads on its own.
+        for name in ["a.parquet", "b.parquet"] {
+            let file = dir.path().join(name).display().to_string();
+            read_parquet(&SessionContext::new(), &file).await.unwrap();
+        }
+
+        let table = dir.path().display().to_string();
+        let err = register_parquet(&SessionContext::new(), "t", &table)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, EngineError::Format { .. }), "{text}");
+        for part in ["\"x\"", "Int64", "Utf8", "a.parquet", "b.parquet"] {
+            assert!(text.contains(part), "{part} is not named: {text}");
+        }
+        assert!(!text.contains("not a readable Parquet file"), "{text}");
     }
 
     #[test]

@@ -20,6 +20,9 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .thread_name("oxidelake")
+                // Queries are planned and run on these threads, recursively over their
+                // expression trees (`oxidelake_runtime::MAX_STATEMENT_DEPTH`).
+                .thread_stack_size(oxidelake_runtime::RUNTIME_STACK_BYTES)
                 .build()
                 .map_err(|e| e.to_string())
         })

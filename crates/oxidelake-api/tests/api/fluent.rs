@@ -167,3 +167,22 @@ async fn l2_distance_works_in_sql_through_the_session() {
         .unwrap();
     assert_eq!(rows(&batches), vec!["0.0".to_string()]);
 }
+
+#[tokio::test]
+async fn sql_refuses_a_chain_deeper_than_the_planning_limit_before_parsing_it() {
+    let session = oxidelake_api::Session::local();
+    let terms = oxidelake_runtime::MAX_STATEMENT_DEPTH + 2;
+    let sql = format!("SELECT 1{}", "+1".repeat(terms - 1));
+    let err = session.sql(&sql).await.err().expect("refused");
+    assert!(
+        matches!(
+            &err,
+            Error::InvalidArgument {
+                what: "statement",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at most"), "{err}");
+}

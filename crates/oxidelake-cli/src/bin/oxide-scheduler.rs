@@ -14,6 +14,8 @@ use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
 use clap::Parser;
+use oxidelake_runtime::RUNTIME_STACK_BYTES;
+use oxidelake_runtime::cli::arguments::non_text_argument;
 use oxidelake_runtime::cluster::{
     AllowedRoot, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, FileAccess,
     SchedulingPolicy, TlsArgs, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
@@ -89,15 +91,25 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            let which = non_text_argument(std::env::args_os().skip(1));
+            anyhow::bail!(which.unwrap_or_else(|| e.to_string()))
+        }
+        Err(e) => e.exit(),
+    };
     oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
         args.log.as_deref(),
         "info",
     ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_stack_size(32 * 1024 * 1024)
+        // Jobs are planned on these threads, recursively over their expression trees
+        // (`oxidelake_runtime::deep_statements`).
+        .thread_stack_size(RUNTIME_STACK_BYTES)
         .build()?;
+    // A port in use ends `run` with an error: status 1 (tested in tests/cli).
     runtime.block_on(run(args))
 }
 

@@ -1,17 +1,25 @@
 //! `oxide-worker`: a Ballista 55 executor that decodes and runs OxideLake's GPU
 //! operators, picking its local backend (CUDA, Metal or the CPU paths) at execute time.
+//!
+//! Its ports are bound before it registers with the scheduler: a port in use ends it
+//! with an error and a non-zero status, as does a Flight server that fails later
+//! (Ballista's executor reports neither to its caller).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Parser;
+use oxidelake_runtime::RUNTIME_STACK_BYTES;
+use oxidelake_runtime::cli::arguments::non_text_argument;
 use oxidelake_runtime::cluster::{
-    DEFAULT_HEARTBEAT_INTERVAL_SECS, SchedulingPolicy, TlsArgs, WorkDir, cluster_codec_arc,
-    cluster_session_config, executor_function_registry, executor_runtime_producer,
-    tls_flight_server,
+    DEFAULT_HEARTBEAT_INTERVAL_SECS, FlightListener, SchedulingPolicy, TlsArgs, WorkDir,
+    cluster_codec_arc, cluster_session_config, executor_function_registry,
+    executor_runtime_producer,
 };
 
 /// Ballista executor for OxideLake clusters.
@@ -65,13 +73,28 @@ struct Args {
     log: Option<String>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+fn main() -> anyhow::Result<()> {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            let which = non_text_argument(std::env::args_os().skip(1));
+            anyhow::bail!(which.unwrap_or_else(|| e.to_string()))
+        }
+        Err(e) => e.exit(),
+    };
     oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
         args.log.as_deref(),
         "info",
     ));
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Tasks evaluate deep expression trees recursively on these threads.
+        .thread_stack_size(RUNTIME_STACK_BYTES)
+        .build()?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let vcores = if args.vcores == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -99,13 +122,22 @@ async fn main() -> anyhow::Result<()> {
         }
         None => cluster_session_config(),
     });
-    let flight_server = tls.as_ref().map(|t| {
-        tls_flight_server(
-            t,
-            defaults.grpc_max_decoding_message_size as usize,
-            defaults.grpc_max_encoding_message_size as usize,
-        )
-    });
+    // Bound before the executor registers: a port in use is this process's error.
+    let flight_address: SocketAddr = format!("{}:{}", args.bind_host, args.bind_port)
+        .parse()
+        .with_context(|| format!("--bind-host {} is not an IP address", args.bind_host))?;
+    let flight = FlightListener::bind(flight_address)?;
+    if args.task_scheduling_policy == SchedulingPolicy::PushStaged {
+        // Ballista binds the task port itself; a port in use is found here first.
+        let task_port = format!("{}:{}", args.bind_host, args.bind_grpc_port);
+        std::net::TcpListener::bind(task_port.as_str())
+            .with_context(|| format!("cannot listen on the task port {task_port}"))?;
+    }
+    let flight_server = flight.server(
+        tls.as_ref(),
+        defaults.grpc_max_decoding_message_size as usize,
+        defaults.grpc_max_encoding_message_size as usize,
+    );
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,
@@ -123,11 +155,15 @@ async fn main() -> anyhow::Result<()> {
         override_config_producer: Some(config_producer),
         override_physical_codec: Some(cluster_codec_arc()),
         override_create_grpc_client_endpoint: endpoint_override,
-        override_arrow_flight_service: flight_server,
+        override_arrow_flight_service: Some(flight_server),
         ..defaults
     };
     tracing::info!(vcores, work_dir = %work_dir.path().display(), "starting oxide-worker");
     start_executor_process(Arc::new(config)).await?;
     drop(work_dir);
+    // Ballista stops the executor when a service fails and returns Ok all the same.
+    if let Some(failure) = flight.failure() {
+        anyhow::bail!(failure);
+    }
     Ok(())
 }

@@ -14,8 +14,15 @@
 //! oxide objects --data-dir D cat|verify|gc …  managed objects
 //! ```
 //! Errors, usage errors included, print one line on stderr and exit with status 1; a
-//! statement cancelled with Ctrl-C outside the prompt exits with 130. Warnings go to
-//! stderr too (`RUST_LOG` sets the level, default `warn`), except under `oxide tui`.
+//! statement cancelled with Ctrl-C outside the prompt exits with 130 (on a cluster its
+//! job is cancelled on the scheduler first). Warnings go to stderr too (`RUST_LOG` sets
+//! the level, default `warn`), except under `oxide tui`.
+//!
+//! Commands run on a thread with a large stack, and statements deeper than
+//! `MAX_STATEMENT_DEPTH` are refused, so a long chain of operators or UNIONs is an
+//! answer or an error line, never a stack overflow (`oxidelake_runtime::deep_statements`).
+//! File names may be any bytes; an argument that must be text and is not is named in
+//! the error line.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,10 +33,13 @@ use oxidelake_core::EngineError;
 use oxidelake_runtime::cli::driver::{Driver, Flow};
 use oxidelake_runtime::cli::output::Format;
 use oxidelake_runtime::cli::run::RunOptions;
-use oxidelake_runtime::cli::{demo, error_line, gen_data, logging, repl, tables, tpch};
+use oxidelake_runtime::cli::{arguments, demo, error_line, gen_data, logging, repl, tables, tpch};
 use oxidelake_runtime::cluster::TlsArgs;
 use oxidelake_runtime::memory::{HostBudget, parse_size};
-use oxidelake_runtime::{DetectorProbe, OxideSession, PlacementTarget, run_dashboard};
+use oxidelake_runtime::{
+    DetectorProbe, OxideSession, PlacementTarget, RUNTIME_STACK_BYTES, check_statement_depth,
+    run_dashboard, run_with_planning_stack,
+};
 use oxidelake_sdk::commands::{
     CommandError, InsertArgs, ObjectsArgs, TableArgs, insert, objects, table,
 };
@@ -263,7 +273,8 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Tui(_)) {
         logging::init(logging::filter(None, logging::CLIENT_DEFAULT));
     }
-    match run_command(cli.command) {
+    let command = cli.command;
+    match run_with_planning_stack(move || run_command(command)).and_then(|ran| ran) {
         Ok(code) => code,
         Err(e) => report_error(&e),
     }
@@ -280,7 +291,13 @@ fn usage_error_line(e: &clap::Error) -> String {
         .collect();
     let message = paragraph.join(" ");
     let message = message.strip_prefix("error: ").unwrap_or(&message);
-    let args: Vec<String> = std::env::args().collect();
+    if e.kind() == clap::error::ErrorKind::InvalidUtf8
+        && let Some(which) = arguments::non_text_argument(std::env::args_os().skip(1))
+    {
+        return which;
+    }
+    // Arguments as the OS gave them: one that is not UTF-8 must not end the process.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // `-q` took the statement before it meant --quiet, as in datafusion-cli.
     let old_query_flag =
         args.get(1).is_some_and(|a| a == "sql") && args.iter().any(|a| a == "-q" || a == "--query");
@@ -294,6 +311,8 @@ fn usage_error_line(e: &clap::Error) -> String {
 fn runtime() -> Result<tokio::runtime::Runtime, EngineError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Operators evaluate deep expression trees recursively on these threads.
+        .thread_stack_size(RUNTIME_STACK_BYTES)
         .build()
         .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))
 }
@@ -451,6 +470,7 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         }
         Command::Explain(args) => runtime()?.block_on(async {
             let session = open_session(&args.session).await?;
+            check_depth(&session, &args.query)?;
             println!("{}", session.explain(&args.query).await?.trim_end());
             Ok(ExitCode::SUCCESS)
         }),
@@ -476,6 +496,7 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         }
         Command::Tui(args) => {
             let session = runtime()?.block_on(open_session(&args.session))?;
+            check_depth(&session, &args.query)?;
             run_dashboard(session, &args.query)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -483,6 +504,19 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         Command::Insert(args) => managed_objects(insert::run(args)),
         Command::Objects(args) => managed_objects(objects::run(args)),
     }
+}
+
+/// Refuses `sql` when it nests deeper than OxideLake plans (`oxide sql` checks each
+/// statement as it runs it).
+fn check_depth(session: &OxideSession, sql: &str) -> Result<(), EngineError> {
+    let dialect = session
+        .context()
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect;
+    check_statement_depth(sql, dialect.as_ref())
 }
 
 /// Runs one of the SDK's commands; its error is one `error:` line, as every other.

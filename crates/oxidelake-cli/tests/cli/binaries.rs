@@ -116,3 +116,35 @@ fn oxide_version_says_which_build_it_is() {
         "{text}"
     );
 }
+
+#[test]
+fn a_worker_whose_flight_port_is_taken_exits_with_an_error_naming_it() {
+    // A scheduler to register with: without one the worker would fail for that.
+    let cluster = super::local_cluster::LocalCluster::start_with("cpu", 0, &[]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide-worker"))
+        .args(["--scheduler-port", &cluster.scheduler_port().to_string()])
+        .args(["--bind-port", &port.to_string(), "--log", "warn"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure();
+    let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        text.contains("Arrow Flight port") && text.contains(&format!("127.0.0.1:{port}")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_scheduler_whose_port_is_taken_exits_with_an_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let out = Command::new(env!("CARGO_BIN_EXE_oxide-scheduler"))
+        .args(["--bind-port", &port.to_string()])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure();
+    let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(text.contains("in use"), "{text}");
+}

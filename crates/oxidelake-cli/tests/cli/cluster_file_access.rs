@@ -1,11 +1,16 @@
 //! `oxide-scheduler --allowed-root`: a client's SQL reads and writes files only inside
 //! the scheduler's allowed roots. A scheduler and a worker run as processes; the client
-//! is `oxide sql --cluster`.
+//! is `oxide sql --cluster`, or an anonymous Arrow Flight SQL client of
+//! `oxide-scheduler --flight-sql`, whose DDL runs on the scheduler itself.
 
 use std::path::Path;
 use std::time::Duration;
 
+use arrow_flight::error::FlightError;
+use arrow_flight::sql::client::FlightSqlServiceClient;
 use assert_cmd::Command;
+use futures::TryStreamExt;
+use tonic::transport::Channel;
 
 use super::local_cluster::LocalCluster;
 
@@ -125,5 +130,134 @@ fn a_scheduler_with_allowed_roots_refuses_reads_and_writes_outside_them() {
         "a write through the link is refused: {stderr}"
     );
     assert!(!outside.path().join("linked.parquet").exists());
+    drop(cluster);
+}
+
+/// What an anonymous Flight SQL client (no handshake: no rights) gets back for `sql`: the
+/// rows pretty-printed, or `error: ` and the server's message.
+async fn flight_sql(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
+    fn error(e: FlightError) -> String {
+        match e {
+            // The message only: the status's metadata holds response headers (a date).
+            FlightError::Tonic(status) => format!("error: {}", status.message()),
+            other => format!("error: {other}"),
+        }
+    }
+    let info = match client.execute(sql.to_string(), None).await {
+        Ok(info) => info,
+        Err(e) => return error(e),
+    };
+    let mut batches = Vec::new();
+    for ticket in info.endpoint.into_iter().filter_map(|e| e.ticket) {
+        let rows = match client.do_get(ticket).await {
+            Ok(stream) => stream.try_collect::<Vec<_>>().await,
+            Err(e) => Err(e),
+        };
+        match rows {
+            Ok(mut rows) => batches.append(&mut rows),
+            Err(e) => return error(e),
+        }
+    }
+    arrow::util::pretty::pretty_format_batches(&batches)
+        .map(|table| table.to_string())
+        .unwrap_or_else(|e| format!("error: {e}"))
+}
+
+#[test]
+fn a_flight_sql_client_gets_no_byte_of_a_file_outside_the_allowed_roots() {
+    let (allowed, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Canonical, as the scheduler makes its root: locations are compared as written.
+    let allowed_dir = std::fs::canonicalize(allowed.path()).unwrap();
+    let outside_dir = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(allowed_dir.join("ok.csv"), "visible_col\n1\n").unwrap();
+    let creds = outside_dir.join("creds.txt");
+    std::fs::write(
+        &creds,
+        "root:SECRET-HASH:19000:0\nadmin:SECRET-TOO:19000:0\n",
+    )
+    .unwrap();
+    let link = allowed_dir.join("link.csv");
+    std::os::unix::fs::symlink(&creds, &link).unwrap();
+    let root = allowed_dir.to_str().unwrap();
+    let cluster = LocalCluster::start_with("cpu", 1, &["--allowed-root", root, "--flight-sql"]);
+
+    let create = |name: &str, location: &str, options: &str| {
+        format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS CSV LOCATION '{location}' \
+             OPTIONS ({options})"
+        )
+    };
+    let delimiter = "'format.delimiter' '|'";
+    // `format.comment` skips the lines starting with `r`: the second line becomes the
+    // header, so any line could be read this way.
+    let skip_first = "'format.delimiter' '|', 'format.comment' 'r'";
+    let creds_text = creds.display().to_string();
+    let locations = [
+        creds_text.clone(),
+        format!("file://{creds_text}"),
+        format!(
+            "{root}/../{}/creds.txt",
+            outside_dir.file_name().unwrap().to_str().unwrap()
+        ),
+        format!("{}/*.txt", outside_dir.display()),
+        format!("{}/", outside_dir.display()),
+        link.display().to_string(),
+    ];
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let address = cluster.url().replace("df://", "http://");
+        let channel = Channel::from_shared(address)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = FlightSqlServiceClient::new(channel);
+
+        // The channel carries a table's columns: one inside the root is declared and
+        // described, through the same statements the attempts below use.
+        let inside = allowed_dir.join("ok.csv").display().to_string();
+        let created = flight_sql(&mut client, &create("ok", &inside, delimiter)).await;
+        assert!(!created.starts_with("error"), "{created}");
+        let described = flight_sql(&mut client, "DESCRIBE ok").await;
+        assert!(described.contains("visible_col"), "{described}");
+
+        let mut seen = String::new();
+        for (i, location) in locations.iter().enumerate() {
+            for options in [delimiter, skip_first] {
+                let name = format!("c{i}");
+                let created = flight_sql(&mut client, &create(&name, location, options)).await;
+                assert!(
+                    created.starts_with("error") && created.contains("allowed roots"),
+                    "{location} is refused: {created}"
+                );
+                seen.push_str(&created);
+                for sql in [
+                    format!("DESCRIBE {name}"),
+                    format!("SHOW COLUMNS FROM {name}"),
+                    "SELECT table_name, column_name FROM information_schema.columns".into(),
+                    format!("SELECT * FROM {name}"),
+                ] {
+                    seen.push_str(&flight_sql(&mut client, &sql).await);
+                }
+            }
+        }
+        assert!(
+            !seen.contains("SECRET"),
+            "no byte of the file reaches the client: {seen}"
+        );
+
+        // Nor whether a path outside the roots exists: the refusals read the same.
+        let absent = outside_dir.join("absent.txt").display().to_string();
+        let existing = flight_sql(&mut client, &create("e", &creds_text, delimiter)).await;
+        let missing = flight_sql(&mut client, &create("e", &absent, delimiter)).await;
+        assert_eq!(
+            existing.replace("creds.txt", "NAME"),
+            missing.replace("absent.txt", "NAME")
+        );
+    });
     drop(cluster);
 }

@@ -165,9 +165,45 @@ impl LocalCluster {
     pub fn url(&self) -> String {
         format!("df://127.0.0.1:{}", self.scheduler_port)
     }
+
+    /// The scheduler's gRPC port.
+    pub fn scheduler_port(&self) -> u16 {
+        self.scheduler_port
+    }
+
+    /// Sends the scheduler `signal` (`STOP`, `CONT`, ...) with kill(1).
+    pub fn signal_scheduler(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.scheduler.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
+    /// Whether worker `index` has written shuffle output for a job (a job directory
+    /// holding a file; DataFusion's own spill directories do not count).
+    pub fn shuffle_output_written(&self, index: usize) -> bool {
+        fn holds_a_file(dir: &Path) -> bool {
+            std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries.filter_map(Result::ok).any(|e| {
+                    let path = e.path();
+                    !path.is_dir() || holds_a_file(&path)
+                })
+            })
+        }
+        std::fs::read_dir(self.work_dir(index)).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                let path = e.path();
+                path.is_dir()
+                    && !e.file_name().to_string_lossy().starts_with("datafusion")
+                    && holds_a_file(&path)
+            })
+        })
+    }
 }
 
 impl Drop for LocalCluster {
+    /// SIGKILL ends a stopped (SIGSTOP) process as well.
     fn drop(&mut self) {
         let workers = self.workers.iter_mut().filter_map(|w| w.child.as_mut());
         for child in workers.chain(std::iter::once(&mut self.scheduler)) {

@@ -3,11 +3,12 @@
 //! SDK's tests, `sdk/hardening.rs`).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use assert_cmd::Command;
 use oxidelake_sdk::LakeClient;
 
-use crate::lake::{age_all_objects, forced_zero, one_row};
+use crate::lake::{INSERT, age_all_objects, forced_zero, one_row};
 
 fn objects_cmd(data: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_oxide"));
@@ -162,4 +163,49 @@ fn a_mistyped_data_dir_is_an_error_for_every_reading_command() {
         .assert()
         .failure();
     assert!(!missing.exists(), "a reading command created the data dir");
+}
+
+/// Issue 44: a FIFO at an object's address made `objects verify`, `objects cat` and an
+/// INSERT of the same bytes wait forever, and the INSERT held the store's shared lock,
+/// so `objects gc` waited behind it.
+#[tokio::test]
+async fn a_fifo_at_an_objects_address_fails_verify_cat_and_insert_naming_it_and_gc_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("lake");
+    let (client, location, payload) = one_row(&data).await;
+    let stored = client.objects().path_of(&location.sha256());
+    std::fs::remove_file(&stored).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&stored)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", stored.display());
+    let same_bytes = dir.path().join("again.bin");
+    std::fs::write(&same_bytes, &payload).unwrap();
+
+    let refused = |cmd: &mut Command| {
+        let out = cmd.timeout(Duration::from_secs(60)).assert().failure();
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(
+            stderr.starts_with("error:")
+                && stderr.contains(&stored.display().to_string())
+                && stderr.contains("FIFO, not a regular file"),
+            "{stderr}"
+        );
+    };
+    refused(objects_cmd(&data).arg("verify"));
+    refused(objects_cmd(&data).args(["cat", &location.sha256().to_string()]));
+    refused(
+        Command::new(env!("CARGO_BIN_EXE_oxide"))
+            .arg("insert")
+            .arg("--data-dir")
+            .arg(&data)
+            .args([INSERT, "2"])
+            .arg(format!("@{}", same_bytes.display())),
+    );
+    objects_cmd(&data)
+        .args(["gc", "--retention-hours", "0", "--force"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
 }

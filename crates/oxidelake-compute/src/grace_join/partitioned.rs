@@ -14,9 +14,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SpillFile, SpillWriter, TaskContext};
 use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::physical_plan::joins::HashJoinExec;
-use datafusion::physical_plan::metrics::SpillMetrics;
+use datafusion::physical_plan::metrics::{Count, SpillMetrics};
 
 use super::FAN_OUT;
+use super::null_keys::{NullKeyRows, key_columns, rows_with_keys};
 
 /// Which input of the join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,16 +34,35 @@ struct PartFile {
     writer: StreamWriter<BufWriter<Box<dyn SpillWriter>>>,
 }
 
-/// Routes the rows of one side to [`FAN_OUT`] parts by a seeded hash of their join keys.
+/// Routes the rows of one side to [`FAN_OUT`] parts by a seeded hash of their join keys;
+/// rows whose key holds a NULL are dropped or dealt in turn (`null_keys`).
 pub(super) struct PartRouter {
     keys: Vec<PhysicalExprRef>,
     hasher: RandomState,
+    /// The part of each row of the batch being routed ([`DROPPED`] for a dropped row).
+    parts: Vec<usize>,
     hashes: Vec<u64>,
+    null_keys: NullKeyRows,
+    /// NULL-key rows dealt so far ([`NullKeyRows::Spread`]), which gives each its part in
+    /// turn.
+    dealt: usize,
+    /// NULL-key rows dropped ([`NullKeyRows::Dropped`]), the operator's
+    /// `null_key_rows_dropped`.
+    dropped: Count,
 }
 
+/// The part of a row that goes to none.
+const DROPPED: usize = usize::MAX;
+
 impl PartRouter {
-    /// The router of `side` of `join`, with that side's schema.
-    pub(super) fn new(side: Side, seed: u64, join: &HashJoinExec) -> (SchemaRef, Self) {
+    /// The router of `side` of `join`, with that side's schema; the NULL-key rows it
+    /// drops count in `dropped`.
+    pub(super) fn new(
+        side: Side,
+        seed: u64,
+        join: &HashJoinExec,
+        dropped: &Count,
+    ) -> (SchemaRef, Self) {
         let (schema, keys) = match side {
             Side::Left => (
                 join.left().schema(),
@@ -56,42 +76,68 @@ impl PartRouter {
         let router = Self {
             keys,
             hasher: RandomState::with_seed(seed),
+            parts: Vec::new(),
             hashes: Vec::new(),
+            null_keys: NullKeyRows::of(join, side),
+            dealt: 0,
+            dropped: dropped.clone(),
         };
         (schema, router)
     }
 
     /// The rows of `batch` ordered by part (a counting sort), and where each part starts
-    /// in that order: part `p`'s rows are `order[starts[p]..starts[p + 1]]`.
+    /// in that order: part `p`'s rows are `order[starts[p]..starts[p + 1]]`. Dropped rows
+    /// are in no part: `order` then holds fewer rows than `batch`.
     pub(super) fn route(
         &mut self,
         batch: &RecordBatch,
     ) -> Result<(Vec<u32>, [usize; FAN_OUT + 1])> {
-        let keys = self
-            .keys
-            .iter()
-            .map(|k| k.evaluate(batch)?.into_array(batch.num_rows()))
-            .collect::<Result<Vec<ArrayRef>>>()?;
+        let keys: Vec<ArrayRef> = key_columns(&self.keys, batch)?;
         self.hashes.clear();
         self.hashes.resize(batch.num_rows(), 0);
         create_hashes(&keys, &self.hasher, &mut self.hashes)?;
 
         let part_of = |h: u64| (h >> 32) as usize % FAN_OUT;
+        self.parts.clear();
+        self.parts.extend(self.hashes.iter().map(|h| part_of(*h)));
+        // A NULL key hashes alike under every seed: such rows are dropped or dealt out
+        // instead (`null_keys`), except where NULL equals NULL.
+        let null_rows = match self.null_keys {
+            NullKeyRows::Hashed => None,
+            NullKeyRows::Dropped | NullKeyRows::Spread => rows_with_keys(&keys),
+        };
+        if let Some(valid) = null_rows {
+            for row in (0..batch.num_rows()).filter(|row| valid.is_null(*row)) {
+                self.parts[row] = match self.null_keys {
+                    NullKeyRows::Spread => {
+                        self.dealt = self.dealt.wrapping_add(1);
+                        self.dealt % FAN_OUT
+                    }
+                    NullKeyRows::Dropped | NullKeyRows::Hashed => DROPPED,
+                };
+            }
+            if self.null_keys == NullKeyRows::Dropped {
+                self.dropped.add(valid.null_count());
+            }
+        }
+
         let mut starts = [0usize; FAN_OUT + 1];
-        for h in &self.hashes {
-            starts[part_of(*h) + 1] += 1;
+        for p in self.parts.iter().filter(|p| **p != DROPPED) {
+            starts[*p + 1] += 1;
         }
         for p in 0..FAN_OUT {
             starts[p + 1] += starts[p];
         }
         let mut next = starts;
-        let mut order = vec![0u32; batch.num_rows()];
-        for (row, h) in self.hashes.iter().enumerate() {
-            let p = part_of(*h);
-            order[next[p]] = u32::try_from(row).map_err(|_| {
+        let mut order = vec![0u32; starts[FAN_OUT]];
+        for (row, p) in self.parts.iter().enumerate() {
+            if *p == DROPPED {
+                continue;
+            }
+            order[next[*p]] = u32::try_from(row).map_err(|_| {
                 DataFusionError::Internal("a batch of more than 2^32 rows".to_string())
             })?;
-            next[p] += 1;
+            next[*p] += 1;
         }
         Ok((order, starts))
     }
@@ -108,14 +154,17 @@ pub(super) struct SpillSet {
 }
 
 impl SpillSet {
+    /// The files of `side` of `join` at hash seed `seed`; the NULL-key rows its router
+    /// drops count in `null_keys_dropped`.
     pub(super) fn new(
         context: &Arc<TaskContext>,
         side: Side,
         seed: u64,
         join: &HashJoinExec,
         metrics: &SpillMetrics,
+        null_keys_dropped: &Count,
     ) -> Result<Self> {
-        let (schema, router) = PartRouter::new(side, seed, join);
+        let (schema, router) = PartRouter::new(side, seed, join, null_keys_dropped);
         Ok(Self {
             context: Arc::clone(context),
             side,
@@ -126,7 +175,8 @@ impl SpillSet {
         })
     }
 
-    /// Writes each row of `batch` to the file of its part.
+    /// Writes each row of `batch` to the file of its part (a NULL-key row the join never
+    /// emits to none).
     pub(super) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());

@@ -4,15 +4,18 @@
 
 use std::sync::{Arc, Mutex};
 
+use arrow::array::{Array, AsArray, MAX_INLINE_VIEW_LEN};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::utils::memory::RecordBatchMemoryCounter;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, SpillFile, TaskContext};
+use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, SpillMetrics,
+    Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, SpillMetrics,
 };
 use datafusion::physical_plan::spill::SpillManager;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -23,6 +26,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::PairJoin;
 use super::handover::HandoverPool;
+use super::null_keys::{NullKeyRows, without_null_keys};
 use super::partitioned::{Side, SpillSet};
 use super::tiered::TieredWriter;
 use super::{FAN_OUT, MAX_DEPTH};
@@ -45,6 +49,15 @@ pub(super) struct JoinSpec {
     device_splits: Count,
     /// Bytes of those splits' parts held in host memory rather than written to disk.
     held_in_host: Count,
+    /// Build sides split into [`FAN_OUT`] pairs, for the pool or the device budget.
+    splits: Count,
+    /// The deepest split level whose pairs were joined (0: nothing was split).
+    split_depth: Gauge,
+    /// Rows dropped because their join key held a NULL (`null_keys`).
+    null_keys_dropped: Count,
+    /// The build side's key expressions and what happens to its NULL-key rows.
+    left_keys: Vec<PhysicalExprRef>,
+    left_null_keys: NullKeyRows,
     /// The operator's metrics, which adopt the pair joins' device metrics.
     metrics: ExecutionPlanMetricsSet,
     partition: usize,
@@ -67,17 +80,26 @@ impl JoinSpec {
     ) -> Self {
         let device_splits = MetricBuilder::new(metrics).counter("device_budget_splits", partition);
         let held_in_host = MetricBuilder::new(metrics).counter("held_in_host_bytes", partition);
+        let splits = MetricBuilder::new(metrics).counter("grace_splits", partition);
+        let split_depth = MetricBuilder::new(metrics).gauge("grace_split_depth", partition);
+        let null_keys_dropped =
+            MetricBuilder::new(metrics).counter("null_key_rows_dropped", partition);
         let spill_metrics = SpillMetrics::new(metrics, partition);
         let reader =
             |schema| SpillManager::new(context.runtime_env(), spill_metrics.clone(), schema);
         Self {
             left_reader: reader(join.left().schema()),
             right_reader: reader(join.right().schema()),
+            left_keys: join.on().iter().map(|(l, _)| Arc::clone(l)).collect(),
+            left_null_keys: NullKeyRows::of(&join, Side::Left),
             join,
             pairs,
             device_limit,
             device_splits,
             held_in_host,
+            splits,
+            split_depth,
+            null_keys_dropped,
             metrics: metrics.clone(),
             partition,
             spill_metrics,
@@ -90,17 +112,34 @@ impl JoinSpec {
         self.pairs.as_ref().and(self.device_limit)
     }
 
-    /// What the pair join will reserve in the pool for `batch` (see [`build_cost`]).
+    /// What the pair join will hold for `batch`: the stock join's [`build_cost`], or the
+    /// GPU join's [`device_build_cost`].
     fn build_cost(&self, counter: &mut RecordBatchMemoryCounter, batch: &RecordBatch) -> usize {
         match self.pairs {
             None => build_cost(counter, batch),
-            // The GPU join reserves each batch's whole buffers, then the concatenated
-            // batch beside them.
-            Some(_) => batch
-                .get_array_memory_size()
-                .saturating_mul(2)
-                .saturating_add(batch.num_rows().saturating_mul(ROW_OVERHEAD)),
+            Some(_) => device_build_cost(counter, batch),
         }
+    }
+
+    /// `batch` without the build rows whose key holds a NULL where the join never emits
+    /// them (`null_keys`): they are neither held nor partitioned.
+    fn drop_null_build_keys(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        if self.left_null_keys != NullKeyRows::Dropped {
+            return Ok(batch);
+        }
+        let (kept, dropped) = without_null_keys(batch, &self.left_keys)?;
+        self.null_keys_dropped.add(dropped);
+        Ok(kept)
+    }
+
+    /// Counts a split at level `depth`, whose pairs are joined one level deeper.
+    fn count_split(&self, depth: u32) {
+        self.splits.add(1);
+        self.split_depth.set_max(
+            usize::try_from(depth)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1),
+        );
     }
 
     fn reservation(&self, depth: u32) -> MemoryReservation {
@@ -199,6 +238,65 @@ const DEVICE_METRICS: [&str; 4] = [
 /// rounded up.
 const ROW_OVERHEAD: usize = 64;
 
+/// Bytes a row costs the GPU join beyond its columns: its key as an 8-byte image, its
+/// link in the chain of equal keys (4), and its share of the index (at most 64: a
+/// direct index of up to 16 four-byte heads a row, or hashed slots of 16 bytes at a load
+/// of a quarter to a half), rounded up.
+const DEVICE_ROW_OVERHEAD: usize = 80;
+
+/// What the GPU join will hold for `batch` when it collects it after the batches
+/// `counter` has seen: the collected batch (its buffers not counted yet, counted as the
+/// stock join counts them, each allocation once), the copy its concatenation makes
+/// ([`compact_bytes`]), and its key column and table ([`DEVICE_ROW_OVERHEAD`] a row).
+///
+/// Issue 44, item 8: this used to be twice `batch.get_array_memory_size()`, which counts
+/// each buffer's whole allocation. A batch read back from a spill file points into the
+/// chunk of up to 128 KiB the reader decoded, shared by every buffer of that batch and by
+/// its neighbours, so a pair's build side of a few hundred KiB counted as tens of MiB: no
+/// spilled pair ever fitted, each was split again down to [`MAX_DEPTH`] (up to 32³ pairs
+/// a partition, every row rewritten at each level in ever smaller IPC messages), and the
+/// last level was joined past the free bytes of the pool.
+fn device_build_cost(counter: &mut RecordBatchMemoryCounter, batch: &RecordBatch) -> usize {
+    counter
+        .count_batch(batch)
+        .saturating_add(compact_bytes(batch))
+        .saturating_add(batch.num_rows().saturating_mul(DEVICE_ROW_OVERHEAD))
+}
+
+/// The bytes `batch`'s rows take once copied into buffers of their own, as the GPU join
+/// concatenates them: each column's slice of its buffers and, for view columns, the
+/// bytes of the values too long to be inlined in their views (a view column's data
+/// buffers are often shared with other batches, so their size would count the same
+/// bytes many times).
+fn compact_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            let sliced = data
+                .get_slice_memory_size()
+                .unwrap_or_else(|_| data.get_array_memory_size());
+            let long_values = match column.data_type() {
+                DataType::Utf8View => long_view_bytes(column.as_string_view().views()),
+                DataType::BinaryView => long_view_bytes(column.as_binary_view().views()),
+                _ => 0,
+            };
+            sliced.saturating_add(long_values)
+        })
+        .fold(0, usize::saturating_add)
+}
+
+/// The bytes of the values of `views` (byte views) that live in data buffers.
+fn long_view_bytes(views: &[u128]) -> usize {
+    views
+        .iter()
+        .map(|view| *view as u32)
+        .filter(|len| *len > MAX_INLINE_VIEW_LEN)
+        .map(|len| len as usize)
+        .sum()
+}
+
 /// What the stock join will reserve for `batch` when it collects it after the batches
 /// `counter` has seen: the buffers not counted yet, counted the way the stock join counts
 /// them (each allocation once, at its capacity; a batch read back from a spill file
@@ -236,6 +334,10 @@ async fn step(
         let Some(batch) = left.try_next().await? else {
             break None;
         };
+        let batch = spec.drop_null_build_keys(batch)?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
         let cost = spec.build_cost(&mut counter, &batch);
         if reservation.try_grow(cost).is_err() {
             break Some((batch, cost, Split::ForMemory));
@@ -276,6 +378,7 @@ async fn step(
                 // With the stock join: a part that did not fit is not sent to a device.
                 return spec.join_in_memory(build, reservation, None, right);
             };
+            let batch = spec.drop_null_build_keys(batch)?;
             let cost = spec.build_cost(&mut counter, &batch);
             reservation.grow(cost);
             build.push((batch, cost));
@@ -289,6 +392,7 @@ async fn step(
         )));
     }
     let seed = split_seed(depth);
+    spec.count_split(depth);
     if split == Split::ForDevice {
         // The pool had room for what was collected: the parts go to host memory first.
         reservation.free();
@@ -308,6 +412,7 @@ async fn step(
         seed,
         &spec.join,
         &spec.spill_metrics,
+        &spec.null_keys_dropped,
     )?;
     for (batch, cost) in build.drain(..) {
         left_files.write(&batch)?;
@@ -327,6 +432,7 @@ async fn step(
         seed,
         &spec.join,
         &spec.spill_metrics,
+        &spec.null_keys_dropped,
     )?;
     while let Some(batch) = right.try_next().await? {
         right_files.write(&batch)?;
@@ -372,10 +478,13 @@ async fn split_for_device(
         &spec.context,
         &spec.join,
         seed,
-        spec.partition,
-        depth,
+        format!(
+            "GraceHashJoinExec[{}] host tier (level {depth})",
+            spec.partition
+        ),
         spec.held_in_host.clone(),
         &spec.spill_metrics,
+        &spec.null_keys_dropped,
     )?;
     for (batch, _) in build {
         parts.add(Side::Left, &batch).await?;
@@ -453,5 +562,80 @@ impl PartitionStream for OnceStream {
                 }),
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::buffer::Buffer;
+    use arrow::ipc::reader::StreamDecoder;
+    use arrow::ipc::writer::StreamWriter;
+
+    use super::*;
+
+    /// `batches` written as one Arrow IPC stream and decoded from one buffer, as
+    /// DataFusion's spill reader decodes a chunk of a spill file (every array then points
+    /// into that buffer), with the stream's length.
+    fn decoded_from_one_chunk(batches: &[RecordBatch]) -> (Vec<RecordBatch>, usize) {
+        let mut writer = StreamWriter::try_new(Vec::new(), &batches[0].schema()).unwrap();
+        for batch in batches {
+            writer.write(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        let bytes = writer.into_inner().unwrap();
+        let mut chunk = Buffer::from_slice_ref(&bytes);
+        let mut decoder = StreamDecoder::new();
+        let mut decoded = Vec::new();
+        while let Some(batch) = decoder.decode(&mut chunk).unwrap() {
+            decoded.push(batch);
+        }
+        (decoded, bytes.len())
+    }
+
+    #[test]
+    fn a_device_pair_counts_the_spill_chunk_its_build_batches_share_once() {
+        let batches: Vec<RecordBatch> = (0..40_i64)
+            .map(|b| {
+                let rows = b * 256..(b + 1) * 256;
+                let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.clone()));
+                let names: ArrayRef = Arc::new(StringArray::from_iter_values(
+                    rows.map(|i| format!("row {i}")),
+                ));
+                RecordBatch::try_from_iter([("k", keys), ("s", names)]).unwrap()
+            })
+            .collect();
+        let (decoded, chunk_bytes) = decoded_from_one_chunk(&batches);
+        assert_eq!(decoded.len(), batches.len());
+
+        let mut counter = RecordBatchMemoryCounter::new();
+        let cost: usize = decoded
+            .iter()
+            .map(|batch| device_build_cost(&mut counter, batch))
+            .sum();
+        let rows: usize = decoded.iter().map(RecordBatch::num_rows).sum();
+        let copies: usize = decoded.iter().map(compact_bytes).sum();
+        let chunk_counted = cost - copies - rows * DEVICE_ROW_OVERHEAD;
+        // The chunk once (at its allocation's size, rounded up to 64 bytes) ...
+        assert!(
+            (chunk_bytes..chunk_bytes + 64).contains(&chunk_counted),
+            "{chunk_counted} bytes counted for a {chunk_bytes}-byte chunk"
+        );
+        // ... and the concatenated copy at about the rows' own size.
+        let own: usize = batches
+            .iter()
+            .map(|b| b.get_array_memory_size())
+            .sum::<usize>();
+        assert!(copies <= own, "{copies} bytes for a copy of {own}");
+        // Each buffer's whole allocation, as before, counted the chunk 80 times and more.
+        let per_buffer: usize = decoded.iter().map(|b| b.get_array_memory_size()).sum();
+        assert!(per_buffer > 80 * chunk_bytes, "{per_buffer}");
+    }
+
+    #[test]
+    fn long_view_values_count_their_bytes_and_inlined_ones_none() {
+        let strings = ["short", "a string longer than twelve bytes", "exactly12byt"];
+        let views = arrow::array::StringViewArray::from_iter_values(strings);
+        assert_eq!(long_view_bytes(views.views()), strings[1].len());
     }
 }

@@ -67,18 +67,20 @@ pub(super) struct TieredWriter {
 }
 
 impl TieredWriter {
-    /// The parts of a split at hash seed `seed` of output partition `partition`.
+    /// The parts of a split at hash seed `seed`, their host tier reserved in the pool as
+    /// `consumer`; the NULL-key rows its routers drop count in `null_keys_dropped`.
     pub(super) fn new(
         context: &Arc<TaskContext>,
         join: &HashJoinExec,
         seed: u64,
-        partition: usize,
-        depth: u32,
+        consumer: String,
         held: Count,
         spill_metrics: &SpillMetrics,
+        null_keys_dropped: &Count,
     ) -> Result<Self> {
-        let (left_schema, left_router) = PartRouter::new(Side::Left, seed, join);
-        let (right_schema, right_router) = PartRouter::new(Side::Right, seed, join);
+        let (left_schema, left_router) = PartRouter::new(Side::Left, seed, join, null_keys_dropped);
+        let (right_schema, right_router) =
+            PartRouter::new(Side::Right, seed, join, null_keys_dropped);
         let pool = context.memory_pool();
         let host_budget = match pool.memory_limit() {
             MemoryLimit::Finite(limit) => (limit.saturating_sub(pool.reserved()) / 2) as u64,
@@ -107,11 +109,9 @@ impl TieredWriter {
         // would count them twice.
         let manager = SpillManager::local(config, dir.path(), Arc::new(TelemetryHub::new()))
             .map_err(memory_error)?;
-        let reservation = MemoryConsumer::new(format!(
-            "GraceHashJoinExec[{partition}] host tier (level {depth})"
-        ))
-        .with_can_spill(true)
-        .register(pool);
+        let reservation = MemoryConsumer::new(consumer)
+            .with_can_spill(true)
+            .register(pool);
         Ok(Self {
             parts: TieredParts {
                 manager,

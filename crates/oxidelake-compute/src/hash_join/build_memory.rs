@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
+use datafusion::common::utils::memory::RecordBatchMemoryCounter;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -23,7 +24,11 @@ pub(super) fn reservation(context: &TaskContext, partition: Option<usize>) -> Me
 }
 
 /// Every batch of `input`'s `partitions` (collected concurrently), each reserved in
-/// `reservation` before it is kept.
+/// `reservation` before it is kept, as DataFusion's join reserves them: each allocation
+/// once ([`RecordBatchMemoryCounter`]). Batches can share their allocations: those read
+/// back from a spill file (a grace join's pair) point into the chunk the reader decoded,
+/// so `get_array_memory_size` would count that chunk once per buffer of every batch, and
+/// a pair's few hundred KiB as tens of MiB (issue 44, item 8).
 pub(super) async fn collect_reserved(
     input: &Arc<dyn ExecutionPlan>,
     partitions: impl IntoIterator<Item = usize>,
@@ -36,8 +41,9 @@ pub(super) async fn collect_reserved(
         .collect::<Result<Vec<_>>>()?;
     let parts = futures::future::try_join_all(streams.into_iter().map(|mut stream| async move {
         let mut batches = Vec::new();
+        let mut counter = RecordBatchMemoryCounter::new();
         while let Some(batch) = stream.try_next().await? {
-            reservation.try_grow(batch.get_array_memory_size())?;
+            reservation.try_grow(counter.count_batch(&batch))?;
             batches.push(batch);
         }
         Ok::<_, DataFusionError>(batches)

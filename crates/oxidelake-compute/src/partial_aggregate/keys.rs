@@ -11,6 +11,10 @@
 //!   otherwise, and the device groups and aggregates by that number; each group's key
 //!   values are taken from the first row that had them.
 //!
+//! Float keys group as DataFusion groups them: `-0.0` and `+0.0` are one group, keyed
+//! `+0.0` (the row format alone would order them apart), so a partial state never holds a
+//! key the final aggregate would merge with another.
+//!
 //! The third way spends one host pass on hashing that a GPU would rather do itself; it
 //! keeps multi-column and string keys exact today, and moving it to the device (hashing
 //! the row format there) changes only this file.
@@ -23,6 +27,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
+use datafusion::common::utils::normalize_float_zero;
 use datafusion::error::{DataFusionError, Result};
 
 use super::digits;
@@ -110,8 +115,10 @@ impl KeyEncoding {
                 }
             }
             KeyEncoding::Numbered(converter) => {
-                let columns: Vec<ArrayRef> =
-                    keys.iter().map(|k| Arc::clone(batch.column(*k))).collect();
+                let columns: Vec<ArrayRef> = keys
+                    .iter()
+                    .map(|k| normalize_float_zero(batch.column(*k)))
+                    .collect();
                 if digits::digit_types(
                     &columns
                         .iter()
@@ -174,7 +181,10 @@ impl KeyEncoding {
                 }
                 let indices = UInt32Array::from(take);
                 keys.iter()
-                    .map(|k| Ok(arrow::compute::take(batch.column(*k), &indices, None)?))
+                    .map(|k| {
+                        let first = arrow::compute::take(batch.column(*k), &indices, None)?;
+                        Ok(normalize_float_zero(&first))
+                    })
                     .collect::<Result<Vec<_>>>()?
             }
         })
@@ -247,6 +257,35 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![Some(2), None]
         );
+    }
+
+    #[test]
+    fn signed_zero_float_keys_are_one_group_keyed_positive_zero_as_datafusion_groups_them() {
+        use arrow::array::{Array, Float64Array};
+        use arrow::datatypes::Float64Type;
+        let schema = Arc::new(Schema::new(vec![Field::new("f", DataType::Float64, true)]));
+        let b = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Float64Array::from(vec![
+                Some(-0.0),
+                Some(0.0),
+                Some(f64::NAN),
+                None,
+                Some(-0.0),
+                Some(f64::NAN),
+            ]))],
+        )
+        .unwrap();
+        let enc = KeyEncoding::for_keys(&b.schema(), &[0]).unwrap();
+        let keys = enc.encode(&b, &[0]).unwrap();
+        assert_eq!(keys.column.values().to_vec(), vec![0, 0, 1, 2, 0, 1]);
+        let cols = enc
+            .decode(&keys, &Int64Array::from(vec![0, 1, 2]), &b, &[0])
+            .unwrap();
+        let f = cols[0].as_primitive::<Float64Type>();
+        assert_eq!(f.value(0).to_bits(), 0.0f64.to_bits(), "keyed +0.0");
+        assert!(f.value(1).is_nan());
+        assert!(f.is_null(2));
     }
 
     #[test]

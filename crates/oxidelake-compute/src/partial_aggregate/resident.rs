@@ -7,11 +7,12 @@
 //! a device batch holds (strings included) need no numbering on the host.
 //!
 //! The aggregates map onto the device's [`ResidentAgg`]s once per operator: SUM and AVG
-//! of integers (wrapping, as DataFusion's), of floats, and of decimals (two 32-bit
-//! halves, joined exactly on the host), COUNT(*) and COUNT(x), MIN / MAX of integers,
-//! dates, decimals up to 18 digits and floats. An aggregate outside that (a cast the
-//! device would have to compute) makes the operator *bridge* every batch: download it
-//! and run the host path. So does a backend that refuses the batch (the CPU backend
+//! of floats, of integers and of decimals (two 32-bit halves of their images, joined
+//! exactly on the host; a group whose sum leaves its state type sends the batch's rows
+//! on as their own states, for the final aggregate's checked `sum`), COUNT(*) and
+//! COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and floats. An
+//! aggregate outside that (a cast the device would have to compute) makes the operator
+//! *bridge* every batch: download it and run the host path. So does a backend that refuses the batch (the CPU backend
 //! always, keeping the host path the reference; CUDA for a decimal column whose batch
 //! needs more than 64 bits). Once grouping stops reducing, batches are downloaded and
 //! pass through as their own states, as on the host path.
@@ -71,13 +72,15 @@ impl ResidentPlan {
                         plan.states.push(StateFrom::AvgCount(count));
                     }
                     match dt {
-                        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
-                            StateFrom::Result(plan.push(AggFunc::Sum, ResidentAggInput::Int(c)))
-                        }
                         DataType::Float64 => {
                             StateFrom::Result(plan.push(AggFunc::Sum, ResidentAggInput::Float(c)))
                         }
-                        DataType::Decimal128(_, _) => StateFrom::Limbs(vec![
+                        // By halves, which cannot overflow: an i64 sum of the images could.
+                        DataType::Int8
+                        | DataType::Int16
+                        | DataType::Int32
+                        | DataType::Int64
+                        | DataType::Decimal128(_, _) => StateFrom::Limbs(vec![
                             (plan.push(AggFunc::Sum, ResidentAggInput::Low32(c)), 0),
                             (plan.push(AggFunc::Sum, ResidentAggInput::High32(c)), 32),
                         ]),
@@ -178,7 +181,20 @@ impl ResidentBatches {
                 .aggregate_resident(&self.exec.stream, args)
             {
                 Ok(result) => {
-                    let out = self.assemble(plan, &result)?;
+                    let out = match self.assemble(plan, &result)? {
+                        Some(out) => out,
+                        // A group's sum leaves its state type: the batch's rows go on as
+                        // their own states, for the final aggregate's checked sum to add.
+                        None => {
+                            let host = self.download(batch)?;
+                            pass_through::row_states(
+                                &host,
+                                &self.keys,
+                                &self.aggregates,
+                                &self.schema,
+                            )?
+                        }
+                    };
                     probe.record(batch.num_rows(), out.num_rows());
                     // What crossed: the groups' keys and words, and the sizes read back.
                     let moved = self.exec.bytes_moved(|| result.get_array_memory_size());
@@ -227,17 +243,21 @@ impl ResidentBatches {
         )?)
     }
 
-    /// The output batch from the device's result: its key columns, then the states.
-    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<RecordBatch> {
+    /// The output batch from the device's result: its key columns, then the states;
+    /// `None` when a group's sum does not fit its state type.
+    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<Option<RecordBatch>> {
         let keys = self.keys.len();
+        let Some(states) =
+            state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?
+        else {
+            return Ok(None);
+        };
         let mut columns: Vec<ArrayRef> = result.columns()[..keys].to_vec();
-        columns.extend(state_columns(
-            &plan.states,
-            &self.schema,
-            keys,
-            &result.columns()[keys..],
-        )?);
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+        columns.extend(states);
+        Ok(Some(RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            columns,
+        )?))
     }
 }
 
@@ -254,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn q1s_aggregates_share_device_work_and_decimal_sums_go_by_halves() {
+    fn q1s_aggregates_share_device_work_and_integer_and_decimal_sums_go_by_halves() {
         let input = Schema::new(vec![
             Field::new("qty", DataType::Decimal128(15, 2), true),
             Field::new("price", DataType::Float64, true),
@@ -280,9 +300,10 @@ mod tests {
                 (AggFunc::Max, I::Float(1)),
                 (AggFunc::Count, I::Rows),
                 (AggFunc::Count, I::Valid(2)),
-                (AggFunc::Sum, I::Int(2)),
+                (AggFunc::Sum, I::Low32(2)),
+                (AggFunc::Sum, I::High32(2)),
             ],
-            "AVG(qty) reuses SUM(qty)'s halves"
+            "AVG(qty) reuses SUM(qty)'s halves; SUM(n) goes by halves too, never wrapping"
         );
         // SUM, AVG (count and sum), MAX, COUNT(*), COUNT(n), SUM(n)
         assert_eq!(plan.states.len(), 7);

@@ -7,6 +7,13 @@
 //! unscaled Int64 value when the batch's values fit one (and, for SUM/AVG, as 32-bit limbs
 //! when they do not), and a COUNT travels as the validity of its argument only. The device results are turned back into exactly the state types the
 //! replaced partial `AggregateExec` declares, so the stock final aggregate merges them.
+//!
+//! No sum the device computes wraps: an integer column whose batch could overflow an i64
+//! sum travels as limbs too, and decimal batches are cut into slices that cannot. The
+//! limbs' sums are joined exactly on the host; a group whose sum then does not fit its
+//! state type (`join_limbs` answers `None`) sends the batch's rows on as their own states,
+//! for the final aggregate's checked `sum` to add (and to refuse, if the total does not
+//! fit either: `crate::checked_sum`).
 
 use std::sync::Arc;
 
@@ -18,6 +25,8 @@ use arrow::datatypes::{
     UInt64Type,
 };
 use datafusion::error::{DataFusionError, Result};
+
+use crate::checked_sum::WrappingSum;
 
 /// Largest decimal precision whose unscaled values always fit an i64 (MIN/MAX need it;
 /// sums of wider decimals travel in limbs).
@@ -287,14 +296,21 @@ pub(crate) fn to_device(values: &ArrayRef, limbs_allowed: bool) -> Result<Device
     })
 }
 
-/// `Σ sum_i << shift_i` over the device sums of a decimal's limbs; NULL where the sums
-/// are (a group without values).
-pub(crate) fn join_limbs(sums: &[(&ArrayRef, u32)], to: &DataType) -> Result<ArrayRef> {
-    let DataType::Decimal128(p, s) = to else {
-        return Err(DataFusionError::Internal(format!(
-            "limbs summed into a {to} state"
-        )));
-    };
+/// An Int64 column whose sums could overflow an i64 within its batch, as two limbs: the
+/// high 32 bits (`v >> 32`, signed) and the low 32 bits (non-negative). Each limb sums
+/// exactly over batches under 2^31 rows, and [`join_limbs`] puts the sums together.
+pub(crate) fn int_limbs(ints: &Int64Array) -> DeviceValues {
+    DeviceValues::Limbs(vec![
+        (ints.unary::<_, Int64Type>(|v| v >> 32), 32),
+        (ints.unary::<_, Int64Type>(|v| v & 0xffff_ffff), 0),
+    ])
+}
+
+/// `Σ sum_i << shift_i` over the device sums of a value's limbs, as a state column of
+/// type `to` (Int64 or Decimal128); NULL where the sums are (a group without values).
+/// `None` when a group's sum does not fit `to` (an i64, an i128): no state row holds it,
+/// and the caller sends the batch's rows on as their own states instead.
+pub(crate) fn join_limbs(sums: &[(&ArrayRef, u32)], to: &DataType) -> Result<Option<ArrayRef>> {
     let Some((first, _)) = sums.first() else {
         return Err(DataFusionError::Internal("no limbs".into()));
     };
@@ -308,18 +324,59 @@ pub(crate) fn join_limbs(sums: &[(&ArrayRef, u32)], to: &DataType) -> Result<Arr
                 })
         })
         .collect::<Result<_>>()?;
-    let values: Vec<i128> = (0..first.len())
-        .map(|row| {
-            parts
-                .iter()
-                .map(|(a, shift)| i128::from(a.value(row)) << shift)
-                .fold(0i128, i128::wrapping_add)
+    let nulls = first.nulls().cloned();
+    let valid = |row: usize| nulls.as_ref().is_none_or(|n| n.is_valid(row));
+    // A NULL group's limb sums are 0; its slot holds 0 whatever they are.
+    let joined: Option<Vec<i128>> = (0..first.len())
+        .map(|row| match exact_join(&parts, row) {
+            None if !valid(row) => Some(0),
+            total => total,
         })
         .collect();
-    Ok(Arc::new(
-        arrow::array::Decimal128Array::new(ScalarBuffer::from(values), first.nulls().cloned())
-            .with_precision_and_scale(*p, *s)?,
-    ))
+    let Some(values) = joined else {
+        return Ok(None);
+    };
+    Ok(Some(match to {
+        DataType::Int64 => {
+            let ints: Option<Vec<i64>> = values
+                .iter()
+                .enumerate()
+                .map(|(row, v)| {
+                    if valid(row) {
+                        i64::try_from(*v).ok()
+                    } else {
+                        Some(0)
+                    }
+                })
+                .collect();
+            let Some(ints) = ints else {
+                return Ok(None);
+            };
+            Arc::new(Int64Array::new(ScalarBuffer::from(ints), nulls))
+        }
+        DataType::Decimal128(p, s) => Arc::new(
+            arrow::array::Decimal128Array::new(ScalarBuffer::from(values), nulls)
+                .with_precision_and_scale(*p, *s)?,
+        ),
+        other => {
+            return Err(DataFusionError::Internal(format!(
+                "limbs summed into a {other} state"
+            )));
+        }
+    }))
+}
+
+/// One row's `Σ sum << shift` over limb sums, exactly: `None` when it leaves an i128.
+/// The terms are added with a wrap count (`checked_sum`'s), so the answer does not
+/// depend on the order of the limbs.
+fn exact_join(parts: &[(&Int64Array, u32)], row: usize) -> Option<i128> {
+    let (mut total, mut wraps) = (0i128, 0i64);
+    for (sums, shift) in parts {
+        let (next, wrapped) = total.add_counting(i128::from(sums.value(row)) << shift);
+        total = next;
+        wraps += wrapped;
+    }
+    (wraps == 0).then_some(total)
 }
 
 /// A COUNT's argument as the device sees it: only its validity matters.
@@ -331,8 +388,8 @@ pub(crate) fn count_input(values: Option<&ArrayRef>, rows: usize) -> Int64Array 
 }
 
 /// How many rows of an Int64 column can be summed without overflowing an i64: the whole
-/// batch unless its largest magnitude says otherwise. Integer SUM wraps by definition (as
-/// DataFusion's does), so this only bounds decimal sums, whose state is an i128.
+/// batch unless its largest magnitude says otherwise. Within that many rows the device's
+/// i64 sums (of integers, of decimals' unscaled values, of limbs) are exact.
 pub(crate) fn rows_per_exact_sum(values: &Int64Array) -> usize {
     // NULL slots are read too (one branch-free pass): their values can only make the
     // slices smaller, never a sum inexact.
@@ -516,7 +573,9 @@ mod tests {
                 .collect();
             let parts: Vec<(&ArrayRef, u32)> =
                 rows.iter().zip(&limbs).map(|(a, (_, s))| (a, *s)).collect();
-            let joined = join_limbs(&parts, &DataType::Decimal128(38, 0)).unwrap();
+            let joined = join_limbs(&parts, &DataType::Decimal128(38, 0))
+                .unwrap()
+                .unwrap();
             let joined = joined.as_primitive::<Decimal128Type>();
             assert_eq!(joined.iter().next().unwrap(), *want, "row {row}");
         }
@@ -526,5 +585,66 @@ mod tests {
                 "low limbs are non-negative"
             );
         }
+    }
+
+    /// The limbs' device sums of `values` taken as one group, joined into `to`.
+    fn joined_sum(limbs: &DeviceValues, to: &DataType) -> Option<ArrayRef> {
+        let DeviceValues::Limbs(limbs) = limbs else {
+            panic!("limbs expected");
+        };
+        let sums: Vec<ArrayRef> = limbs
+            .iter()
+            .map(|(limb, _)| {
+                let total = limb
+                    .iter()
+                    .flatten()
+                    .fold(0i64, |a, b| a.checked_add(b).unwrap());
+                Arc::new(Int64Array::from(vec![total])) as ArrayRef
+            })
+            .collect();
+        let parts: Vec<(&ArrayRef, u32)> =
+            sums.iter().zip(limbs).map(|(a, (_, s))| (a, *s)).collect();
+        join_limbs(&parts, to).unwrap()
+    }
+
+    #[test]
+    fn an_integer_sum_by_limbs_is_exact_and_past_i64_max_has_no_state() {
+        let fits = Int64Array::from(vec![Some(i64::MAX), Some(-5), None, Some(i64::MIN + 1)]);
+        let joined = joined_sum(&int_limbs(&fits), &DataType::Int64).unwrap();
+        assert_eq!(joined.as_primitive::<Int64Type>().value(0), -5);
+        // i64::MAX + 1: the limbs' sums are exact, the total does not fit an Int64 state.
+        let past = Int64Array::from(vec![i64::MAX, 1]);
+        assert!(joined_sum(&int_limbs(&past), &DataType::Int64).is_none());
+        let below = Int64Array::from(vec![i64::MIN, -1]);
+        assert!(joined_sum(&int_limbs(&below), &DataType::Int64).is_none());
+    }
+
+    #[test]
+    fn a_decimal_sum_by_limbs_past_an_i128_has_no_state_instead_of_a_wrapped_one() {
+        // Limb sums of one group whose total is 2^127 + 2^64, past i128::MAX: the old
+        // wrapping join made it a negative sum.
+        let sums: Vec<ArrayRef> = [i64::MAX, 1 << 33, 0]
+            .into_iter()
+            .map(|sum| Arc::new(Int64Array::from(vec![sum])) as ArrayRef)
+            .collect();
+        let parts: Vec<(&ArrayRef, u32)> = sums.iter().zip([64, 32, 0]).collect();
+        assert!(
+            join_limbs(&parts, &DataType::Decimal128(38, 0))
+                .unwrap()
+                .is_none()
+        );
+        // Within an i128 (past 38 digits, for the final aggregate to refuse): exact.
+        let six = 6 * 10i128.pow(37);
+        let dec: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![six, six])
+                .with_precision_and_scale(38, 0)
+                .unwrap(),
+        );
+        let joined = joined_sum(
+            &to_device(&dec, true).unwrap(),
+            &DataType::Decimal128(38, 0),
+        )
+        .unwrap();
+        assert_eq!(joined.as_primitive::<Decimal128Type>().value(0), 2 * six);
     }
 }

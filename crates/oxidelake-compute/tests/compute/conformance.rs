@@ -1,7 +1,8 @@
 //! The conformance suite (spec §2.3): every Gpu*Exec must return exactly what stock
 //! DataFusion returns for the same partitioned input, over seeded random data with
-//! NULLs, NaN, integer extremes, empty batches, 0/1/odd row counts, duplicate and skewed
-//! keys, and 1 to 4 partitions.
+//! NULLs, NaN, ±0.0, ±inf, both ends of Int64, empty batches, 0/1/odd row counts,
+//! duplicate and skewed keys (floats among the group keys), and 1 to 4 partitions; the
+//! filters compare with -0.0, NaN and ±inf literals too.
 //!
 //! The stock side is plain SQL over a `MemTable` of the same partitions; our side is the
 //! operator built directly over a `MemorySourceConfig` of those partitions. The CPU cases
@@ -70,6 +71,7 @@ fn source(parts: &[Vec<RecordBatch>], schema: &SchemaRef) -> Arc<dyn ExecutionPl
 
 async fn stock(tables: &[(&str, &[Vec<RecordBatch>])], sql: &str) -> Vec<RecordBatch> {
     let ctx = SessionContext::new();
+    with_oxidelake_min_max(&ctx);
     for (name, parts) in tables {
         let parts: Vec<Vec<RecordBatch>> = if parts.is_empty() {
             vec![vec![]]
@@ -120,7 +122,7 @@ fn filters() -> Vec<(&'static str, Vec<Predicate>)> {
         (
             "b > 1000.0",
             vec![p(2, CmpOp::Gt, Literal::Float64(1000.0))],
-        ), // only NaN passes
+        ), // only +inf and NaN pass
         (
             "k >= 1 AND a < 50 AND c > -10.0",
             vec![
@@ -167,6 +169,55 @@ fn filters() -> Vec<(&'static str, Vec<Predicate>)> {
                     p(2, CmpOp::LtEq, Literal::Float64(0.0)),
                     null(3, false),
                 ]))),
+            ],
+        ),
+        // Signed zeros: DataFusion compares -0.0 and +0.0 as equal, so each of these
+        // keeps both zeros or neither.
+        ("b = -0.0", vec![p(2, CmpOp::Eq, Literal::Float64(-0.0))]),
+        (
+            "b < 0.0 OR c > -0.0",
+            vec![Predicate::Or(vec![
+                p(2, CmpOp::Lt, Literal::Float64(0.0)),
+                p(3, CmpOp::Gt, Literal::Float64(-0.0)),
+            ])],
+        ),
+        (
+            "c >= -0.0 AND c <= 0.0",
+            vec![
+                p(3, CmpOp::GtEq, Literal::Float64(-0.0)),
+                p(3, CmpOp::LtEq, Literal::Float64(0.0)),
+            ],
+        ),
+        // Up to three values, DataFusion's plan has an IN list as ORs of `=` (more stay an
+        // InListExpr, which compares floats bit for bit: the fuzzer covers those).
+        (
+            "b IN (0.0, 1.5) OR c NOT IN (-0.0, 2.5)",
+            vec![Predicate::Or(vec![
+                p(2, CmpOp::Eq, Literal::Float64(0.0)),
+                p(2, CmpOp::Eq, Literal::Float64(1.5)),
+                Predicate::And(vec![
+                    p(3, CmpOp::NotEq, Literal::Float64(-0.0)),
+                    p(3, CmpOp::NotEq, Literal::Float64(2.5)),
+                ]),
+            ])],
+        ),
+        // NaN equals NaN and sorts above +inf; the infinities are the ends of the rest.
+        (
+            "b = CAST('NaN' AS DOUBLE)",
+            vec![p(2, CmpOp::Eq, Literal::Float64(f64::NAN))],
+        ),
+        (
+            "b > CAST('inf' AS DOUBLE) OR c = CAST('-inf' AS DOUBLE)",
+            vec![Predicate::Or(vec![
+                p(2, CmpOp::Gt, Literal::Float64(f64::INFINITY)),
+                p(3, CmpOp::Eq, Literal::Float64(f64::NEG_INFINITY)),
+            ])],
+        ),
+        (
+            "b <> CAST('NaN' AS DOUBLE) AND c < CAST('inf' AS DOUBLE)",
+            vec![
+                p(2, CmpOp::NotEq, Literal::Float64(f64::NAN)),
+                p(3, CmpOp::Lt, Literal::Float64(f64::INFINITY)),
             ],
         ),
     ]
@@ -394,6 +445,15 @@ fn report(line: String) {
     }
 }
 
+/// Registers the `min` and `max` every OxideLake session has in place of DataFusion's
+/// (`total_order_min_max_udafs`): their grouped form over floats orders NaN as the
+/// ungrouped form does, so a grouped MIN/MAX over NaNs has one answer to compare with.
+fn with_oxidelake_min_max(ctx: &SessionContext) {
+    for f in oxidelake_compute::total_order_min_max_udafs() {
+        ctx.register_udaf(f.as_ref().clone());
+    }
+}
+
 /// A session state whose optimizer keeps partial and final aggregates apart, as they
 /// are where the placement rule runs (before `CombinePartialFinalAggregate`).
 fn uncombined_aggregates() -> datafusion::execution::SessionState {
@@ -421,6 +481,7 @@ async fn with_device_partial(
     Arc<dyn ExecutionPlan>,
 ) {
     let ctx = SessionContext::new_with_state(uncombined_aggregates());
+    with_oxidelake_min_max(&ctx);
     let parts: Vec<Vec<RecordBatch>> = if parts.is_empty() {
         vec![vec![]]
     } else {
@@ -459,17 +520,22 @@ async fn with_device_partial(
 }
 
 async fn aggregate_cases(backend: BackendChoice) -> usize {
-    // MIN/MAX use c (no NaN): stock DataFusion's grouped float MIN/MAX is order-dependent
-    // when NaN is present, so no deterministic reference exists for it. SUM/COUNT/AVG use
-    // b (NaN propagates the same way in any order).
+    // MIN/MAX over b (with NaN) too: the reference runs OxideLake's `min`/`max`, whose
+    // grouped form orders floats in total order as the device and the ungrouped form do
+    // (DataFusion 55.2's grouped form is order-dependent with NaN). SUM/COUNT/AVG over b:
+    // NaN propagates the same way in any order.
     let shapes = [
         // (No AVG over a: its i64 extremes as doubles cancel catastrophically, so any
         // two summation orders disagree; AVG over integers is checked in the planner's
         // partial_aggregate test.)
-        "SELECT k, SUM(a), COUNT(a), MIN(a), MAX(a), SUM(b), COUNT(b), MIN(c), MAX(c), \
-         SUM(c), AVG(b), AVG(c), COUNT(*) FROM t GROUP BY k",
-        "SELECT SUM(a), COUNT(*), AVG(c), MIN(a), MAX(c) FROM t",
+        "SELECT k, SUM(a), COUNT(a), MIN(a), MAX(a), SUM(b), COUNT(b), MIN(b), MAX(b), \
+         MIN(c), MAX(c), SUM(c), AVG(b), AVG(c), COUNT(*) FROM t GROUP BY k",
+        "SELECT SUM(a), COUNT(*), AVG(c), MIN(a), MAX(c), MIN(b), MAX(b) FROM t",
         "SELECT a, k, COUNT(*), SUM(c) FROM t GROUP BY a, k",
+        // Float keys: -0.0 and +0.0 are one group (DataFusion's grouping folds the sign),
+        // NaN is one group, ±inf are groups of their own.
+        "SELECT b, COUNT(*), SUM(c), MIN(a), MAX(a) FROM t GROUP BY b",
+        "SELECT k, c, COUNT(*), AVG(b), MIN(b), MAX(b) FROM t GROUP BY k, c",
     ];
     let mut cases = 0;
     let mut rows = 0;
@@ -542,8 +608,9 @@ async fn vector_cases(backend: BackendChoice) -> usize {
 }
 
 /// Projection shapes: (SQL select list, whether a batch may overflow the device's 64-bit
-/// decimals and so be computed by DataFusion). `a` holds i64::MAX and i64::MIN + 1, so
-/// the integer shapes wrap and the decimal ones overflow now and then; `b` holds NaN.
+/// decimals and so be computed by DataFusion). `a` holds i64::MAX, i64::MIN + 1 and
+/// i64::MIN, so the integer shapes wrap and the decimal ones overflow now and then; `b`
+/// and `c` hold ±0.0 and ±inf (`-b` keeps the sign of zero), `b` NaN.
 const PROJECTIONS: [(&str, bool); 6] = [
     ("k, a * 3 - k AS x", false),
     ("b * c + 1.5 AS x, -b AS y, k", false),
@@ -685,7 +752,7 @@ async fn gpu_partial_aggregate_exec_on_cpu_under_the_stock_final_equals_stock_ag
     report(format!(
         "conformance: GpuPartialAggregateExec[cpu]: {n} cases equal to stock DataFusion"
     ));
-    assert_eq!(n, CASES as usize * 3);
+    assert_eq!(n, CASES as usize * 5);
 }
 
 #[tokio::test]
@@ -695,6 +762,30 @@ async fn gpu_vector_distance_exec_on_cpu_equals_stock_distance_functions() {
         "conformance: GpuVectorDistanceExec[cpu]: {n} cases equal to stock DataFusion"
     ));
     assert_eq!(n, CASES as usize * 2);
+}
+
+#[test]
+fn the_seeded_data_holds_signed_zeros_nan_infinities_and_both_ends_of_int64() {
+    // The inputs of the filter cases (the other operators' are drawn alike).
+    let mut counts = data::EdgeCounts::default();
+    for seed in 0..CASES {
+        counts.add(&data::partitions(&mut Rng::new(seed), 8));
+    }
+    report(format!(
+        "conformance data: the filter cases' inputs hold {}",
+        counts.describe()
+    ));
+    assert!(
+        counts.b.has_signed_zeros_and_infinities() && counts.b.nan > 0,
+        "{counts:?}"
+    );
+    assert!(counts.c.has_signed_zeros_and_infinities(), "{counts:?}");
+    let v = counts.vectors;
+    assert!(
+        v.nan > 0 && v.pos_inf > 0 && v.neg_inf > 0 && v.neg_zero > 0 && v.pos_zero > 0,
+        "{counts:?}"
+    );
+    assert!(counts.int64_max > 0 && counts.int64_min > 0, "{counts:?}");
 }
 
 fn detected_gpu() -> BackendChoice {

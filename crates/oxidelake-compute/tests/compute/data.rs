@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{
+    Array, ArrayRef, AsArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array,
+};
+use arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
 /// SplitMix64: tiny, seeded, and the same on every platform.
@@ -35,8 +37,9 @@ impl Rng {
 
 pub const DIM: i32 = 4;
 
-/// k: skewed low-cardinality key with NULLs; a: Int64 with NULLs and extremes;
-/// b: Float64 with NULLs and NaN; c: Float64 with NULLs, no NaN; v: vectors.
+/// k: skewed low-cardinality key with NULLs; a: Int64 with NULLs and both ends of Int64;
+/// b: Float64 with NULLs, NaN, ±0.0 and ±inf; c: Float64 with NULLs, ±0.0 and ±inf, no
+/// NaN; v: vectors, some of whose components are NaN, ±inf or -0.0.
 pub fn schema() -> SchemaRef {
     let item = Arc::new(Field::new("item", DataType::Float32, true));
     Arc::new(Schema::new(vec![
@@ -62,25 +65,46 @@ pub fn batch(rng: &mut Rng, rows: usize, key_range: u64) -> RecordBatch {
         0..=9 => None,
         10 => Some(i64::MAX),
         11 => Some(i64::MIN + 1),
+        12 => Some(i64::MIN),
         _ => Some(rng.below(201) as i64 - 100),
     }));
     let b = Float64Array::from_iter((0..rows).map(|_| match rng.below(100) {
         0..=9 => None,
         10..=12 => Some(f64::NAN),
+        13 | 14 => Some(0.0),
+        15 | 16 => Some(-0.0),
+        17 => Some(f64::INFINITY),
+        18 => Some(f64::NEG_INFINITY),
         _ => Some((rng.below(10_001) as f64 - 5_000.0) / 100.0),
     }));
-    let c = Float64Array::from_iter(
-        (0..rows).map(|_| (!rng.chance(10)).then(|| (rng.below(2_001) as f64 - 1_000.0) / 8.0)),
-    );
+    let c = Float64Array::from_iter((0..rows).map(|_| match rng.below(100) {
+        0..=9 => None,
+        10 | 11 => Some(0.0),
+        12 | 13 => Some(-0.0),
+        14 => Some(f64::INFINITY),
+        15 => Some(f64::NEG_INFINITY),
+        _ => Some((rng.below(2_001) as f64 - 1_000.0) / 8.0),
+    }));
     let mut values = Vec::with_capacity(rows * DIM as usize);
     let mut valid = Vec::with_capacity(rows);
     for _ in 0..rows {
-        let zero = rng.chance(5);
-        for _ in 0..DIM {
-            values.push(if zero {
-                0.0
-            } else {
-                (rng.below(2_001) as f32 - 1_000.0) / 64.0
+        // All-zero vectors (positive or negative zeros: cosine distance is NULL for both),
+        // and vectors with one NaN, infinite or negative-zero component.
+        let zero = match rng.below(100) {
+            0..=2 => Some(0.0),
+            3 | 4 => Some(-0.0),
+            _ => None,
+        };
+        let special = rng.chance(8).then(|| {
+            let at = rng.below(DIM as u64) as usize;
+            let value = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0][rng.below(4) as usize];
+            (at, value)
+        });
+        for i in 0..DIM as usize {
+            values.push(match (zero, special) {
+                (Some(z), _) => z,
+                (None, Some((at, value))) if at == i => value,
+                _ => (rng.below(2_001) as f32 - 1_000.0) / 64.0,
             });
         }
         valid.push(!rng.chance(8));
@@ -118,4 +142,90 @@ pub fn partitions(rng: &mut Rng, key_range: u64) -> Vec<Vec<RecordBatch>> {
                 .collect()
         })
         .collect()
+}
+
+/// How often one float column holds each edge value.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FloatEdges {
+    pub pos_zero: usize,
+    pub neg_zero: usize,
+    pub nan: usize,
+    pub pos_inf: usize,
+    pub neg_inf: usize,
+}
+
+impl FloatEdges {
+    fn add(&mut self, v: f64) {
+        if v.is_nan() {
+            self.nan += 1;
+        } else if v == f64::INFINITY {
+            self.pos_inf += 1;
+        } else if v == f64::NEG_INFINITY {
+            self.neg_inf += 1;
+        } else if v == 0.0 && v.is_sign_negative() {
+            self.neg_zero += 1;
+        } else if v == 0.0 {
+            self.pos_zero += 1;
+        }
+    }
+
+    /// Whether both zeros and both infinities occurred.
+    pub fn has_signed_zeros_and_infinities(&self) -> bool {
+        self.pos_zero > 0 && self.neg_zero > 0 && self.pos_inf > 0 && self.neg_inf > 0
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "pos_zero={} neg_zero={} nan={} pos_inf={} neg_inf={}",
+            self.pos_zero, self.neg_zero, self.nan, self.pos_inf, self.neg_inf
+        )
+    }
+}
+
+/// How often the seeded columns ([`batch`]) hold their edge values: the floats of b, c
+/// and of the vectors' components (valid vectors only), and a at both ends of Int64.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EdgeCounts {
+    pub b: FloatEdges,
+    pub c: FloatEdges,
+    pub vectors: FloatEdges,
+    pub int64_max: usize,
+    pub int64_min: usize,
+}
+
+impl EdgeCounts {
+    /// Adds the cells of `parts` (batches of [`schema`]).
+    pub fn add(&mut self, parts: &[Vec<RecordBatch>]) {
+        for batch in parts.iter().flatten() {
+            for a in batch.column(1).as_primitive::<Int64Type>().iter().flatten() {
+                self.int64_max += usize::from(a == i64::MAX);
+                self.int64_min += usize::from(a == i64::MIN);
+            }
+            for (column, edges) in [(2, &mut self.b), (3, &mut self.c)] {
+                let floats = batch.column(column).as_primitive::<Float64Type>();
+                floats.iter().flatten().for_each(|v| edges.add(v));
+            }
+            let vectors = batch.column(4).as_fixed_size_list();
+            for row in (0..vectors.len()).filter(|row| vectors.is_valid(*row)) {
+                let components = vectors.value(row);
+                let components = components.as_primitive::<Float32Type>();
+                components
+                    .iter()
+                    .flatten()
+                    .for_each(|v| self.vectors.add(f64::from(v)));
+            }
+        }
+    }
+
+    /// `b: pos_zero=.. ...; c: ...; vector components: ...; a: int64_max=.. int64_min=..`.
+    pub fn describe(&self) -> String {
+        format!(
+            "b: {}; c: {}; vector components: {}; a: int64_max={} int64_min={}",
+            self.b.describe(),
+            self.c.describe(),
+            self.vectors.describe(),
+            self.int64_max,
+            self.int64_min
+        )
+    }
 }

@@ -91,6 +91,20 @@ fn value(array: &dyn Array, row: usize) -> Value {
     }
 }
 
+/// Whether two floats of a result are the same: both NaN, or equal with the same sign of
+/// zero where `rel_tol` is 0 (exact results: a filter's, a join's or a projection's), or
+/// equal as numbers (`-0.0 = 0.0`, which aggregates may return either of) or within
+/// `rel_tol` of each other when finite (summation order).
+fn same_float(x: f64, y: f64, rel_tol: f64) -> bool {
+    if x.is_nan() || y.is_nan() {
+        return x.is_nan() && y.is_nan();
+    }
+    if rel_tol == 0.0 {
+        return x.to_bits() == y.to_bits();
+    }
+    x == y || (x.is_finite() && y.is_finite() && (x - y).abs() <= rel_tol * x.abs().max(y.abs()))
+}
+
 /// Asserts equal row multisets; floats may differ by `rel_tol` (summation order).
 pub fn assert_same_rows(
     case: &str,
@@ -110,11 +124,7 @@ pub fn assert_same_rows(
         assert_eq!(ra.len(), rb.len(), "{case}: column counts differ");
         for (va, vb) in ra.iter().zip(rb) {
             let same = match (va, vb) {
-                (Value::Float(x), Value::Float(y)) => {
-                    (x.is_nan() && y.is_nan())
-                        || x == y
-                        || (x - y).abs() <= rel_tol * x.abs().max(y.abs())
-                }
+                (Value::Float(x), Value::Float(y)) => same_float(*x, *y, rel_tol),
                 (x, y) => x == y,
             };
             assert!(

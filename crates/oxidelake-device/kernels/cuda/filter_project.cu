@@ -11,8 +11,9 @@
 //   5. gather_8byte         per projected Int64/Float64 column: values[out_rows[i]] and
 //                           its validity bit, into a dense output column.
 //
-// Floats compare in IEEE total order (NaN above +inf, -0.0 below +0.0), exactly as
-// Arrow's comparison kernels do on the CPU path.
+// Floats compare as DataFusion compares them: -0.0 equals +0.0, otherwise IEEE total
+// order (NaN above +inf, a negative NaN below -inf), exactly as the CPU path does (Arrow's
+// total-order kernels on columns whose -0.0s were made +0.0).
 //
 // Grid math: kernels 1, 2, 4 and 5 use a 1-D grid of ceil(rows / blockDim.x) blocks;
 // blockDim.x must equal FP_BLOCK (256) for kernels 2 and 4 (shared-memory scan). Kernel 3
@@ -31,9 +32,14 @@
 #define TY_I64 0
 #define TY_F64 1
 
-__device__ __forceinline__ long long total_order_key(long long bits)
+__device__ __forceinline__ long long float_order_key(long long bits)
 {
-    // Maps IEEE-754 bit patterns to integers ordered like f64::total_cmp.
+    // -0.0 takes +0.0's bits (only the two zeros have nothing set but the sign bit), then
+    // the bits map to integers ordered like f64::total_cmp: oxidelake_device's
+    // predicate::float_order_key, the host reference.
+    if ((((unsigned long long)bits) << 1) == 0ull) {
+        bits = 0;
+    }
     return bits ^ (long long)(((unsigned long long)(bits >> 63)) >> 1);
 }
 
@@ -60,7 +66,7 @@ __device__ __forceinline__ bool compare(long long lhs, long long rhs, int op)
 // NULL) and a literal image. One thread per row runs it over a stack of three-valued
 // results (0 false, 1 true, 2 NULL) and keeps the row when the one result left is true.
 // Slots are 8-byte images of the columns: integer-like values widened to i64, floats
-// widened to f64 (slot_types[s] == TY_F64, compared in total order).
+// widened to f64 (slot_types[s] == TY_F64, compared through float_order_key).
 #define I_CMP 0
 #define I_IS_NULL 1
 #define I_AND 2
@@ -231,8 +237,8 @@ extern "C" __global__ void eval_predicates(const unsigned long long* __restrict_
                 long long lhs = ((const long long*)col_ptrs[s])[row];
                 long long rhs = (code == I_CMP_SLOTS) ? ((const long long*)col_ptrs[o])[row] : literals[i];
                 if (slot_types[s] == TY_F64) {
-                    lhs = total_order_key(lhs);
-                    rhs = total_order_key(rhs);
+                    lhs = float_order_key(lhs);
+                    rhs = float_order_key(rhs);
                 }
                 stack[top++] = compare(lhs, rhs, args[i]) ? V_TRUE : V_FALSE;
             }

@@ -14,7 +14,12 @@ constant int OP_GT = 3;
 constant int OP_GE = 4;
 constant int TY_F64_AS_BITS = 1;
 
+// -0.0 takes +0.0's bits, then IEEE total order: DataFusion's float comparison, as
+// float_order_key in filter_project.cu.
 inline long total_order_key(long bits) {
+    if ((ulong(bits) << 1) == 0) {
+        bits = 0;
+    }
     return bits ^ long(ulong(bits >> 63) >> 1);
 }
 

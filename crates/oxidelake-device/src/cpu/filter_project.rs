@@ -1,6 +1,9 @@
-//! CPU fused filter + projection: Arrow's comparison kernels on the columns as they are,
+//! CPU fused filter + projection: Arrow's comparison kernels on the columns as they are
+//! (float `-0.0`s made `+0.0` first, so that they compare as DataFusion compares them),
 //! combined in Kleene logic, then one filter pass over the projected columns only (the
 //! columns that are dropped are never copied).
+
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Datum, Scalar};
 use arrow::compute::kernels::{boolean, cmp, comparison};
@@ -10,6 +13,7 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
 use crate::ops::{CmpOp, FilterProjectArgs, Literal, Predicate, check_predicates, literal_array};
+use crate::predicate::canonical_float_zeros;
 
 /// Checks the predicates and projection against the batch's schema.
 pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> {
@@ -25,7 +29,23 @@ pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> 
     Ok(())
 }
 
-fn compare(column: &ArrayRef, op: CmpOp, rhs: &dyn Datum) -> Result<BooleanArray, EngineError> {
+/// `column op rhs`, `rhs` a one-element literal array when `literal`, else a column.
+/// Arrow's kernels order floats by IEEE total order, where `-0.0 < +0.0`; SQL and
+/// DataFusion hold them equal, so float operands are compared with their `-0.0`s made
+/// `+0.0` first (what `float_order_key` does to a device's images).
+fn compare(
+    column: &ArrayRef,
+    op: CmpOp,
+    rhs: &ArrayRef,
+    literal: bool,
+) -> Result<BooleanArray, EngineError> {
+    let column = &canonical_float_zeros(column);
+    let rhs = canonical_float_zeros(rhs);
+    let scalar = literal.then(|| Scalar::new(Arc::clone(&rhs)));
+    let rhs: &dyn Datum = match &scalar {
+        Some(scalar) => scalar,
+        None => &rhs,
+    };
     let result = match op {
         CmpOp::Eq => cmp::eq(column, rhs),
         CmpOp::NotEq => cmp::neq(column, rhs),
@@ -43,10 +63,10 @@ fn eval(batch: &RecordBatch, predicate: &Predicate) -> Result<BooleanArray, Engi
         Predicate::Compare(p) => {
             let column = batch.column(p.column);
             let rhs = literal_array(column.data_type(), &p.literal)?;
-            compare(column, p.op, &Scalar::new(rhs))?
+            compare(column, p.op, &rhs, true)?
         }
         Predicate::CompareColumns { left, op, right } => {
-            compare(batch.column(*left), *op, batch.column(*right))?
+            compare(batch.column(*left), *op, batch.column(*right), false)?
         }
         Predicate::Like {
             column,
@@ -185,6 +205,48 @@ mod tests {
         .unwrap();
         let a = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(a.values().to_vec(), vec![3]);
+    }
+
+    #[test]
+    fn signed_zeros_compare_equal_with_literals_and_columns_as_in_datafusion() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("f", DataType::Float64, true),
+            Field::new("g", DataType::Float64, true),
+        ]));
+        let b = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Float64Array::from(vec![-0.0, 0.0, -0.0, 1.0])),
+                Arc::new(Float64Array::from(vec![0.0, -0.0, -0.0, f64::NAN])),
+            ],
+        )
+        .unwrap();
+        let kept = |predicates: &[Predicate]| {
+            let m = mask(&b, predicates).unwrap().unwrap();
+            (0..m.len())
+                .map(|i| m.is_valid(i) && m.value(i))
+                .collect::<Vec<_>>()
+        };
+        let literal = |op, v| {
+            Predicate::from(ColumnPredicate {
+                column: 0,
+                op,
+                literal: Literal::Float64(v),
+            })
+        };
+        assert_eq!(kept(&[literal(CmpOp::Eq, 0.0)]), [true, true, true, false]);
+        assert_eq!(kept(&[literal(CmpOp::Eq, -0.0)]), [true, true, true, false]);
+        assert_eq!(kept(&[literal(CmpOp::Lt, 0.0)]), [false; 4]);
+        assert_eq!(
+            kept(&[literal(CmpOp::GtEq, 0.0), literal(CmpOp::LtEq, -0.0)]),
+            [true, true, true, false]
+        );
+        let columns = Predicate::CompareColumns {
+            left: 0,
+            op: CmpOp::Eq,
+            right: 1,
+        };
+        assert_eq!(kept(&[columns]), [true, true, true, false]);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! output to the host; besides it, the host reads the overflow flag, the group count and
 //! each string key's byte total (4 bytes each).
 //!
-//! A decimal SUM is summed as two 32-bit halves of its images, which cannot overflow in a
-//! batch under 2^31 rows; the host puts them together in 128 bits.
+//! An integer or decimal SUM is summed as two 32-bit halves of its images, which cannot
+//! overflow in a batch under 2^31 rows; the host puts them together in 128 bits.
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ use arrow::array::Array;
 use arrow::datatypes::Schema;
 use oxidelake_core::EngineError;
 
-use super::images::{string_column, write_images};
+use super::images::{float_order_key, string_column, write_images};
 use super::{Literal, Predicate, ValueClass, check_predicates, value_class};
 
 /// Opcodes of a [`DeviceProgram`] (`I_*` in `filter_project.cu`).
@@ -323,8 +323,8 @@ pub fn run_program_on_host(
                     let r = other.map_or(program.literals[i], |o| images[o][row]);
                     let (mut l, mut r) = (images[slot][row], r);
                     if program.slots[slot].1 == ValueClass::Float {
-                        l = total_order_key(l);
-                        r = total_order_key(r);
+                        l = float_order_key(l);
+                        r = float_order_key(r);
                     }
                     stack.push(u8::from(holds(l.cmp(&r), program.args[i])));
                 }
@@ -421,9 +421,4 @@ fn kleene(and: bool, a: u8, b: u8) -> u8 {
     } else {
         2
     }
-}
-
-/// Maps IEEE-754 bit patterns to integers ordered like `f64::total_cmp`.
-fn total_order_key(bits: i64) -> i64 {
-    bits ^ (((bits >> 63) as u64) >> 1) as i64
 }

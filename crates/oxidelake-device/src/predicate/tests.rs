@@ -173,6 +173,36 @@ fn a_compiled_program_keeps_exactly_the_rows_the_cpu_kernels_keep() {
 }
 
 #[test]
+fn a_compiled_program_holds_signed_zeros_equal_as_the_cpu_path_does() {
+    let b = batch();
+    let f = b.column(3).as_any().downcast_ref::<Float32Array>().unwrap();
+    let zeros: Vec<bool> = (0..b.num_rows())
+        .map(|i| f.is_valid(i) && f.value(i) == 0.0)
+        .collect();
+    assert!(zeros.iter().filter(|z| **z).count() > 2, "both zeros occur");
+    for literal in [0.0, -0.0] {
+        let equal = [cmp(3, CmpOp::Eq, Literal::Float64(literal))];
+        assert_eq!(program_keeps(&b, &equal), zeros, "f = {literal:?}");
+        assert_eq!(cpu_keeps(&b, &equal), zeros, "f = {literal:?}");
+        let between = [
+            cmp(3, CmpOp::GtEq, Literal::Float64(literal)),
+            cmp(3, CmpOp::LtEq, Literal::Float64(-literal)),
+        ];
+        assert_eq!(program_keeps(&b, &between), zeros, "f between ±0");
+        assert_eq!(cpu_keeps(&b, &between), zeros, "f between ±0");
+        let below = [cmp(3, CmpOp::Lt, Literal::Float64(literal))];
+        assert_eq!(program_keeps(&b, &below), cpu_keeps(&b, &below));
+        assert!(
+            program_keeps(&b, &below)
+                .iter()
+                .zip(&zeros)
+                .all(|(kept, zero)| !(*kept && *zero)),
+            "no zero is below {literal:?}"
+        );
+    }
+}
+
+#[test]
 fn literals_that_do_not_fit_the_column_type_are_unsupported() {
     let b = batch();
     for predicate in [

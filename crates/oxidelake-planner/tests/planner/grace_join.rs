@@ -3,17 +3,20 @@
 //! spill through grace partitions and return the stock join's rows.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{ArrayRef, Int64Array, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::memory_pool::{
+    GreedyMemoryPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use oxidelake_compute::{GraceHashJoinExec, RepartitionGrantPool};
+use oxidelake_compute::{GRACE_MAX_DEPTH, GraceHashJoinExec, RepartitionGrantPool};
 use oxidelake_core::BackendKind;
 use oxidelake_planner::{
     FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget, embedded_optimizer_rules,
@@ -93,6 +96,14 @@ fn session(spill_joins: bool, pool_bytes: Option<usize>) -> SessionContext {
 
 /// [`session`] with the given options.
 fn session_with(options: OxideOptions, pool_bytes: Option<usize>) -> SessionContext {
+    let pool =
+        pool_bytes.map(|bytes| Arc::new(GreedyMemoryPool::new(bytes)) as Arc<dyn MemoryPool>);
+    session_in(options, pool)
+}
+
+/// [`session_with`] over `pool` (unbounded when `None`), wrapped as an embedded session
+/// wraps its pool.
+fn session_in(options: OxideOptions, pool: Option<Arc<dyn MemoryPool>>) -> SessionContext {
     let mut config = SessionConfig::new()
         .with_target_partitions(2)
         .with_batch_size(1000)
@@ -101,12 +112,10 @@ fn session_with(options: OxideOptions, pool_bytes: Option<usize>) -> SessionCont
     optimizer.hash_join_single_partition_threshold = 0;
     optimizer.hash_join_single_partition_threshold_rows = 0;
     let mut runtime = RuntimeEnvBuilder::new();
-    if let Some(bytes) = pool_bytes {
+    if let Some(pool) = pool {
         // As a session's pool is: DataFusion 55.2's RepartitionExec can deadlock when it
         // spills (`RepartitionGrantPool`), which this pool would make it do.
-        runtime = runtime.with_memory_pool(Arc::new(RepartitionGrantPool::new(Arc::new(
-            GreedyMemoryPool::new(bytes),
-        ))));
+        runtime = runtime.with_memory_pool(Arc::new(RepartitionGrantPool::new(pool)));
     }
     let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(BackendKind::CpuSimd)));
     let state = SessionStateBuilder::new()
@@ -361,4 +370,263 @@ fn find_grace(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         return Some(Arc::clone(plan));
     }
     plan.children().into_iter().find_map(find_grace)
+}
+
+/// The largest value of metric `name` in any partition of the plan's grace joins.
+fn grace_metric_max(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    let own = plan
+        .downcast_ref::<GraceHashJoinExec>()
+        .and_then(|_| plan.metrics())
+        .map_or(0, |metrics| {
+            metrics
+                .iter()
+                .filter(|metric| metric.value().name() == name)
+                .map(|metric| metric.value().as_usize())
+                .max()
+                .unwrap_or(0)
+        });
+    plan.children()
+        .into_iter()
+        .map(|child| grace_metric_max(child, name))
+        .fold(own, usize::max)
+}
+
+/// A greedy pool of `limit_bytes` that remembers the most it held at once.
+#[derive(Debug)]
+struct PeakPool {
+    inner: GreedyMemoryPool,
+    peak_bytes: AtomicUsize,
+}
+
+impl PeakPool {
+    fn new(limit_bytes: usize) -> Self {
+        Self {
+            inner: GreedyMemoryPool::new(limit_bytes),
+            peak_bytes: AtomicUsize::new(0),
+        }
+    }
+
+    fn peak_bytes(&self) -> usize {
+        self.peak_bytes.load(Ordering::Relaxed)
+    }
+
+    fn note_peak(&self) {
+        self.peak_bytes
+            .fetch_max(self.inner.reserved(), Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for PeakPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.inner, f)
+    }
+}
+
+impl MemoryPool for PeakPool {
+    fn name(&self) -> &str {
+        "peak"
+    }
+
+    fn register(&self, consumer: &MemoryConsumer) {
+        self.inner.register(consumer);
+    }
+
+    fn unregister(&self, consumer: &MemoryConsumer) {
+        self.inner.unregister(consumer);
+    }
+
+    fn grow(&self, reservation: &MemoryReservation, additional: usize) {
+        self.inner.grow(reservation, additional);
+        self.note_peak();
+    }
+
+    fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
+        self.inner.shrink(reservation, shrink);
+    }
+
+    fn try_grow(
+        &self,
+        reservation: &MemoryReservation,
+        additional: usize,
+    ) -> datafusion::error::Result<()> {
+        self.inner.try_grow(reservation, additional)?;
+        self.note_peak();
+        Ok(())
+    }
+
+    fn reserved(&self) -> usize {
+        self.inner.reserved()
+    }
+
+    fn memory_limit(&self) -> MemoryLimit {
+        self.inner.memory_limit()
+    }
+}
+
+/// The rows of `plan`'s partitions, run one after another: each partition's grace steps
+/// then have the pool to themselves, so how deep they split does not depend on how the
+/// partitions interleave.
+async fn run_partitions_in_turn(
+    plan: &Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+) -> Vec<String> {
+    let mut batches = Vec::new();
+    for partition in 0..plan.properties().partitioning.partition_count() {
+        let stream = plan.execute(partition, ctx.task_ctx()).unwrap();
+        let running = datafusion::physical_plan::common::collect(stream);
+        let part = tokio::time::timeout(std::time::Duration::from_secs(120), running)
+            .await
+            .unwrap_or_else(|_| panic!("partition {partition}: no answer within 120 s"))
+            .unwrap();
+        batches.extend(part);
+    }
+    sorted_rows(&batches)
+}
+
+/// Issue 44, item 8. The GPU pair join's build side used to be counted with
+/// `get_array_memory_size`, which counts the 128 KiB chunk a spill-file batch was decoded
+/// from once for each of its buffers: no spilled pair ever fitted, and every one was
+/// split again down to the last level (a TPC-H lineitem self-join took 25–121 s placed
+/// for cuda, 0.2–0.75 s placed for cpu). Counted as the stock join counts, a pair
+/// placed for cuda splits no deeper and no more often than placed for cpu, within the
+/// same pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_pairs_of_a_spilling_join_split_no_deeper_than_cpu_pairs_and_stay_within_the_pool() {
+    const POOL_BYTES: usize = 512 << 10;
+    let stock = session(false, None);
+    let (_, expected) = run(&stock, JOINS[0]).await;
+    // (rows, deepest split level, splits) placed for cpu, then for cuda.
+    let mut runs = Vec::new();
+    for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+        let pool = Arc::new(PeakPool::new(POOL_BYTES));
+        let options = OxideOptions {
+            placement_target: target,
+            spill_joins: true,
+            ..OxideOptions::default()
+        };
+        let ctx = session_in(options, Some(Arc::clone(&pool) as Arc<dyn MemoryPool>));
+        let plan = physical_plan(&ctx, JOINS[0]).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        if target == PlacementTarget::Cuda {
+            assert!(text.contains("pairs=GpuHashJoinExec[cuda]"), "{text}");
+        }
+        let grace = find_grace(&plan).expect("a grace join");
+        let rows = run_partitions_in_turn(&grace, &ctx).await;
+        assert_eq!(rows.len(), expected.len(), "{target:?}\n{text}");
+        assert!(
+            pool.peak_bytes() <= POOL_BYTES,
+            "{target:?}: the pool held {} bytes at once, past its {POOL_BYTES}",
+            pool.peak_bytes()
+        );
+        runs.push((
+            rows,
+            grace_metric_max(&grace, "grace_split_depth"),
+            grace_metric(&grace, "grace_splits"),
+        ));
+    }
+    let (cpu_rows, cpu_depth, cpu_splits) = &runs[0];
+    let (cuda_rows, cuda_depth, cuda_splits) = &runs[1];
+    assert!(
+        *cpu_splits > 0 && *cpu_depth >= 1,
+        "a {POOL_BYTES}-byte pool makes the build side spill"
+    );
+    assert!(cuda_rows == cpu_rows, "rows differ between the placements");
+    assert!(
+        cuda_depth <= cpu_depth && *cuda_depth < GRACE_MAX_DEPTH as usize,
+        "placed for cuda the pairs were split {cuda_depth} levels deep, placed for cpu {cpu_depth}"
+    );
+    assert!(
+        cuda_splits <= cpu_splits,
+        "placed for cuda {cuda_splits} build sides were split, placed for cpu {cpu_splits}"
+    );
+}
+
+/// `nb`: 40,000 rows, three in four with a NULL key, the others 8 to a key (multiples of
+/// 4 below 5,000). `ns`: 20,000 rows, three in four with a NULL key, the others 10 to a
+/// key (multiples of 12 below 6,000). Both in two partitions of 1,000-row batches.
+fn register_null_key_tables(ctx: &SessionContext) {
+    let schema = |value: &str| -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new(value, DataType::Int64, false),
+        ]))
+    };
+    let table = |schema: SchemaRef, rows: i64, key: fn(i64) -> i64| {
+        let batch = |start: i64| {
+            let rows = start..start + 1000;
+            RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(Int64Array::from_iter(
+                        rows.clone().map(|i| (i % 4 == 0).then(|| key(i))),
+                    )) as ArrayRef,
+                    Arc::new(Int64Array::from_iter_values(rows.map(|i| i % 7))),
+                ],
+            )
+            .unwrap()
+        };
+        let per_partition = rows / 1000 / 2;
+        let partitions: Vec<Vec<RecordBatch>> = (0..2)
+            .map(|p| {
+                (0..per_partition)
+                    .map(|b| batch((p * per_partition + b) * 1000))
+                    .collect()
+            })
+            .collect();
+        MemTable::try_new(Arc::clone(&schema), partitions).unwrap()
+    };
+    let nb = table(schema("bv"), 40_000, |i| i % 5000);
+    let ns = table(schema("sv"), 20_000, |i| (i * 3) % 6000);
+    ctx.register_table("nb", Arc::new(nb)).unwrap();
+    ctx.register_table("ns", Arc::new(ns)).unwrap();
+}
+
+const NULL_KEY_JOINS: [&str; 5] = [
+    "SELECT nb.k, nb.bv, ns.sv FROM nb JOIN ns ON nb.k = ns.k",
+    "SELECT nb.k, nb.bv FROM nb WHERE EXISTS (SELECT 1 FROM ns WHERE ns.k = nb.k)",
+    "SELECT nb.k, nb.bv FROM nb WHERE NOT EXISTS (SELECT 1 FROM ns WHERE ns.k = nb.k)",
+    "SELECT nb.k, nb.bv, ns.sv FROM nb LEFT JOIN ns ON nb.k = ns.k",
+    "SELECT nb.k, nb.bv, ns.k, ns.sv FROM nb FULL JOIN ns ON nb.k = ns.k",
+];
+
+/// Issue 44, item 9. A NULL key hashes alike under every split seed, so the NULL-key rows
+/// of a partition all went to one part that no split could make smaller, and a build
+/// side holding more of them than the pool failed with "a join key with that many rows
+/// cannot be split further". They match nothing: the inner and semi joins drop them
+/// before partitioning, and the outer and anti joins that emit them deal them out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_join_keys_under_a_small_pool_give_the_stock_rows_on_both_placements() {
+    let stock = session(false, None);
+    register_null_key_tables(&stock);
+    for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+        let options = OxideOptions {
+            placement_target: target,
+            spill_joins: true,
+            ..OxideOptions::default()
+        };
+        let limited = session_with(options, Some(256 << 10));
+        register_null_key_tables(&limited);
+        for sql in NULL_KEY_JOINS {
+            let (_, expected) = run(&stock, sql).await;
+            let (plan, rows) = run(&limited, sql).await;
+            let text = displayable(plan.as_ref()).indent(true).to_string();
+            assert!(
+                text.contains("GraceHashJoinExec"),
+                "{target:?}: {sql}\n{text}"
+            );
+            assert_eq!(rows.len(), expected.len(), "{target:?}: {sql}");
+            assert!(rows == expected, "rows differ, {target:?}: {sql}");
+        }
+        // The inner join, on the device where placed for cuda, never holds or
+        // partitions a NULL-key row.
+        let (plan, _) = run(&limited, NULL_KEY_JOINS[0]).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        if target == PlacementTarget::Cuda {
+            assert!(text.contains("pairs=GpuHashJoinExec[cuda]"), "{text}");
+        }
+        assert!(
+            grace_metric(&plan, "null_key_rows_dropped") > 0,
+            "{target:?}\n{text}"
+        );
+    }
 }

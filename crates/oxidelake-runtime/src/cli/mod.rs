@@ -1,6 +1,8 @@
 //! The pieces of the `oxide` command line: data generation, statement running and
 //! output, the prompt's commands and the REPL, table registration and the demo.
 
+pub mod arguments;
+mod cluster_cancel;
 pub mod demo;
 pub mod driver;
 pub mod error_line;

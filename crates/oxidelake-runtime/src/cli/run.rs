@@ -1,15 +1,16 @@
 //! Running one statement the way the `oxide sql` user sees it: results streamed in the
 //! chosen format on stdout; row count, time and spills on stderr; Ctrl-C cancels the
-//! query rather than the process.
+//! query (on a cluster, its job too) rather than the process.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use oxidelake_core::EngineError;
 
+use super::cluster_cancel::ClusterQuery;
 use super::interrupt::next_interrupt;
 use super::output::{Format, MaxRows, Printed, ResultPrinter};
-use crate::{OxideSession, SpillSummary};
+use crate::{OxideSession, QueryStream, SpillSummary, check_statement_depth};
 
 /// How statements print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,9 @@ pub enum Ran {
 }
 
 /// Runs one statement and prints its result; Ctrl-C (SIGINT) while it runs drops the
-/// query (DataFusion stops its streams) and returns [`Ran::Cancelled`].
+/// query (DataFusion stops its streams; on a cluster the scheduler is asked to cancel
+/// the job) and returns [`Ran::Cancelled`]. A statement nested deeper than
+/// [`crate::MAX_STATEMENT_DEPTH`] is refused before it is parsed.
 pub async fn run_statement(
     session: &OxideSession,
     sql: &str,
@@ -54,12 +57,31 @@ pub async fn run_statement(
 ) -> Result<Ran, EngineError> {
     let started = Instant::now();
     // Watching starts before the statement does, so an early Ctrl-C counts too.
-    let interrupt = next_interrupt();
-    let run = print_statement(session, sql, options, out);
-    let (printed, spills) = tokio::select! {
-        result = run => result?,
-        () = interrupt => {
+    let mut interrupt = std::pin::pin!(next_interrupt());
+    let dialect = session
+        .context()
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect;
+    check_statement_depth(sql, dialect.as_ref())?;
+    let stream = tokio::select! {
+        stream = session.sql_stream(sql) => stream?,
+        () = &mut interrupt => {
             eprintln!("Query cancelled.");
+            return Ok(Ran::Cancelled);
+        }
+    };
+    let cluster = ClusterQuery::of(session, &stream);
+    let mut run = std::pin::pin!(print_stream(stream, options, out));
+    let (printed, spills) = tokio::select! {
+        result = &mut run => result?,
+        () = &mut interrupt => {
+            eprintln!("Query cancelled.");
+            if let Some(query) = cluster {
+                eprintln!("{}", query.cancel(run).await);
+            }
             return Ok(Ran::Cancelled);
         }
     };
@@ -72,13 +94,11 @@ pub async fn run_statement(
     Ok(Ran::Done)
 }
 
-async fn print_statement(
-    session: &OxideSession,
-    sql: &str,
+async fn print_stream(
+    mut stream: QueryStream,
     options: &RunOptions,
     out: &mut impl Write,
 ) -> Result<(Printed, SpillSummary), EngineError> {
-    let mut stream = session.sql_stream(sql).await?;
     let schema = stream.schema();
     if schema.fields().is_empty() {
         // SET, CREATE and the like: nothing to print but the count.

@@ -32,18 +32,27 @@ pub async fn register_data_dir(
                 .filter_map(Result::ok)
                 .any(|e| e.path().extension().is_some_and(|x| x == "parquet"));
             if has_parquet {
-                session
-                    .register_parquet(&stem, &format!("{}/", path.display()))
-                    .await?;
+                let location = format!("{}/", text_path(&path)?);
+                session.register_parquet(&stem, &location).await?;
                 tables.push(stem);
             }
         } else if path.extension().is_some_and(|x| x == "parquet") {
-            session
-                .register_parquet(&stem, &path.display().to_string())
-                .await?;
+            session.register_parquet(&stem, text_path(&path)?).await?;
             tables.push(stem);
         }
     }
     tables.sort();
     Ok(tables)
+}
+
+/// `path` as text: a table's location is a URL, which DataFusion takes as a string, so
+/// a path that is not UTF-8 is refused by name rather than read in a garbled form.
+fn text_path(path: &Path) -> Result<&str, EngineError> {
+    path.to_str().ok_or_else(|| EngineError::InvalidArgument {
+        what: "--data",
+        detail: format!(
+            "{path:?} is not UTF-8 text: a table's location is a URL, which must be \
+             text; rename it"
+        ),
+    })
 }

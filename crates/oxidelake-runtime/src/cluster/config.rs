@@ -15,7 +15,7 @@ use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use oxidelake_core::BackendKind;
 use oxidelake_planner::{
     DeviceTransitionRule, FixedProbe, HardwarePlacementRule, OxideOptions, OxidePhysicalCodec,
-    PlacementTarget, physical_optimizer_rules,
+    PlacementTarget, SignedZeroInListRule, physical_optimizer_rules,
 };
 
 use super::FileAccess;
@@ -52,7 +52,8 @@ pub fn cluster_session_config() -> SessionConfig {
 /// The scheduler's session state for `config`: Ballista's defaults plus the placement
 /// rule, where `auto` means `cluster_backend`, the file-access check first (before any
 /// rule can replace a scan, e.g. a COUNT(*) answered from statistics) and the device
-/// transition rule last.
+/// transition rule last; with allowed roots, its table factories and object stores
+/// guarded too ([`FileAccess::guard_session`]).
 pub fn scheduler_session_state(
     config: SessionConfig,
     cluster_backend: BackendKind,
@@ -68,10 +69,13 @@ pub fn scheduler_session_state(
     rules.push(Arc::new(DeviceTransitionRule));
     let mut state = SessionStateBuilder::new_from_existing(state)
         .with_physical_optimizer_rules(rules)
+        .with_optimizer_rule(Arc::new(SignedZeroInListRule::new()))
         .build();
     register_nested_functions(&mut state)?;
     crate::install_object_stores(state.runtime_env());
-    Ok(state)
+    // Last, over the stores just installed: DDL and every object-store call of the
+    // session are checked against the roots before any I/O, not only planned scans.
+    access.guard_session(state)
 }
 
 fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Result<()> {
@@ -81,6 +85,9 @@ fn register_nested_functions(state: &mut SessionState) -> datafusion::error::Res
         .chain(crate::oxide_scalar_udfs())
     {
         state.register_udf(f)?;
+    }
+    for f in crate::oxide_aggregate_udfs() {
+        state.register_udaf(f)?;
     }
     Ok(())
 }
@@ -112,7 +119,9 @@ pub fn cluster_codec_arc() -> Arc<dyn PhysicalExtensionCodec> {
 }
 
 /// The executors' function registry: DataFusion's defaults plus the nested (array)
-/// functions, which Ballista's default registry lacks (`array_distance` lives there).
+/// functions, which Ballista's default registry lacks (`array_distance` lives there),
+/// OxideLake's UDFs, and its `min`/`max` in place of DataFusion's (an executor decodes a
+/// plan's aggregates by name).
 pub fn executor_function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in datafusion::functions_nested::all_default_nested_functions()
@@ -120,6 +129,9 @@ pub fn executor_function_registry() -> BallistaFunctionRegistry {
         .chain(crate::oxide_scalar_udfs())
     {
         registry.scalar_functions.insert(f.name().to_string(), f);
+    }
+    for f in crate::oxide_aggregate_udfs() {
+        registry.aggregate_functions.insert(f.name().to_string(), f);
     }
     registry
 }

@@ -74,6 +74,14 @@ fn diagnose(text: &str) -> Option<Diagnosis> {
              --external-host for results)"
         ));
     }
+    if stopped_answering(text) {
+        return likely(
+            "the cluster stopped answering: the scheduler (or a worker serving results) \
+             let a request run past its deadline or a liveness ping go unanswered; it \
+             may be stopped, hung or cut off"
+                .into(),
+        );
+    }
     // A TLS member drops a plaintext client, or one whose certificate it refused, as
     // soon as it reads the first bytes; which of these the client sees depends on how
     // far it got by then. A member that stopped looks the same.
@@ -92,6 +100,20 @@ fn diagnose(text: &str) -> Option<Diagnosis> {
         );
     }
     None
+}
+
+/// Whether `text` is a request that ran past its deadline or a connection whose
+/// liveness ping went unanswered (`super::Liveness`), as tonic and hyper word them.
+fn stopped_answering(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        "timeout expired",
+        "keep-alive timed out",
+        "keepalivetimedout",
+    ]
+    .iter()
+    .any(|said| lower.contains(said))
+        || (lower.contains("unavailable") && lower.contains("http2 error"))
 }
 
 /// The word after `marker` in `text` (up to a quote, parenthesis or brace).
@@ -140,6 +162,25 @@ mod tests {
                 .map(|d| d.text().to_string())
                 .unwrap_or_default();
             assert!(said.contains(expected), "{text}\n→ {said}");
+        }
+    }
+
+    #[test]
+    fn a_member_that_stopped_answering_is_named_as_such() {
+        for text in [
+            // A request past its deadline.
+            r#"Status { code: Cancelled, message: "Timeout expired", source: Some(TimeoutExpired(())) }"#,
+            // The job-status stream, after a ping went unanswered.
+            r#"code: 'The service is currently unavailable', message: "http2 error""#,
+            r#"hyper::Error(Http2, KeepAliveTimedOut)"#,
+        ] {
+            let said = diagnose(text)
+                .map(|d| d.text().to_string())
+                .unwrap_or_default();
+            assert!(
+                said.contains("the cluster stopped answering"),
+                "{text}\n→ {said}"
+            );
         }
     }
 

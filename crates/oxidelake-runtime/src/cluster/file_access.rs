@@ -3,25 +3,36 @@
 //! A cluster member reads and writes whatever paths a client's SQL names: a
 //! `CREATE EXTERNAL TABLE … LOCATION '/etc'` followed by a `SELECT`, a URL table, a
 //! `COPY … TO '/home/…'`. The workers do it with their own permissions, on their own
-//! hosts. With allowed roots, the scheduler refuses every physical plan that scans a
-//! file or writes a file outside them, before any task reaches a worker.
+//! hosts, and the scheduler does it itself while it plans: it lists a scan's files and
+//! reads their footers, and a Flight SQL client's DDL runs there, schema inference
+//! included. With allowed roots the scheduler checks every location it is handed, in
+//! three places, each before the I/O it guards:
 //!
-//! The check runs on the scheduler, as the first physical optimizer rule, because the
-//! scheduler is the member that turns a client's logical plan into tasks: a limit held
-//! by the client (a session setting) would bind only well-behaved clients. It compares
-//! object-store paths segment by segment (`Path::prefix_matches`), so `/data/lake2` is
-//! not inside `/data/lake`, and a local root is canonicalised once at startup.
+//! ```text
+//!  Flight SQL CREATE EXTERNAL TABLE ── table factory: LOCATION as written (factory.rs)
+//!  anything the scheduler's session        │
+//!  lists, infers or reads ──────────────── object stores: every call's path (store.rs)
+//!  a planned scan or write ─────────────── physical rule: each file and sink (here),
+//!                                          before any task reaches a worker
+//! ```
 //!
-//! Symbolic links: a local path is also resolved on the scheduler's host (its nearest
-//! existing ancestor made canonical), and refused when it leads outside the roots, so
-//! a link inside a root that points elsewhere is caught on a file system the scheduler
-//! shares with the workers. What it does not cover: a link that resolves differently
-//! on a worker's host than on the scheduler's, or one created after the query was
-//! planned, or a link planted where a partitioned write will create a directory
-//! (`root/out/k=1`); a path the scheduler cannot resolve (a dangling link, a directory
-//! it may not enter) is refused. Listing a directory named by `CREATE EXTERNAL TABLE`
-//! happens on the client and, for the files of a scan, on the scheduler before the
-//! check (names and sizes, no contents).
+//! The check runs on the scheduler because the scheduler is the member that turns a
+//! client's logical plan into tasks: a limit held by the client (a session setting)
+//! would bind only well-behaved clients. It compares object-store paths segment by
+//! segment (`Path::prefix_matches`), so `/data/lake2` is not inside `/data/lake`, and a
+//! local root is canonicalised once at startup. A path outside the roots is refused on
+//! its text alone, before the file system is asked anything, so the refusal reads the
+//! same whether or not something is there (a client learns neither bytes nor existence).
+//!
+//! Symbolic links: a local path inside the roots is also resolved on the scheduler's
+//! host (its nearest existing ancestor made canonical), and refused when it leads
+//! outside them, so a link inside a root that points elsewhere is caught on a file
+//! system the scheduler shares with the workers — also a link met while listing a
+//! directory, since each file is checked again when it is read. What it does not cover:
+//! a link that resolves differently on a worker's host than on the scheduler's, or one
+//! created after the query was planned, or a link planted where a partitioned write
+//! will create a directory (`root/out/k=1`); a path the scheduler cannot resolve (a
+//! dangling link, a directory it may not enter) is refused.
 
 use std::any::Any;
 use std::fmt;
@@ -35,9 +46,20 @@ use datafusion::datasource::physical_plan::{FileScanConfig, FileSink};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::object_store::ObjectStoreRegistry;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionState;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use object_store::path::Path;
+
+mod factory;
+mod location;
+mod store;
+
+use factory::RootedTableFactory;
+use store::RootedRegistry;
 
 /// One allowed root: an object store and a path prefix inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +100,8 @@ impl AllowedRoot {
     }
 }
 
-/// The scheduler's allowed roots, as a physical optimizer rule.
+/// The scheduler's allowed roots: a physical optimizer rule, and a guard on its
+/// sessions' table factories and object stores ([`FileAccess::guard_session`]).
 #[derive(Debug, Clone, Default)]
 pub struct FileAccess {
     roots: Vec<AllowedRoot>,
@@ -100,36 +123,79 @@ impl FileAccess {
         self.roots.iter().any(|root| root.contains(store, path))
     }
 
+    /// `state` with its file access limited to the roots before any I/O: each `CREATE
+    /// EXTERNAL TABLE` location is checked as written before DataFusion looks at it, and
+    /// every call of the session's object stores (a scan's listing and footers, schema
+    /// and partition inference, a URL table) before it reaches the store. The physical
+    /// rule itself is installed by the caller, among its optimizer rules. `state` is
+    /// returned as it is when no limit is configured.
+    pub fn guard_session(&self, state: SessionState) -> Result<SessionState> {
+        if !self.is_limited() {
+            return Ok(state);
+        }
+        let access = Arc::new(self.clone());
+        let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(RootedRegistry::new(
+            Arc::clone(&state.runtime_env().object_store_registry),
+            Arc::clone(&access),
+        ));
+        let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
+            .with_object_store_registry(registry)
+            .build_arc()?;
+        let session_id = state.session_id().to_string();
+        let mut state = SessionStateBuilder::new_from_existing(state)
+            .with_session_id(session_id)
+            .with_runtime_env(runtime)
+            .build();
+        for factory in state.table_factories_mut().values_mut() {
+            let inner = Arc::clone(factory);
+            *factory = Arc::new(RootedTableFactory::new(inner, Arc::clone(&access)));
+        }
+        Ok(state)
+    }
+
     /// Refuses `path` (read or written, as `what` says) when it lies outside the roots
     /// as written, or when on this host it leads outside them through a symbolic link.
     fn check_path(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> Result<()> {
+        self.admit(what, store, path).map_err(DataFusionError::Plan)
+    }
+
+    /// Why `path` may not be touched (read, listed or written, as `what` says), if it may
+    /// not. A path outside the roots as written is refused on its text alone, before the
+    /// file system is asked anything, so the words are the same whether or not it
+    /// exists; one inside them is resolved on this host and refused when it leads
+    /// outside them through a symbolic link or cannot be resolved.
+    fn admit(
+        &self,
+        what: &str,
+        store: &ObjectStoreUrl,
+        path: &Path,
+    ) -> std::result::Result<(), String> {
+        if !self.is_limited() {
+            return Ok(());
+        }
         if !self.allows(store, path) {
-            return Err(self.refusal(what, store, path));
+            return Err(format!(
+                "{what} {} is outside the cluster's allowed roots ({}); the scheduler's \
+                 --allowed-root sets them",
+                shown(store, path),
+                self
+            ));
         }
         match resolved(store, path) {
-            Ok(Some(real)) if !self.allows(store, &real) => Err(DataFusionError::Plan(format!(
+            Ok(Some(real)) if !self.allows(store, &real) => Err(format!(
                 "{what} {} leads through a symbolic link to {}, outside the cluster's \
                  allowed roots ({}); the scheduler's --allowed-root sets them",
                 shown(store, path),
                 shown(store, &real),
                 self
-            ))),
+            )),
             Ok(_) => Ok(()),
-            Err(why) => Err(DataFusionError::Plan(format!(
+            Err(why) => Err(format!(
                 "{what} {}: the scheduler cannot tell where it leads ({why}), and the \
                  cluster's file access is limited to {self}",
                 shown(store, path)
-            ))),
+            )),
         }
-    }
-
-    fn refusal(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> DataFusionError {
-        DataFusionError::Plan(format!(
-            "{what} {} is outside the cluster's allowed roots ({}); the scheduler's \
-             --allowed-root sets them",
-            shown(store, path),
-            self
-        ))
     }
 
     /// Refuses `node` if it scans or writes a file outside the roots.
@@ -250,6 +316,8 @@ impl PhysicalOptimizerRule for FileAccess {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
     use super::*;
 
     fn local(path: &std::path::Path) -> Path {
@@ -348,6 +416,114 @@ mod tests {
                 .check_path("reading", &store, &local(&root.join(inside)))
                 .unwrap_or_else(|e| panic!("{inside}: {e}"));
         }
+    }
+
+    /// A guarded session over `root` (information_schema on), with `root/ok.csv` declared
+    /// as `ok`; and a directory outside it holding `creds.txt`, whose lines hold `SECRET`.
+    async fn guarded_context(
+        dir: &std::path::Path,
+    ) -> (SessionContext, std::path::PathBuf, std::path::PathBuf) {
+        // Canonical, as the root is: a location is compared with it as written.
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let (root, outside) = (dir.join("lake"), dir.join("outside"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("ok.csv"), b"visible_col\n1\n").unwrap();
+        std::fs::write(
+            outside.join("creds.txt"),
+            b"root:SECRET-HASH:19000\nsecond SECRET line\n",
+        )
+        .unwrap();
+        let access = FileAccess::new(vec![AllowedRoot::parse(root.to_str().unwrap()).unwrap()]);
+        let state = SessionStateBuilder::new()
+            .with_default_features()
+            .with_config(SessionConfig::new().with_information_schema(true))
+            .build();
+        let ctx = SessionContext::new_with_state(access.guard_session(state).unwrap());
+        run(&ctx, &create_csv("ok", &root.join("ok.csv")))
+            .await
+            .unwrap();
+        (ctx, root, outside)
+    }
+
+    fn create_csv(name: &str, location: &std::path::Path) -> String {
+        format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS CSV LOCATION '{}' \
+             OPTIONS ('format.delimiter' '|', 'format.has_header' 'true')",
+            location.display()
+        )
+    }
+
+    /// `sql`'s result, pretty-printed, or its error's text.
+    async fn run(ctx: &SessionContext, sql: &str) -> std::result::Result<String, String> {
+        let frame = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+        let batches = frame.collect().await.map_err(|e| e.to_string())?;
+        Ok(arrow::util::pretty::pretty_format_batches(&batches)
+            .map_err(|e| e.to_string())?
+            .to_string())
+    }
+
+    #[tokio::test]
+    async fn an_external_table_outside_the_roots_is_refused_alike_whether_or_not_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, _root, outside) = guarded_context(dir.path()).await;
+        let mut refusals = Vec::new();
+        for (name, file) in [("c", "creds.txt"), ("m", "absent.txt")] {
+            let refusal = run(&ctx, &create_csv(name, &outside.join(file)))
+                .await
+                .unwrap_err();
+            assert!(
+                refusal.contains("table location")
+                    && refusal.contains("outside the cluster's allowed roots"),
+                "{refusal}"
+            );
+            refusals.push(refusal.replace(file, "NAME"));
+        }
+        assert_eq!(
+            refusals[0], refusals[1],
+            "an existing and a missing file are refused in the same words"
+        );
+
+        let mut seen = refusals.join("\n");
+        for sql in [
+            "DESCRIBE c",
+            "SHOW COLUMNS FROM c",
+            "SELECT table_name, column_name FROM information_schema.columns",
+            "SELECT * FROM c",
+        ] {
+            let answer = run(&ctx, sql).await.unwrap_or_else(|e| e);
+            seen.push_str(&answer);
+        }
+        assert!(!seen.contains("SECRET"), "no byte of the file: {seen}");
+        let columns = run(&ctx, "SELECT column_name FROM information_schema.columns")
+            .await
+            .unwrap();
+        assert!(
+            columns.contains("visible_col"),
+            "the catalog answers for the table inside the root: {columns}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_symbolic_link_listed_in_a_table_directory_inside_the_roots_is_not_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, root, outside) = guarded_context(dir.path()).await;
+        let table_dir = root.join("t");
+        std::fs::create_dir(&table_dir).unwrap();
+        std::fs::write(table_dir.join("a.csv"), b"visible_col\n1\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("creds.txt"), table_dir.join("b.csv")).unwrap();
+
+        let refusal = run(&ctx, &create_csv("t", &table_dir.join("")))
+            .await
+            .unwrap_err();
+        assert!(
+            refusal.contains("leads through a symbolic link"),
+            "{refusal}"
+        );
+        assert!(!refusal.contains("SECRET"), "{refusal}");
+        let described = run(&ctx, "DESCRIBE t").await.unwrap_or_else(|e| e);
+        assert!(!described.contains("SECRET"), "{described}");
     }
 
     #[test]

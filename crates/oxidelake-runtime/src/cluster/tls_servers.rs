@@ -1,4 +1,5 @@
-//! The two listening services of a cluster served over mutual TLS.
+//! The scheduler's listening services served over mutual TLS (a worker's Arrow Flight
+//! server is `super::FlightListener`'s, with or without TLS).
 //!
 //! Ballista 55 lets a worker replace its Arrow Flight server (shuffle data) but serves
 //! the scheduler's gRPC through a plain `axum::serve` with no TLS hook. With TLS the
@@ -20,9 +21,6 @@ use ballista_core::error::BallistaError;
 use ballista_core::extension::BallistaConfigGrpcEndpoint;
 use ballista_core::flight_proxy_service::BallistaFlightProxyService;
 use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
-use ballista_core::utils::create_grpc_server;
-use ballista_executor::ArrowFlightServerProvider;
-use ballista_executor::flight_service::BallistaFlightService;
 use ballista_flight_sql::BallistaFlightSqlService;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
@@ -87,33 +85,6 @@ pub async fn serve_scheduler_tls(
         .serve(address)
         .await
         .map_err(|e| EngineError::io(format!("scheduler address {address}"), e))
-}
-
-/// The worker's Arrow Flight server (shuffle data) over mutual TLS, in place of
-/// Ballista's plaintext one, with the executor's message limits (bytes).
-pub fn tls_flight_server(
-    tls: &ClusterTls,
-    max_decoding_bytes: usize,
-    max_encoding_bytes: usize,
-) -> Arc<ArrowFlightServerProvider> {
-    let server_tls = tls.server_config();
-    Arc::new(move |work_dir, address, mut shutdown, grpc_config| {
-        let server_tls = server_tls.clone();
-        tokio::spawn(async move {
-            tracing::info!(%address, "Arrow Flight server (TLS) listening");
-            create_grpc_server(&grpc_config)
-                .tls_config(server_tls)
-                .map_err(BallistaError::TonicError)?
-                .add_service(
-                    FlightServiceServer::new(BallistaFlightService::new(work_dir))
-                        .max_decoding_message_size(max_decoding_bytes)
-                        .max_encoding_message_size(max_encoding_bytes),
-                )
-                .serve_with_shutdown(address, shutdown.recv())
-                .await
-                .map_err(BallistaError::TonicError)
-        })
-    })
 }
 
 /// Ballista's scheduler reads an executor's address from axum's `ConnectInfo` when the

@@ -2,47 +2,32 @@
 //! the client submitted (`DistributedQueryExec`) and, under it, every stage the cluster
 //! completed, with the operators the executors ran and their metrics.
 //!
-//! The figures come from the scheduler (`GetJobMetrics`, over one connection dialled
-//! as the session dials the scheduler: through its TLS hook when it has one). Ballista 55 reports a stage there once it has completed, so
-//! while a job runs the list grows stage by stage; what a running stage's tasks are
-//! doing is not reported to clients.
+//! The figures come from the scheduler (`GetJobMetrics`, through
+//! [`SchedulerClient`]: one connection dialled as the session dials the scheduler).
+//! Ballista 55 reports a stage there once it has completed, so while a job runs the
+//! list grows stage by stage; what a running stage's tasks are doing is not reported
+//! to clients.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ballista_core::execution_plans::DistributedQueryExec;
-use ballista_core::extension::{BallistaConfigGrpcEndpoint, SessionConfigExt};
-use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
-use ballista_core::serde::protobuf::{
-    CancelJobParams, GetJobMetricsParams, JobStageMetrics, OperatorMetricsSet, OperatorWithMetrics,
-};
+use ballista_core::serde::protobuf::{JobStageMetrics, OperatorMetricsSet, OperatorWithMetrics};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::MetricsSet;
-use datafusion_proto::protobuf::LogicalPlanNode;
 use oxidelake_core::BackendKind;
 use oxidelake_tui::{NodeStats, PlanNode};
-use tonic::transport::{Channel, Endpoint};
 
-use crate::{OxideSession, SessionMode};
+use crate::OxideSession;
+use crate::cluster::{SchedulerClient, submitted_job_id};
 
 use super::plan_view::{backend_of, stats_of};
 
 /// How often the scheduler is asked while the job runs.
 const POLL: Duration = Duration::from_millis(500);
 
-/// How long one request to the scheduler may take: a host that stopped answering must
-/// not stall the dashboard's updates.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// The job a cluster query submitted, followed through its scheduler.
 pub(crate) struct ClusterJob {
-    /// `http://host:port` of the scheduler.
-    endpoint: String,
-    /// The session's hook for dialling cluster members (TLS), if it has one.
-    customize: Option<Arc<BallistaConfigGrpcEndpoint>>,
-    /// The connection, once made; dropped after a failed request so the next one
-    /// dials again.
-    client: Option<SchedulerGrpcClient<Channel>>,
+    scheduler: SchedulerClient,
     last_asked: Option<Instant>,
     job_id: Option<String>,
     /// The stages last reported, kept when a later request fails.
@@ -54,68 +39,13 @@ pub(crate) struct ClusterJob {
 impl ClusterJob {
     /// Follows a cluster session's job on its scheduler; `None` for an embedded session.
     pub(crate) fn for_session(session: &OxideSession) -> Option<Self> {
-        let SessionMode::Cluster(url) = session.mode() else {
-            return None;
-        };
-        let address = url.strip_prefix("df://").unwrap_or(url);
         Some(Self {
-            endpoint: format!("http://{address}"),
-            customize: session
-                .context()
-                .copied_config()
-                .ballista_override_create_grpc_client_endpoint(),
-            client: None,
+            scheduler: SchedulerClient::for_session(session)?,
             last_asked: None,
             job_id: None,
             stages: Vec::new(),
             problem: None,
         })
-    }
-
-    /// The connection to the scheduler, dialled on first use.
-    async fn client(&mut self) -> Result<SchedulerGrpcClient<Channel>, String> {
-        if let Some(client) = &self.client {
-            return Ok(client.clone());
-        }
-        let endpoint = &self.endpoint;
-        let mut dial = Endpoint::from_shared(endpoint.clone())
-            .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
-        if let Some(customize) = &self.customize {
-            dial = customize
-                .configure_endpoint(dial)
-                .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
-        }
-        let channel = dial
-            .connect()
-            .await
-            .map_err(|e| format!("scheduler {endpoint}: {e}"))?;
-        let client = SchedulerGrpcClient::new(channel);
-        self.client = Some(client.clone());
-        Ok(client)
-    }
-
-    /// `call` with the scheduler's client, given up after [`REQUEST_TIMEOUT`]; a
-    /// failure drops the connection so the next request dials again.
-    async fn ask<T, F, Fut>(&mut self, call: F) -> Result<T, String>
-    where
-        F: FnOnce(SchedulerGrpcClient<Channel>) -> Fut,
-        Fut: std::future::Future<Output = Result<T, tonic::Status>>,
-    {
-        let endpoint = self.endpoint.clone();
-        let request = async {
-            let client = self.client().await?;
-            call(client)
-                .await
-                .map_err(|status| status.message().to_string())
-        };
-        let answer = tokio::time::timeout(REQUEST_TIMEOUT, request)
-            .await
-            .map_err(|_| format!("scheduler {endpoint} did not answer within {REQUEST_TIMEOUT:?}"))
-            .and_then(|answer| answer);
-        if answer.is_err() {
-            self.client = None;
-        }
-        answer
     }
 
     /// Asks the scheduler for the job's completed stages (once the client knows the job
@@ -127,13 +57,12 @@ impl ClusterJob {
         last: bool,
     ) -> Vec<PlanNode> {
         if self.job_id.is_none() {
-            self.job_id =
-                submitted_job(plan).and_then(|exec| exec.job_id().map(|id| id.into_inner()));
+            self.job_id = submitted_job_id(plan);
         }
         let due = last || self.last_asked.is_none_or(|at| at.elapsed() >= POLL);
         if let (Some(job_id), true) = (self.job_id.clone(), due) {
             self.last_asked = Some(Instant::now());
-            match self.fetch(&job_id).await {
+            match self.scheduler.job_stages(&job_id).await {
                 Ok(stages) => {
                     self.stages = stages;
                     self.problem = None;
@@ -148,36 +77,16 @@ impl ClusterJob {
         )
     }
 
-    async fn fetch(&mut self, job_id: &str) -> Result<Vec<JobStageMetrics>, String> {
-        let job_id = job_id.to_string();
-        let answer = self
-            .ask(|mut client| async move {
-                client.get_job_metrics(GetJobMetricsParams { job_id }).await
-            })
-            .await?;
-        Ok(answer.into_inner().stages)
-    }
-
     /// Cancels the job `plan` submitted, if the client knows its id: Ballista's client
     /// does not stop a job whose result stream is dropped, so a dashboard quit before
     /// the query finished would leave it running on the workers.
     pub(crate) async fn cancel(&mut self, plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
-        let Some(job_id) = submitted_job(plan).and_then(|exec| exec.job_id()) else {
+        let Some(job_id) = submitted_job_id(plan) else {
             return Ok(());
         };
-        let job_id = job_id.into_inner();
-        self.ask(|mut client| async move { client.cancel_job(CancelJobParams { job_id }).await })
-            .await?;
+        self.scheduler.cancel_job(&job_id).await?;
         Ok(())
     }
-}
-
-/// The `DistributedQueryExec` at or under the root of `plan` (EXPLAIN ANALYZE wraps it).
-fn submitted_job(plan: &Arc<dyn ExecutionPlan>) -> Option<&DistributedQueryExec<LogicalPlanNode>> {
-    if let Some(exec) = plan.downcast_ref::<DistributedQueryExec<LogicalPlanNode>>() {
-        return Some(exec);
-    }
-    plan.children().into_iter().find_map(submitted_job)
 }
 
 /// The operator list: a root row for the job, then each completed stage as a row with

@@ -33,7 +33,11 @@ pub(super) fn catalog_context(remote: &SessionContext) -> SessionContext {
         .with_runtime_env(Arc::clone(state.runtime_env()))
         .with_catalog_list(Arc::clone(state.catalog_list()))
         .build();
-    SessionContext::new_with_state(local)
+    let ctx = SessionContext::new_with_state(local);
+    for udaf in crate::oxide_aggregate_udfs() {
+        ctx.register_udaf(udaf.as_ref().clone());
+    }
+    ctx
 }
 
 /// Whether `plan` is answered by the catalog alone: `DESCRIBE t`, or a query that reads

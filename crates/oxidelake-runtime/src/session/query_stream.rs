@@ -72,6 +72,12 @@ impl QueryStream {
         Arc::clone(&self.schema)
     }
 
+    /// The executing plan (`None` for an answer computed without one): on a cluster,
+    /// the `DistributedQueryExec` that learns its job's id once the scheduler accepts it.
+    pub(crate) fn plan(&self) -> Option<&Arc<dyn ExecutionPlan>> {
+        self.plan.as_ref()
+    }
+
     /// The next batch; `None` once the result is complete.
     pub async fn next(&mut self) -> Option<Result<RecordBatch, EngineError>> {
         let item = self.inner.next().await;

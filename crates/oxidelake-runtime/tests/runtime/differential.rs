@@ -2,6 +2,8 @@
 //! machine: the cuda plans contain GPU operators (running their CPU paths) and every
 //! result is identical.
 
+mod sum_overflow;
+
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
@@ -278,5 +280,270 @@ async fn left_semi_and_anti_joins_run_swapped_only_where_that_does_not_build_on_
             let got = super::data::cells(&placed_for.sql(sql).await.unwrap());
             assert_eq!(want, got, "{sql}: rows or their order differ");
         }
+    }
+}
+
+/// Sessions placed for cpu and for cuda (the GPU operators on this machine's CPU paths,
+/// or on the emulated device under `OXIDE_BACKEND=cuda`), each with `batches` as the
+/// in-memory table `name` (no file statistics: every answer is computed) and one target
+/// partition, so that each aggregate sees the rows in the order given.
+async fn memory_sessions(
+    name: &str,
+    batches: Vec<Vec<arrow::record_batch::RecordBatch>>,
+) -> Vec<(PlacementTarget, OxideSession)> {
+    let mut out = Vec::new();
+    for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+        let session = session(target, &[]).await;
+        session
+            .sql("SET datafusion.execution.target_partitions = 1")
+            .await
+            .unwrap();
+        let schema = batches[0][0].schema();
+        let table = datafusion::datasource::MemTable::try_new(schema, batches.clone()).unwrap();
+        session
+            .context()
+            .register_table(name, Arc::new(table))
+            .unwrap();
+        out.push((target, session));
+    }
+    out
+}
+
+/// The single Int64 count a `SELECT count(..)` returns.
+fn count_of(batches: &[arrow::record_batch::RecordBatch]) -> i64 {
+    use arrow::array::AsArray;
+    let counts: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(counts.len(), 1, "one count");
+    counts[0]
+}
+
+#[tokio::test]
+async fn a_filter_on_signed_zeros_counts_the_same_rows_on_every_placement() {
+    use arrow::array::{Float64Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    // 1,000 rows: f is -0.0 and +0.0 in turn, g the other zero; h cycles through NaN,
+    // +inf, -inf, 1.5, -0.0, 0.0, NULL and -1.5 (125 rows each). Four partitions.
+    let h_cycle = [
+        Some(f64::NAN),
+        Some(f64::INFINITY),
+        Some(f64::NEG_INFINITY),
+        Some(1.5),
+        Some(-0.0),
+        Some(0.0),
+        None,
+        Some(-1.5),
+    ];
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("f", DataType::Float64, false),
+        Field::new("g", DataType::Float64, false),
+        Field::new("h", DataType::Float64, true),
+    ]));
+    let zero = |i: i64| if i % 2 == 0 { -0.0 } else { 0.0 };
+    let partitions: Vec<Vec<RecordBatch>> = (0..4i64)
+        .map(|p| {
+            let ids: Vec<i64> = (p * 250..(p + 1) * 250).collect();
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(Int64Array::from(ids.clone())),
+                    Arc::new(Float64Array::from_iter_values(ids.iter().map(|i| zero(*i)))),
+                    Arc::new(Float64Array::from_iter_values(
+                        ids.iter().map(|i| -zero(*i)),
+                    )),
+                    Arc::new(Float64Array::from_iter(
+                        ids.iter().map(|i| h_cycle[(*i % 8) as usize]),
+                    )),
+                ],
+            )
+            .unwrap();
+            vec![batch]
+        })
+        .collect();
+    // DataFusion's comparison semantics: -0.0 = 0.0, NaN = NaN and above +inf.
+    let queries: [(&str, i64); 12] = [
+        ("SELECT count(k) FROM z WHERE f = 0", 1000),
+        ("SELECT count(k) FROM z WHERE f IN (0.0, 1.5)", 1000),
+        ("SELECT count(k) FROM z WHERE f >= 0.0 AND f <= 0.0", 1000),
+        // Longer than DataFusion inlines as `=`s: evaluated as a set of bit patterns
+        // unless the other zero is in the list (SignedZeroInListRule).
+        (
+            "SELECT count(k) FROM z WHERE f IN (0.0, 1.5, 2.5, 3.5)",
+            1000,
+        ),
+        (
+            "SELECT count(k) FROM z WHERE f NOT IN (-0.0, 1.5, 2.5, 3.5)",
+            0,
+        ),
+        ("SELECT count(k) FROM z WHERE f < 0.0 OR f > -0.0", 0),
+        ("SELECT count(k) FROM z WHERE f = g", 1000),
+        ("SELECT count(k) FROM z WHERE h = 0.0", 250),
+        ("SELECT count(k) FROM z WHERE h <> 0.0", 625),
+        ("SELECT count(k) FROM z WHERE h > 1.5", 250),
+        ("SELECT count(k) FROM z WHERE h = 'NaN'::double", 125),
+        ("SELECT count(k) FROM z WHERE h < -1.0", 250),
+    ];
+    let sessions = memory_sessions("z", partitions).await;
+    for (sql, want) in queries {
+        for (target, session) in &sessions {
+            if *target == PlacementTarget::Cuda {
+                let plan = session.explain(sql).await.unwrap();
+                assert!(plan.contains("GpuFilterExec[cuda]"), "{sql}\n{plan}");
+            }
+            let got = count_of(&session.sql(sql).await.unwrap());
+            assert_eq!(got, want, "{sql} placed for {target:?}");
+        }
+    }
+}
+
+/// `(g, min bits, max bits)` per row of a `SELECT g, min(v), max(v) ... GROUP BY g`,
+/// sorted by g; any NaN as `f64::NAN`'s bits (with its sign).
+fn min_max_rows(
+    batches: &[arrow::record_batch::RecordBatch],
+) -> Vec<(i64, Option<u64>, Option<u64>)> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float64Type, Int64Type};
+    let bits = |v: f64| match (v.is_nan(), v.is_sign_negative()) {
+        (true, false) => f64::NAN.to_bits(),
+        (true, true) => (-f64::NAN).to_bits(),
+        (false, _) => v.to_bits(),
+    };
+    let mut rows = Vec::new();
+    for b in batches {
+        let g = b.column(0).as_primitive::<Int64Type>();
+        let min = b.column(1).as_primitive::<Float64Type>();
+        let max = b.column(2).as_primitive::<Float64Type>();
+        for i in 0..b.num_rows() {
+            rows.push((
+                g.value(i),
+                min.is_valid(i).then(|| bits(min.value(i))),
+                max.is_valid(i).then(|| bits(max.value(i))),
+            ));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+#[tokio::test]
+async fn grouped_and_ungrouped_float_min_and_max_with_nan_agree_on_every_placement() {
+    use arrow::array::{Float64Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    // In this order: a group of -infs then a NaN then -0.0 (DataFusion 55.2's grouped MIN
+    // answers -0.0), groups of only -inf and only +inf (its grouped MAX and MIN answer
+    // the largest finite values), signed zeros, and NULLs.
+    let mut rows: Vec<(i64, Option<f64>)> = vec![(1, Some(nan)), (1, Some(2.0)), (1, Some(-3.0))];
+    rows.extend(std::iter::repeat_n((2, Some(-inf)), 666));
+    rows.extend([(2, Some(nan)), (2, Some(-0.0)), (2, Some(5.0))]);
+    rows.extend([(3, Some(-inf)), (3, Some(-inf)), (4, Some(inf))]);
+    rows.extend([(5, Some(-0.0)), (5, Some(0.0)), (6, None), (6, None)]);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("g", DataType::Int64, false),
+        Field::new("v", DataType::Float64, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.1))),
+        ],
+    )
+    .unwrap();
+    let bits = |v: f64| Some(v.to_bits());
+    // IEEE total order, as DataFusion's ungrouped MIN/MAX and Arrow's kernels order
+    // floats: NaN above +inf, -0.0 below +0.0, NULLs ignored.
+    let want = vec![
+        (1, bits(-3.0), bits(nan)),
+        (2, bits(-inf), bits(nan)),
+        (3, bits(-inf), bits(-inf)),
+        (4, bits(inf), bits(inf)),
+        (5, bits(-0.0), bits(0.0)),
+        (6, None, None),
+    ];
+    let grouped = "SELECT g, min(v), max(v) FROM w GROUP BY g";
+    let issue = "SELECT g, min(v), max(v) FROM (VALUES (1, 'NaN'::double), (1, 2.0), (1, -3.0)) \
+                 t(g, v) GROUP BY g";
+    let ungrouped = "SELECT count(*), min(v), max(v) FROM w";
+    for (target, session) in &memory_sessions("w", vec![vec![batch]]).await {
+        if *target == PlacementTarget::Cuda {
+            let plan = session.explain(grouped).await.unwrap();
+            assert!(plan.contains("GpuPartialAggregateExec[cuda]"), "{plan}");
+        }
+        let got = min_max_rows(&session.sql(grouped).await.unwrap());
+        assert_eq!(got, want, "{grouped} placed for {target:?}");
+        let got = min_max_rows(&session.sql(issue).await.unwrap());
+        assert_eq!(
+            got,
+            [(1, bits(-3.0), bits(nan))],
+            "{issue} placed for {target:?}"
+        );
+        let got = min_max_rows(&session.sql(ungrouped).await.unwrap());
+        assert_eq!(
+            got,
+            [(rows.len() as i64, bits(-inf), bits(nan))],
+            "{ungrouped} placed for {target:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_join_on_signed_zero_float_keys_matches_them_on_every_placement() {
+    use arrow::array::Float64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use oxidelake_storage::{LakeWriterOptions, write_parquet_file};
+    // The build side holds 0.0; 150 of the probe side's 3,000 keys are -0.0 and the rest
+    // match nothing, so the join's dynamic filter (an IN list of the build keys) looks
+    // selective enough to be applied to the probe rows above their Parquet scan.
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Float64, false)]));
+    let mut tables = Vec::new();
+    for (name, keys) in [
+        ("zb", vec![0.0, 9.5]),
+        (
+            "zp",
+            (0..3000)
+                .map(|i| {
+                    if i % 20 == 0 {
+                        -0.0
+                    } else {
+                        100.0 + f64::from(i)
+                    }
+                })
+                .collect(),
+        ),
+    ] {
+        let table_dir = dir.path().join(name);
+        std::fs::create_dir_all(&table_dir).unwrap();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Float64Array::from(keys))],
+        )
+        .unwrap();
+        write_parquet_file(
+            table_dir.join("part-0.parquet"),
+            Arc::clone(&schema),
+            &[batch],
+            &LakeWriterOptions::default(),
+        )
+        .unwrap();
+        tables.push((name, format!("{}/", table_dir.display())));
+    }
+    let sql = "SELECT count(*) FROM zp JOIN zb ON zp.x = zb.x";
+    for target in [PlacementTarget::Cpu, PlacementTarget::Cuda] {
+        let session = session(target, &tables).await;
+        let got = count_of(&session.sql(sql).await.unwrap());
+        assert_eq!(got, 150, "{sql} placed for {target:?}");
     }
 }

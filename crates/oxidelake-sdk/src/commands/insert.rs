@@ -4,9 +4,10 @@
 //! oxide insert --data-dir D "INSERT INTO robots.episodes (id, episode) VALUES (?, ?)" 42 @./ep42.mcap
 //! ```
 //! Values are typed by their columns; `@path` uploads a file into a FILE column (all of
-//! the text after `@` is the path, `#` included); `--mime episode=video/mp4` overrides
-//! the type sniffed for that column's file; `NULL` is NULL.
+//! the bytes after `@` are the path, `#` included, UTF-8 or not); `--mime
+//! episode=video/mp4` overrides the type sniffed for that column's file; `NULL` is NULL.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -27,8 +28,9 @@ pub struct InsertArgs {
     mime: Vec<String>,
     /// `INSERT INTO ns.table (c1, ...) VALUES (?, ...)`.
     statement: String,
-    /// One value per `?`: typed by its column; `@path` for files; `NULL`.
-    values: Vec<String>,
+    /// One value per `?`: typed by its column; `@path` for files (the path byte for
+    /// byte, also when it is not UTF-8); `NULL`.
+    values: Vec<OsString>,
 }
 
 /// Runs `oxide insert`: types the values by their columns, uploads the files, appends the row and prints its version and objects.

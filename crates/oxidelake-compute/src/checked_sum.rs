@@ -1,0 +1,428 @@
+//! `sum` that raises an error on overflow, registered in place of DataFusion's on every
+//! session OxideLake creates (embedded sessions, cluster clients, the scheduler and the
+//! executors' function registry).
+//!
+//! DataFusion 55's `sum` adds integers and decimals with `add_wrapping`, in its
+//! `Accumulator` and in its grouped `PrimitiveGroupsAccumulator`: two positive
+//! `DECIMAL(38,0)` values can sum to a negative number, and a sum past `i64::MAX` comes
+//! back negative, without a word. OxideLake's decision (docs/sql-semantics.md): a SUM
+//! over integers or decimals whose result does not fit its type is an error,
+//! `Arithmetic overflow: SUM over Int64 exceeds its range`, as DuckDB raises for
+//! `DECIMAL(38)` and PostgreSQL for `bigint` arithmetic. No SUM returns a wrapped value.
+//!
+//! [`CheckedSum`] is DataFusion's [`Sum`] with other accumulators: the same name,
+//! signature, return type and state fields. Plans keep their shape, the partial/final
+//! split works as before, Ballista's codec (which resolves aggregates by name on the
+//! scheduler and the executors) finds it, and the placement rule recognises it as `sum`.
+//!
+//! Its accumulators add with a *wrap count*:
+//!
+//! ```text
+//!   running sum   w  (wrapping addition in the sum's type, as DataFusion's)
+//!   wrap count    k  (+1 each time an addition passes the top of the range, −1 the bottom)
+//!   true sum   =  w + k · 2^bits        fits the type  ⇔  k = 0
+//! ```
+//!
+//! so a sum is exact or an error, whatever the order of its values, and a window frame
+//! can retract values with the same bookkeeping. A state (a partial aggregate's output)
+//! or a result whose count is not 0 is the error. A finished decimal must also fit its
+//! precision: `DECIMAL(38)` holds 38 digits, not the 39 an i128 can. A partial state
+//! may hold more digits than its precision; the final aggregate checks the total.
+//!
+//! One consequence of a partial state having the result's type: when values near both
+//! ends of the range are summed, a partition's partial sum can leave the range although
+//! the total would not, and that partial raises the error too.
+//!
+//! Float sums (they reach ±inf and do not wrap) and intervals keep DataFusion's
+//! accumulators. So does `SUM(DISTINCT x)` over a window frame (DataFusion's sliding
+//! distinct sum, Int64 only).
+
+mod accumulators;
+mod groups;
+
+use std::hash::Hash;
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, PrimitiveArray};
+use arrow::datatypes::{
+    DataType, Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, DecimalType,
+    DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType,
+    FieldRef, Int64Type, TimeUnit, UInt64Type, i256,
+};
+use datafusion::common::{Result, ScalarValue, exec_datafusion_err, internal_datafusion_err};
+use datafusion::error::DataFusionError;
+use datafusion::functions_aggregate::sum::Sum;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, Expr, GroupsAccumulator,
+    ReversedUDAF, SetMonotonicity, Signature, StatisticsArgs,
+};
+
+use accumulators::{DistinctSumAccumulator, SlidingSumAccumulator, SumAccumulator};
+use groups::SumGroupsAccumulator;
+
+/// The error of a SUM whose result, or partial state, leaves `data_type` (the sum's
+/// type: `Int64`, `Decimal128(38, 0)`, ...). Every placement raises this one: the
+/// device partial aggregate hands a batch whose sum leaves its state type on as rows,
+/// and the final aggregate's accumulators here raise it.
+pub fn sum_overflow_error(data_type: &DataType) -> DataFusionError {
+    exec_datafusion_err!("Arithmetic overflow: SUM over {data_type} exceeds its range")
+}
+
+/// `sum(expr)` with OxideLake's overflow checks, for DataFrame code (DataFusion's
+/// `expr_fn::sum` builds its own wrapping `sum`, whatever the session registered).
+pub fn checked_sum(expr: Expr) -> Expr {
+    checked_sum_udaf().call(vec![expr])
+}
+
+/// The `sum` aggregate function every OxideLake session registers (see the module docs).
+pub fn checked_sum_udaf() -> Arc<AggregateUDF> {
+    static SUM: LazyLock<Arc<AggregateUDF>> =
+        LazyLock::new(|| Arc::new(AggregateUDF::from(CheckedSum::default())));
+    Arc::clone(&SUM)
+}
+
+/// The native value of a checked sum type, added and subtracted with a wrap count.
+pub(crate) trait WrappingSum: arrow::datatypes::ArrowNativeType + Hash + Eq {
+    /// `self + rhs`, wrapped, and how many times the type's range lies between the true
+    /// sum and the wrapped one: +1 past the top, −1 past the bottom, 0 when exact.
+    fn add_counting(self, rhs: Self) -> (Self, i64);
+
+    /// `self − rhs`, wrapped, with its wrap count as [`Self::add_counting`].
+    fn sub_counting(self, rhs: Self) -> (Self, i64);
+}
+
+macro_rules! signed_wrapping_sum {
+    ($($native:ty),*) => {$(
+        impl WrappingSum for $native {
+            #[inline]
+            fn add_counting(self, rhs: Self) -> (Self, i64) {
+                let (sum, wrapped) = self.overflowing_add(rhs);
+                // Adding a positive value can only pass the top, a negative one the bottom.
+                (sum, if !wrapped { 0 } else if rhs.is_negative() { -1 } else { 1 })
+            }
+
+            #[inline]
+            fn sub_counting(self, rhs: Self) -> (Self, i64) {
+                let (difference, wrapped) = self.overflowing_sub(rhs);
+                (difference, if !wrapped { 0 } else if rhs.is_negative() { 1 } else { -1 })
+            }
+        }
+    )*};
+}
+
+signed_wrapping_sum!(i32, i64, i128, i256);
+
+impl WrappingSum for u64 {
+    #[inline]
+    fn add_counting(self, rhs: Self) -> (Self, i64) {
+        let (sum, wrapped) = self.overflowing_add(rhs);
+        (sum, i64::from(wrapped))
+    }
+
+    #[inline]
+    fn sub_counting(self, rhs: Self) -> (Self, i64) {
+        let (difference, wrapped) = self.overflowing_sub(rhs);
+        (difference, -i64::from(wrapped))
+    }
+}
+
+/// An Arrow type whose sums are checked: integers, durations and decimals.
+pub(crate) trait SumType: ArrowPrimitiveType<Native: WrappingSum> + Send + Sync {
+    /// Whether a finished sum `value` is a value of `data_type`: a decimal's precision
+    /// bounds it more tightly than its native integer does. Integers: always (their
+    /// range is the native one, which the wrap count checks).
+    fn holds(_value: Self::Native, _data_type: &DataType) -> bool {
+        true
+    }
+}
+
+impl SumType for Int64Type {}
+impl SumType for UInt64Type {}
+impl SumType for DurationSecondType {}
+impl SumType for DurationMillisecondType {}
+impl SumType for DurationMicrosecondType {}
+impl SumType for DurationNanosecondType {}
+
+macro_rules! decimal_sum_type {
+    ($($decimal:ty => $variant:ident),*) => {$(
+        impl SumType for $decimal {
+            fn holds(value: Self::Native, data_type: &DataType) -> bool {
+                match data_type {
+                    DataType::$variant(precision, _) => {
+                        <$decimal as DecimalType>::is_valid_decimal_precision(value, *precision)
+                    }
+                    _ => true,
+                }
+            }
+        }
+    )*};
+}
+
+decimal_sum_type!(
+    Decimal32Type => Decimal32,
+    Decimal64Type => Decimal64,
+    Decimal128Type => Decimal128,
+    Decimal256Type => Decimal256
+);
+
+/// `Some($make!(T))` for the Arrow type `T` of a checked sum of type `$data_type`,
+/// `None` for the types DataFusion's accumulators keep (floats, intervals).
+macro_rules! checked_sum_type {
+    ($data_type:expr, $make:ident) => {
+        match $data_type {
+            DataType::Int64 => Some($make!(Int64Type)),
+            DataType::UInt64 => Some($make!(UInt64Type)),
+            DataType::Decimal32(..) => Some($make!(Decimal32Type)),
+            DataType::Decimal64(..) => Some($make!(Decimal64Type)),
+            DataType::Decimal128(..) => Some($make!(Decimal128Type)),
+            DataType::Decimal256(..) => Some($make!(Decimal256Type)),
+            DataType::Duration(TimeUnit::Second) => Some($make!(DurationSecondType)),
+            DataType::Duration(TimeUnit::Millisecond) => Some($make!(DurationMillisecondType)),
+            DataType::Duration(TimeUnit::Microsecond) => Some($make!(DurationMicrosecondType)),
+            DataType::Duration(TimeUnit::Nanosecond) => Some($make!(DurationNanosecondType)),
+            _ => None,
+        }
+    };
+}
+
+/// Column `at` of `arrays` as a primitive array of `T`.
+fn primitive<T: ArrowPrimitiveType>(arrays: &[ArrayRef], at: usize) -> Result<&PrimitiveArray<T>> {
+    let array = arrays
+        .get(at)
+        .ok_or_else(|| internal_datafusion_err!("sum: no argument {at} of {}", arrays.len()))?;
+    array.as_primitive_opt::<T>().ok_or_else(|| {
+        internal_datafusion_err!(
+            "sum: argument of type {} is not a {}",
+            array.data_type(),
+            T::DATA_TYPE
+        )
+    })
+}
+
+/// Adds the valid values of `values` to `sum`, counting wraps into `wraps`; returns
+/// whether there was one.
+fn add_valid<T: SumType>(values: &PrimitiveArray<T>, sum: &mut T::Native, wraps: &mut i64) -> bool {
+    let mut add = |value: T::Native| {
+        let (next, wrapped) = sum.add_counting(value);
+        *sum = next;
+        *wraps += wrapped;
+    };
+    match values.nulls().filter(|nulls| nulls.null_count() > 0) {
+        None => values.values().iter().copied().for_each(&mut add),
+        Some(nulls) => nulls.valid_indices().for_each(|row| add(values.value(row))),
+    }
+    values.null_count() < values.len()
+}
+
+/// `sum` as a checked scalar of `data_type`: the error when it wrapped, or when
+/// `finished` and a decimal's precision does not hold it.
+fn checked_scalar<T: SumType>(
+    sum: Option<T::Native>,
+    wraps: i64,
+    finished: bool,
+    data_type: &DataType,
+) -> Result<ScalarValue> {
+    if wraps != 0 || (finished && sum.is_some_and(|value| !T::holds(value, data_type))) {
+        return Err(sum_overflow_error(data_type));
+    }
+    ScalarValue::new_primitive::<T>(sum, data_type)
+}
+
+/// DataFusion's `sum` with accumulators that raise an error on overflow (see the module
+/// docs). Everything but the accumulators is DataFusion's [`Sum`], except the rewrite
+/// of `SUM(x + literal)` into `SUM(x) + literal * COUNT(x)` (see
+/// [`AggregateUDFImpl::simplify_expr_op_literal`] below).
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CheckedSum {
+    stock: Sum,
+}
+
+impl AggregateUDFImpl for CheckedSum {
+    fn name(&self) -> &str {
+        self.stock.name()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.stock.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.stock.return_type(arg_types)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let data_type = args.return_type().clone();
+        let checked = if args.is_distinct {
+            macro_rules! make {
+                ($t:ty) => {
+                    Box::new(DistinctSumAccumulator::<$t>::new(&data_type)) as Box<dyn Accumulator>
+                };
+            }
+            checked_sum_type!(&data_type, make)
+        } else {
+            macro_rules! make {
+                ($t:ty) => {
+                    Box::new(SumAccumulator::<$t>::new(&data_type)) as Box<dyn Accumulator>
+                };
+            }
+            checked_sum_type!(&data_type, make)
+        };
+        match checked {
+            Some(accumulator) => Ok(accumulator),
+            None => self.stock.accumulator(args),
+        }
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        self.stock.state_fields(args)
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        self.stock.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        let data_type = args.return_type().clone();
+        macro_rules! make {
+            ($t:ty) => {
+                Box::new(SumGroupsAccumulator::<$t>::new(&data_type)) as Box<dyn GroupsAccumulator>
+            };
+        }
+        match checked_sum_type!(&data_type, make) {
+            Some(accumulator) => Ok(accumulator),
+            None => self.stock.create_groups_accumulator(args),
+        }
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if args.is_distinct {
+            return self.stock.create_sliding_accumulator(args);
+        }
+        let data_type = args.return_type().clone();
+        macro_rules! make {
+            ($t:ty) => {
+                Box::new(SlidingSumAccumulator::<$t>::new(&data_type)) as Box<dyn Accumulator>
+            };
+        }
+        match checked_sum_type!(&data_type, make) {
+            Some(accumulator) => Ok(accumulator),
+            None => self.stock.create_sliding_accumulator(args),
+        }
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        self.stock.reverse_expr()
+    }
+
+    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+        self.stock.order_sensitivity()
+    }
+
+    // `simplify_expr_op_literal` is left at its default (no rewrite): DataFusion's `sum`
+    // rewrites `SUM(x + 1)` into `SUM(x) + 1 * COUNT(x)`, whose `+` wraps after the
+    // checked sum (`SUM(x)` just under the top plus the count would come back negative).
+
+    fn value_from_stats(&self, statistics_args: &StatisticsArgs) -> Option<ScalarValue> {
+        // Exact statistics are summed with `add_checked`: an overflow leaves them absent.
+        self.stock.value_from_stats(statistics_args)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.stock.documentation()
+    }
+
+    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
+        self.stock.set_monotonicity(data_type)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wrap_count_says_how_far_the_true_sum_lies_from_the_wrapped_one() {
+        assert_eq!(i64::MAX.add_counting(1), (i64::MIN, 1));
+        assert_eq!(i64::MIN.add_counting(-1), (i64::MAX, -1));
+        assert_eq!(5i64.add_counting(-7), (-2, 0));
+        assert_eq!(i64::MIN.sub_counting(1), (i64::MAX, -1));
+        assert_eq!(i64::MAX.sub_counting(-1), (i64::MIN, 1));
+        assert_eq!(u64::MAX.add_counting(1), (0, 1));
+        assert_eq!(0u64.sub_counting(1), (u64::MAX, -1));
+        assert_eq!(i128::MAX.add_counting(i128::MAX).1, 1);
+        assert_eq!(i256::MIN.add_counting(i256::from_i128(-1)).1, -1);
+        // Back over the top undoes the count: the sum is exact again.
+        let (wrapped, up) = i64::MAX.add_counting(10);
+        let (back, down) = wrapped.add_counting(-20);
+        assert_eq!((back, up + down), (i64::MAX - 10, 0));
+    }
+
+    #[test]
+    fn a_decimal_sum_holds_only_the_digits_of_its_precision() {
+        let dt = DataType::Decimal128(38, 0);
+        let largest = 10i128.pow(38) - 1;
+        assert!(Decimal128Type::holds(largest, &dt));
+        assert!(!Decimal128Type::holds(largest + 1, &dt));
+        assert!(!Decimal128Type::holds(-largest - 1, &dt));
+        assert!(Int64Type::holds(i64::MAX, &DataType::Int64));
+    }
+
+    #[test]
+    fn checked_sum_keeps_the_name_return_type_and_state_fields_of_datafusions_sum() {
+        use arrow::datatypes::Field;
+
+        let ours = checked_sum_udaf();
+        let stock = datafusion::functions_aggregate::sum::sum_udaf();
+        assert_eq!(ours.name(), stock.name());
+        assert_eq!(ours.aliases(), stock.aliases());
+        for input in [
+            DataType::Int64,
+            DataType::UInt64,
+            DataType::Float64,
+            DataType::Decimal128(12, 2),
+            DataType::Decimal128(38, 0),
+        ] {
+            let return_type = ours.return_type(std::slice::from_ref(&input)).unwrap();
+            assert_eq!(
+                return_type,
+                stock.return_type(std::slice::from_ref(&input)).unwrap(),
+                "{input}"
+            );
+            let input_fields: Vec<FieldRef> = vec![Arc::new(Field::new("x", input.clone(), true))];
+            for is_distinct in [false, true] {
+                let args = || StateFieldsArgs {
+                    name: "sum(x)",
+                    input_fields: &input_fields,
+                    return_field: Arc::new(Field::new("sum(x)", return_type.clone(), true)),
+                    ordering_fields: &[],
+                    is_distinct,
+                };
+                assert_eq!(
+                    ours.state_fields(args()).unwrap(),
+                    stock.state_fields(args()).unwrap(),
+                    "{input}, distinct: {is_distinct}"
+                );
+            }
+        }
+        assert_eq!(ours.signature(), stock.signature());
+    }
+
+    #[test]
+    fn the_overflow_error_names_the_function_and_the_type() {
+        let err = sum_overflow_error(&DataType::Int64).to_string();
+        assert!(
+            err.contains("Arithmetic overflow: SUM over Int64 exceeds its range"),
+            "{err}"
+        );
+        let err = sum_overflow_error(&DataType::Decimal128(38, 0)).to_string();
+        assert!(
+            err.contains("SUM over Decimal128(38, 0) exceeds its range"),
+            "{err}"
+        );
+    }
+}
