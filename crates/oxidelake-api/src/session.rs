@@ -57,15 +57,7 @@ impl Session {
     /// statement nested deeper than [`oxidelake_runtime::MAX_STATEMENT_DEPTH`] is
     /// refused before it is parsed.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        let dialect = self
-            .inner
-            .context()
-            .state()
-            .config()
-            .options()
-            .sql_parser
-            .dialect;
-        oxidelake_runtime::check_statement_depth(sql, dialect.as_ref())?;
+        self.inner.check_statement_depth(sql)?;
         let frame = self.inner.context().sql(sql).await?;
         Ok(DataFrame::new(self.inner.clone(), frame))
     }

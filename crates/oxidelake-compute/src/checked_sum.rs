@@ -11,11 +11,9 @@
 //! `DECIMAL(38)` and PostgreSQL for `bigint` arithmetic. No SUM returns a wrapped value.
 //!
 //! [`CheckedSum`] is DataFusion's [`Sum`] with other accumulators: the same name,
-//! signature, return type and state fields. Plans keep their shape, the partial/final
-//! split works as before, Ballista's codec (which resolves aggregates by name on the
-//! scheduler and the executors) finds it, and the placement rule recognises it as `sum`.
-//!
-//! Its accumulators add with a *wrap count*:
+//! signature and return type, so plans keep their shape, Ballista's codec (which resolves
+//! aggregates by name on the scheduler and the executors) finds it, and the placement
+//! rule recognises it as `sum`. Its accumulators add with a *wrap count*:
 //!
 //! ```text
 //!   running sum   w  (wrapping addition in the sum's type, as DataFusion's)
@@ -24,18 +22,31 @@
 //! ```
 //!
 //! so a sum is exact or an error, whatever the order of its values, and a window frame
-//! can retract values with the same bookkeeping. A state (a partial aggregate's output)
-//! or a result whose count is not 0 is the error. A finished decimal must also fit its
-//! precision: `DECIMAL(38)` holds 38 digits, not the 39 an i128 can. A partial state
-//! may hold more digits than its precision; the final aggregate checks the total.
+//! can retract values with the same bookkeeping.
 //!
-//! One consequence of a partial state having the result's type: when values near both
-//! ends of the range are summed, a partition's partial sum can leave the range although
-//! the total would not, and that partial raises the error too.
+//! **Only the final result can overflow.** A partial aggregate's state carries both
+//! numbers: DataFusion's state field (the wrapped sum, of the result's type) and a second
+//! one, `wraps` (Int64: `k`, in units of 2^bits of the sum's native integer, 2^64 for
+//! Int64, UInt64 and durations, 2^128 for Decimal128, 2^256 for Decimal256). The final
+//! aggregate adds the wrapped sums with the same counting addition and the states' counts
+//! to its own, so the total it finishes is exact however the rows were partitioned and
+//! whichever placement made the states: the device partial aggregate emits this layout
+//! too (`partial_aggregate`). A partial sum of values near both ends of the range may
+//! leave it; only the total decides. A result whose count is not 0 is the error, and a
+//! finished decimal must also fit its precision: `DECIMAL(38)` holds 38 digits, not the
+//! 39 an i128 can (a state's wrapped sum may hold more).
+//!
+//! ```text
+//!   partial (per partition)          final
+//!   update: w += v, k += wraps       merge: w += w_i, k += wraps + k_i
+//!   state:  [w, k]  ───────────────▶ evaluate: k = 0 and w fits ? w : overflow error
+//! ```
 //!
 //! Float sums (they reach ±inf and do not wrap) and intervals keep DataFusion's
-//! accumulators. So does `SUM(DISTINCT x)` over a window frame (DataFusion's sliding
-//! distinct sum, Int64 only).
+//! accumulators and its one-field state ([`sum_state_counts_wraps`] says which). So does
+//! `SUM(DISTINCT x)`'s state: the list of distinct values, which carries no partial sum
+//! (they are added, checked, when finished), and `SUM(DISTINCT x)` over a window frame
+//! keeps DataFusion's sliding distinct sum (Int64 only).
 
 mod accumulators;
 mod groups;
@@ -43,17 +54,17 @@ mod groups;
 use std::hash::Hash;
 use std::sync::{Arc, LazyLock};
 
-use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, PrimitiveArray};
+use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray};
 use arrow::datatypes::{
     DataType, Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, DecimalType,
     DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType,
-    FieldRef, Int64Type, TimeUnit, UInt64Type, i256,
+    Field, FieldRef, Int64Type, TimeUnit, UInt64Type, i256,
 };
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, internal_datafusion_err};
 use datafusion::error::DataFusionError;
 use datafusion::functions_aggregate::sum::Sum;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::utils::{AggregateOrderSensitivity, format_state_name};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, Expr, GroupsAccumulator,
     ReversedUDAF, SetMonotonicity, Signature, StatisticsArgs,
@@ -62,10 +73,9 @@ use datafusion::logical_expr::{
 use accumulators::{DistinctSumAccumulator, SlidingSumAccumulator, SumAccumulator};
 use groups::SumGroupsAccumulator;
 
-/// The error of a SUM whose result, or partial state, leaves `data_type` (the sum's
-/// type: `Int64`, `Decimal128(38, 0)`, ...). Every placement raises this one: the
-/// device partial aggregate hands a batch whose sum leaves its state type on as rows,
-/// and the final aggregate's accumulators here raise it.
+/// The error of a SUM whose result leaves `data_type` (the sum's type: `Int64`,
+/// `Decimal128(38, 0)`, ...). Only a final result raises it, on every placement: partial
+/// states carry their wrap counts to the final aggregate (see the module docs).
 pub fn sum_overflow_error(data_type: &DataType) -> DataFusionError {
     exec_datafusion_err!("Arithmetic overflow: SUM over {data_type} exceeds its range")
 }
@@ -82,6 +92,10 @@ pub fn checked_sum_udaf() -> Arc<AggregateUDF> {
         LazyLock::new(|| Arc::new(AggregateUDF::from(CheckedSum::default())));
     Arc::clone(&SUM)
 }
+
+/// The name of the second state field of a checked `sum`, after DataFusion's `sum`:
+/// `sum(x)[wraps]`.
+pub(crate) const WRAPS_STATE: &str = "wraps";
 
 /// The native value of a checked sum type, added and subtracted with a wrap count.
 pub(crate) trait WrappingSum: arrow::datatypes::ArrowNativeType + Hash + Eq {
@@ -187,6 +201,19 @@ macro_rules! checked_sum_type {
     };
 }
 
+/// Whether a `sum` whose result is of type `sum_type` runs OxideLake's checked
+/// accumulators, whose state is two fields, the wrapped sum and its wrap count
+/// (integers, durations, decimals). Floats and intervals keep DataFusion's accumulators
+/// and its one-field state.
+pub(crate) fn sum_state_counts_wraps(sum_type: &DataType) -> bool {
+    macro_rules! checked {
+        ($t:ty) => {
+            ()
+        };
+    }
+    checked_sum_type!(sum_type, checked).is_some()
+}
+
 /// Column `at` of `arrays` as a primitive array of `T`.
 fn primitive<T: ArrowPrimitiveType>(arrays: &[ArrayRef], at: usize) -> Result<&PrimitiveArray<T>> {
     let array = arrays
@@ -216,18 +243,63 @@ fn add_valid<T: SumType>(values: &PrimitiveArray<T>, sum: &mut T::Native, wraps:
     values.null_count() < values.len()
 }
 
-/// `sum` as a checked scalar of `data_type`: the error when it wrapped, or when
-/// `finished` and a decimal's precision does not hold it.
-fn checked_scalar<T: SumType>(
+/// Adds the partial states `sums` (wrapped sums) and `wraps` (their wrap counts) to
+/// `sum` and `wraps_total`: the sums with the counting addition, then the states' own
+/// counts. A state whose sum is NULL (no values) adds nothing, and a NULL count is 0.
+/// Returns whether a state had a sum.
+fn add_states<T: SumType>(
+    sums: &PrimitiveArray<T>,
+    wraps: &Int64Array,
+    sum: &mut T::Native,
+    wraps_total: &mut i64,
+) -> Result<bool> {
+    same_rows(sums, wraps)?;
+    let any = add_valid(sums, sum, wraps_total);
+    for (row, k) in wraps.values().iter().enumerate() {
+        if *k != 0 && sums.is_valid(row) && wraps.is_valid(row) {
+            *wraps_total = wraps_total.wrapping_add(*k);
+        }
+    }
+    Ok(any)
+}
+
+/// The state columns `sums` and `wraps` have as many rows.
+fn same_rows(sums: &dyn Array, wraps: &Int64Array) -> Result<()> {
+    if sums.len() == wraps.len() {
+        Ok(())
+    } else {
+        Err(internal_datafusion_err!(
+            "sum: a state of {} sums and {} wrap counts",
+            sums.len(),
+            wraps.len()
+        ))
+    }
+}
+
+/// A finished `sum` as a scalar of `data_type`: the overflow error when the true sum is
+/// not the wrapped one (`wraps` ≠ 0) or a decimal's precision does not hold it.
+fn finished_scalar<T: SumType>(
     sum: Option<T::Native>,
     wraps: i64,
-    finished: bool,
     data_type: &DataType,
 ) -> Result<ScalarValue> {
-    if wraps != 0 || (finished && sum.is_some_and(|value| !T::holds(value, data_type))) {
+    if wraps != 0 || sum.is_some_and(|value| !T::holds(value, data_type)) {
         return Err(sum_overflow_error(data_type));
     }
     ScalarValue::new_primitive::<T>(sum, data_type)
+}
+
+/// A partial state as scalars: the wrapped `sum` (NULL without values) and its wrap
+/// count, which the final aggregate adds to its own (see the module docs).
+fn state_scalars<T: SumType>(
+    sum: Option<T::Native>,
+    wraps: i64,
+    data_type: &DataType,
+) -> Result<Vec<ScalarValue>> {
+    Ok(vec![
+        ScalarValue::new_primitive::<T>(sum, data_type)?,
+        ScalarValue::Int64(Some(wraps)),
+    ])
 }
 
 /// DataFusion's `sum` with accumulators that raise an error on overflow (see the module
@@ -275,8 +347,16 @@ impl AggregateUDFImpl for CheckedSum {
         }
     }
 
+    /// DataFusion's state fields, then, for the checked types, the wrap count
+    /// `sum(x)[wraps]` (see the module docs). DISTINCT keeps DataFusion's list of values.
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        self.stock.state_fields(args)
+        let counts_wraps = !args.is_distinct && sum_state_counts_wraps(args.return_type());
+        let wraps = format_state_name(args.name, WRAPS_STATE);
+        let mut fields = self.stock.state_fields(args)?;
+        if counts_wraps {
+            fields.push(Arc::new(Field::new(wraps, DataType::Int64, false)));
+        }
+        Ok(fields)
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -373,19 +453,17 @@ mod tests {
     }
 
     #[test]
-    fn checked_sum_keeps_the_name_return_type_and_state_fields_of_datafusions_sum() {
-        use arrow::datatypes::Field;
-
+    fn checked_sum_keeps_datafusions_name_and_return_type_and_adds_a_wrap_count_to_its_state() {
         let ours = checked_sum_udaf();
         let stock = datafusion::functions_aggregate::sum::sum_udaf();
         assert_eq!(ours.name(), stock.name());
         assert_eq!(ours.aliases(), stock.aliases());
-        for input in [
-            DataType::Int64,
-            DataType::UInt64,
-            DataType::Float64,
-            DataType::Decimal128(12, 2),
-            DataType::Decimal128(38, 0),
+        for (input, counts_wraps) in [
+            (DataType::Int64, true),
+            (DataType::UInt64, true),
+            (DataType::Float64, false),
+            (DataType::Decimal128(12, 2), true),
+            (DataType::Decimal128(38, 0), true),
         ] {
             let return_type = ours.return_type(std::slice::from_ref(&input)).unwrap();
             assert_eq!(
@@ -402,9 +480,17 @@ mod tests {
                     ordering_fields: &[],
                     is_distinct,
                 };
+                let mut want = stock.state_fields(args()).unwrap();
+                if counts_wraps && !is_distinct {
+                    want.push(Arc::new(Field::new(
+                        "sum(x)[wraps]",
+                        DataType::Int64,
+                        false,
+                    )));
+                }
                 assert_eq!(
                     ours.state_fields(args()).unwrap(),
-                    stock.state_fields(args()).unwrap(),
+                    want,
                     "{input}, distinct: {is_distinct}"
                 );
             }

@@ -37,6 +37,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, EmitTo, Expr, GroupsAccumulator,
     ReversedUDAF, SetMonotonicity, Signature, StatisticsArgs,
 };
+use datafusion::physical_expr::NullState;
 
 /// DataFusion's `min` and `max`, with grouped float accumulation in IEEE total order
 /// (see the module docs), named as DataFusion names them so that registering them
@@ -191,22 +192,23 @@ impl AggregateUDFImpl for TotalOrderMinMax {
 /// (`ArrowNativeTypeOp::is_lt`, Arrow's `min`/`max` kernels' order). Each group starts at
 /// the order's identity (`MAX_TOTAL_ORDER` for MIN, `MIN_TOTAL_ORDER` for MAX), so no
 /// value is lost to a starting value, and NULL until a non-NULL value arrives.
-struct TotalOrderGroups<T: ArrowPrimitiveType> {
+struct TotalOrderGroups<T: ArrowPrimitiveType + Send> {
     /// Per group: the extreme so far.
     values: Vec<T::Native>,
-    /// Per group: whether a value arrived (the result is NULL otherwise).
-    seen: Vec<bool>,
+    /// Which groups have seen a value (the result is NULL otherwise), with DataFusion's
+    /// fast path for batches without NULLs or a filter.
+    null_state: NullState,
     /// The result type (the input's).
     data_type: DataType,
     /// MAX rather than MIN.
     max: bool,
 }
 
-impl<T: ArrowPrimitiveType> TotalOrderGroups<T> {
+impl<T: ArrowPrimitiveType + Send> TotalOrderGroups<T> {
     fn new(data_type: DataType, max: bool) -> Self {
         Self {
             values: Vec::new(),
-            seen: Vec::new(),
+            null_state: NullState::new(),
             data_type,
             max,
         }
@@ -249,28 +251,27 @@ impl<T: ArrowPrimitiveType> TotalOrderGroups<T> {
         }
         let identity = self.identity();
         self.values.resize(total_num_groups, identity);
-        self.seen.resize(total_num_groups, false);
-        for (row, group) in group_indices.iter().enumerate() {
-            let passes = filter.is_none_or(|f| f.is_valid(row) && f.value(row));
-            if !passes || values.is_null(row) {
-                continue;
-            }
-            let (Some(current), Some(seen)) =
-                (self.values.get_mut(*group), self.seen.get_mut(*group))
-            else {
-                return internal_err!("{name}: group {group} of {total_num_groups}");
-            };
-            let value = values.value(row);
-            let better = if max {
-                value.is_gt(*current)
-            } else {
-                value.is_lt(*current)
-            };
-            if better {
-                *current = value;
-            }
-            *seen = true;
-        }
+        let extremes = &mut self.values;
+        // `group_indices` are below `total_num_groups` (the GroupsAccumulator contract;
+        // DataFusion's own accumulators index on it the same way), and `extremes` was just
+        // grown to that many groups.
+        self.null_state.accumulate(
+            group_indices,
+            values,
+            filter,
+            total_num_groups,
+            |group, value| {
+                let current = &mut extremes[group];
+                let better = if max {
+                    value.is_gt(*current)
+                } else {
+                    value.is_lt(*current)
+                };
+                if better {
+                    *current = value;
+                }
+            },
+        );
         Ok(())
     }
 
@@ -279,7 +280,7 @@ impl<T: ArrowPrimitiveType> TotalOrderGroups<T> {
     }
 }
 
-impl<T: ArrowPrimitiveType> GroupsAccumulator for TotalOrderGroups<T> {
+impl<T: ArrowPrimitiveType + Send> GroupsAccumulator for TotalOrderGroups<T> {
     fn update_batch(
         &mut self,
         values: &[ArrayRef],
@@ -292,10 +293,9 @@ impl<T: ArrowPrimitiveType> GroupsAccumulator for TotalOrderGroups<T> {
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let values = emit_to.take_needed(&mut self.values);
-        let seen = emit_to.take_needed(&mut self.seen);
-        let array =
-            PrimitiveArray::<T>::try_new(ScalarBuffer::from(values), Some(NullBuffer::from(seen)))?
-                .with_data_type(self.data_type.clone());
+        let nulls = self.null_state.build(emit_to);
+        let array = PrimitiveArray::<T>::try_new(ScalarBuffer::from(values), nulls)?
+            .with_data_type(self.data_type.clone());
         Ok(Arc::new(array))
     }
 
@@ -342,7 +342,7 @@ impl<T: ArrowPrimitiveType> GroupsAccumulator for TotalOrderGroups<T> {
     }
 
     fn size(&self) -> usize {
-        self.values.capacity() * size_of::<T::Native>() + self.seen.capacity()
+        self.values.capacity() * size_of::<T::Native>() + self.null_state.size()
     }
 }
 

@@ -54,6 +54,7 @@
 //! runtime adds to the telemetry hub's spill counters. Spilling breaks the probe side's row order, so the
 //! operator claims no output ordering.
 
+mod build_cost;
 mod handover;
 mod null_keys;
 mod partitioned;

@@ -3,9 +3,10 @@
 //! DataFusion splits `GROUP BY` aggregation into a partial aggregate per input partition,
 //! a hash repartition on the keys, and a final aggregate that merges the partial states.
 //! This operator replaces the partial half only, and produces exactly the state columns
-//! the replaced node declared (SUM's sum, COUNT's count, AVG's count and sum, ...), so the
-//! stock final aggregate above it merges them, applies HAVING-free finishing (AVG's
-//! division, decimal result types) and spills under memory pressure as it always does.
+//! the replaced node declared (SUM's sum and, for OxideLake's checked `sum`, its wrap
+//! count; COUNT's count; AVG's count and sum, ...), so the stock final aggregate above it
+//! merges them, applies HAVING-free finishing (AVG's division, decimal result types) and
+//! spills under memory pressure as it always does.
 //!
 //! Why the partial half: it is where the rows are (a scan's worth per partition in, one
 //! row per group and batch out), it is a per-batch map with no state between batches, so
@@ -18,10 +19,12 @@
 //! (falling back to its CPU path per batch, as every Gpu*Exec does), and the results are
 //! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
 //! i64 is cut into slices that cannot; each slice contributes its own partial rows. An
-//! integer SUM whose batch could overflow an i64 goes by limbs, so no device sum wraps;
-//! where a group's sum then does not fit its state type, the batch's rows go on as their
-//! own states and the final aggregate's checked `sum` raises the overflow error (or adds
-//! them exactly: see `crate::checked_sum`).
+//! integer SUM whose batch could overflow an i64 goes by limbs, so no device sum wraps,
+//! and the limbs' sums are joined exactly in i128. OxideLake's checked `sum` gets its
+//! state as its own accumulators make it, the sum wrapped into the state type and how
+//! many times it wrapped (`crate::checked_sum`), so a group's sum that leaves the state
+//! type is carried exactly to the final aggregate, where only the total can overflow.
+//! DataFusion's `sum` and `avg` get the wrapped sum, as their wrapping additions make it.
 //!
 //! When grouping does not reduce (about as many groups as rows over a partition's first
 //! rows, by DataFusion's own skip settings), later rows pass through as their own state
@@ -264,7 +267,8 @@ struct BatchPlan<'a> {
     schema: &'a SchemaRef,
 }
 
-/// How one state column is made from the device's results (indices into them).
+/// How one aggregate's state column (two for `Counted`) is made from the device's
+/// results (indices into them).
 #[derive(Debug)]
 enum StateFrom {
     /// One result, converted to the state type.
@@ -272,8 +276,24 @@ enum StateFrom {
     /// AVG's count: NULL where it is 0, as DataFusion's AVG state marks a group without
     /// values (its merge counts a non-null 0 as a value and would finish with 0/0).
     AvgCount(usize),
-    /// A decimal sum from its limbs' sums: `Σ result << shift`.
+    /// A sum from its limbs' sums, `Σ result << shift`, wrapped into the state type as
+    /// DataFusion's `sum` and `avg` wrap (see `spec::limb_states`).
     Limbs(Vec<(usize, u32)>),
+    /// The checked `sum`'s two state columns from one exact result (`[(at, 0)]`) or
+    /// its limbs' results: the sum wrapped into the state type, then its wrap count.
+    Counted(Vec<(usize, u32)>),
+}
+
+impl StateFrom {
+    /// The state of `func` (AVG: its sum) made from the device results `parts`, each a
+    /// result index and its limb's shift (one part of shift 0 unless a sum has limbs).
+    fn of(func: PartialFunc, parts: Vec<(usize, u32)>) -> Self {
+        match (func, parts.as_slice()) {
+            (PartialFunc::CheckedSum, _) => StateFrom::Counted(parts),
+            (_, [(at, 0)]) => StateFrom::Result(*at),
+            _ => StateFrom::Limbs(parts),
+        }
+    }
 }
 
 /// A value column in device form: one column, or limbs with their shifts.
@@ -349,7 +369,10 @@ impl BatchPlan<'_> {
             let input = spec.input.as_ref().ok_or_else(|| {
                 DataFusionError::Internal(format!("{} without an argument", spec.func.name()))
             })?;
-            let sums = matches!(spec.func, PartialFunc::Sum | PartialFunc::Avg);
+            let sums = matches!(
+                spec.func,
+                PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg
+            );
             let parts = match converted.iter().find(|(i, s, _)| *i == input && *s == sums) {
                 Some((_, _, parts)) => parts.clone(),
                 None => {
@@ -397,16 +420,11 @@ impl BatchPlan<'_> {
                 PartialFunc::Max => AggFunc::Max,
                 _ => AggFunc::Sum,
             };
-            let state = match parts.as_slice() {
-                [(column, 0)] => StateFrom::Result(work.push(func, Arc::clone(column))),
-                limbs => StateFrom::Limbs(
-                    limbs
-                        .iter()
-                        .map(|(column, shift)| (work.push(func, Arc::clone(column)), *shift))
-                        .collect(),
-                ),
-            };
-            work.states.push(state);
+            let parts = parts
+                .iter()
+                .map(|(column, shift)| (work.push(func, Arc::clone(column)), *shift))
+                .collect();
+            work.states.push(StateFrom::of(spec.func, parts));
         }
         Ok(work)
     }
@@ -496,17 +514,12 @@ impl BatchPlan<'_> {
                 .ok_or_else(|| {
                     DataFusionError::Internal("device aggregate returned a non-Int64 key".into())
                 })?;
-            let Some(states) = state_columns(
+            let states = state_columns(
                 &work.states,
                 self.schema,
                 self.keys.len(),
                 &result.columns()[1..],
-            )?
-            else {
-                // A group's sum leaves its state type: the batch's rows go on as their own
-                // states, for the final aggregate's checked sum to add.
-                return pass_through::row_states(batch, self.keys, self.aggregates, self.schema);
-            };
+            )?;
             let mut out = self
                 .encoding
                 .decode(&encoded, group_keys, &slice, self.keys)?;
@@ -522,39 +535,51 @@ impl BatchPlan<'_> {
 }
 
 /// The state columns (after `keys` key columns of `schema`) made from the device's
-/// result columns `results` (one per device aggregate) as `states` says; `None` when a
-/// group's sum does not fit its state type (see `spec::join_limbs`).
+/// result columns `results` (one per device aggregate) as `states` says.
 fn state_columns(
     states: &[StateFrom],
     schema: &SchemaRef,
     keys: usize,
     results: &[ArrayRef],
-) -> Result<Option<Vec<ArrayRef>>> {
+) -> Result<Vec<ArrayRef>> {
     let result = |at: usize| {
         results.get(at).ok_or_else(|| {
             DataFusionError::Internal(format!("device aggregate {at} of {}", results.len()))
         })
     };
+    let limbs = |parts: &[(usize, u32)]| {
+        parts
+            .iter()
+            .map(|(at, shift)| Ok((result(*at)?, *shift)))
+            .collect::<Result<Vec<(&ArrayRef, u32)>>>()
+    };
     let mut columns = Vec::with_capacity(states.len());
-    for (i, state) in states.iter().enumerate() {
-        let to = schema.field(keys + i).data_type();
-        let column = match state {
-            StateFrom::Result(at) => spec::to_state(result(*at)?, to)?,
-            StateFrom::AvgCount(at) => spec::avg_count_state(result(*at)?)?,
-            StateFrom::Limbs(limbs) => {
-                let sums = limbs
-                    .iter()
-                    .map(|(at, shift)| Ok((result(*at)?, *shift)))
-                    .collect::<Result<Vec<(&ArrayRef, u32)>>>()?;
-                match spec::join_limbs(&sums, to)? {
-                    Some(column) => column,
-                    None => return Ok(None),
-                }
+    for state in states {
+        // A state made of two columns is typed by the first.
+        let to = schema
+            .fields()
+            .get(keys + columns.len())
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "state column {} of a {}-column partial aggregate",
+                    keys + columns.len(),
+                    schema.fields().len()
+                ))
+            })?
+            .data_type();
+        match state {
+            StateFrom::Result(at) => columns.push(spec::to_state(result(*at)?, to)?),
+            StateFrom::AvgCount(at) => columns.push(spec::avg_count_state(result(*at)?)?),
+            StateFrom::Limbs(parts) => {
+                columns.extend(spec::limb_states(&limbs(parts.as_slice())?, to, false)?)
             }
-        };
-        columns.push(column);
+            StateFrom::Counted(parts) => match parts.as_slice() {
+                [(at, 0)] => columns.extend(spec::exact_sum_state(result(*at)?, to)?),
+                parts => columns.extend(spec::limb_states(&limbs(parts)?, to, true)?),
+            },
+        }
     }
-    Ok(Some(columns))
+    Ok(columns)
 }
 
 impl GpuPartialAggregateExec {

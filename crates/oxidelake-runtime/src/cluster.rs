@@ -8,11 +8,12 @@ mod exposure;
 mod failure_detection;
 mod file_access;
 mod flight_listener;
+mod flight_sql;
 mod in_process;
 mod liveness;
 mod scheduler_client;
+mod scheduler_server;
 mod tls;
-mod tls_servers;
 mod work_dir;
 
 pub use config::{
@@ -34,6 +35,6 @@ pub use liveness::{
     client_session_config,
 };
 pub(crate) use scheduler_client::{SchedulerClient, submitted_job_id};
+pub use scheduler_server::serve_scheduler;
 pub use tls::{ClusterTls, TlsArgs, install_crypto_provider};
-pub use tls_servers::serve_scheduler_tls;
 pub use work_dir::WorkDir;

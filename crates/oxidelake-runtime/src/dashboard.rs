@@ -124,12 +124,8 @@ fn local_capacities(session: &OxideSession) -> Capacities {
 /// before the query finishes cancels it. A cluster session submits the query to its
 /// scheduler and lists the stages the cluster completed.
 pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // The query runs on these threads (`crate::deep_statements`).
-        .thread_stack_size(crate::RUNTIME_STACK_BYTES)
-        .build()
-        .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))?;
+    // The query runs on these threads (`crate::deep_statements`).
+    let runtime = crate::query_runtime("oxide-dashboard")?;
     let plan = runtime.block_on(session.executable_plan(sql))?;
     let (tx, rx) = std::sync::mpsc::channel();
     let mut state = AppState::new(sql);

@@ -5,16 +5,19 @@
 //! deep as the chain is long, and the recursions over that tree (rewrites, `Clone`,
 //! `Hash`, `Drop`, evaluation) take stack in proportion to its depth: 2,000 terms
 //! overflowed the 8 MiB main thread of a dev build, which aborts the process (SIGABRT,
-//! issue 44). Parentheses, CASE and unary operators cannot nest that deep: DataFusion's
-//! parser refuses more than `datafusion.sql_parser.recursion_limit` (50) levels of them.
+//! issue 44). Parentheses, unary operators and nested CASEs cannot nest that deep:
+//! DataFusion's parser refuses more than `datafusion.sql_parser.recursion_limit` (50)
+//! levels of them.
 //!
 //! So OxideLake
 //! 1. plans statements on a thread with a large stack ([`PLANNING_STACK_BYTES`]:
 //!    `oxide` runs each command there, [`run_with_planning_stack`]) and runs operators
-//!    on tokio threads with large stacks ([`RUNTIME_STACK_BYTES`]: `oxide`, the
-//!    scheduler, the workers, the Python API);
+//!    on tokio threads with large stacks ([`RUNTIME_STACK_BYTES`], [`query_runtime`]:
+//!    `oxide`, the scheduler, the workers, the TUI, the Python API);
 //! 2. refuses, before parsing, a statement whose estimated depth passes
-//!    [`MAX_STATEMENT_DEPTH`] ([`check_statement_depth`]), with an error that says so.
+//!    [`MAX_STATEMENT_DEPTH`] ([`check_statement_depth`]), with an error that says so:
+//!    every `OxideSession` statement (`OxideSession::check_statement_depth`) and every
+//!    statement a Flight SQL client sends the scheduler (`cluster::flight_sql`).
 //!
 //! The limit is above what datafusion-python 55 answers (8,000 terms, 3,000 unions)
 //! and far below what the stacks hold: more than 100 KiB of planning stack and 25 KiB
@@ -22,17 +25,22 @@
 //! pages a deep statement touches take memory.
 //!
 //! The depth is estimated from the tokens, without building the tree (whose `Drop`
-//! alone would recurse): within each parenthesised level, the binary operators of one
-//! expression (between commas and clause keywords) plus the depth of its deepest
-//! parenthesised part, plus the set operations that chain that level's queries. It
-//! over-counts mixed precedence (`a = 1 OR a = 2` counts 3 where the tree is 2 deep)
-//! and counts the parts of a chain that a CASE interrupts separately (its branches
-//! are separate trees); the stacks leave room for either.
+//! alone would recurse), as sqlparser's Pratt parser would nest them: within each
+//! parenthesised level (and each CASE … END), the binary operators of one expression
+//! (between commas and clause keywords) are ranked in sqlparser's precedence tiers
+//! (`Tier`); a left-deep chain of one tier nests once per operator, and an operand
+//! made of tighter operators (`x = 1` in `x = 1 OR x = 2`) adds its own depth to the
+//! chain, not a running sum: an N-term `x = 1 OR … OR x = N` is N deep, as its tree is.
+//! A parenthesised part or a CASE counts as deep as what it holds, plus one; the set
+//! operations (UNION, INTERSECT, EXCEPT) that chain a level's queries add one each.
+//! Unary operators and `NOT` are not counted (the recursion limit bounds them).
 
+use datafusion::config::Dialect as DialectName;
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 use oxidelake_core::EngineError;
+
+mod estimate;
 
 /// The deepest statement OxideLake plans, as [`statement_depth`] estimates it.
 pub const MAX_STATEMENT_DEPTH: usize = 10_000;
@@ -43,28 +51,18 @@ pub const PLANNING_STACK_BYTES: usize = 1 << 30;
 /// The stack of each tokio thread that plans or runs queries (256 MiB).
 pub const RUNTIME_STACK_BYTES: usize = 256 << 20;
 
+/// The most threads the blocking pool of a [`query_runtime`] starts (tokio's default is
+/// 512). tokio gives them the runtime's [`RUNTIME_STACK_BYTES`] stack as well, so the
+/// bound keeps a burst of blocking file reads from reserving 128 GiB of address space.
+pub const MAX_BLOCKING_THREADS: usize = 64;
+
 /// The estimated depth of the expression tree `sql` parses into, in the dialect
 /// named `dialect` (`datafusion.sql_parser.dialect`; unknown names are `generic`);
 /// `None` when the text does not tokenize (the parser then reports why).
 pub fn statement_depth(sql: &str, dialect: &str) -> Option<usize> {
     let dialect = dialect_from_str(dialect).unwrap_or_else(|| Box::new(GenericDialect {}));
     let tokens = Tokenizer::new(dialect.as_ref(), sql).tokenize().ok()?;
-    let mut levels = vec![Level::default()];
-    for token in &tokens {
-        match token {
-            Token::LParen | Token::LBracket | Token::LBrace => levels.push(Level::default()),
-            Token::RParen | Token::RBracket | Token::RBrace => close(&mut levels),
-            _ => {
-                if let Some(level) = levels.last_mut() {
-                    level.add(token);
-                }
-            }
-        }
-    }
-    while levels.len() > 1 {
-        close(&mut levels);
-    }
-    Some(levels.last().map_or(0, Level::depth))
+    Some(estimate::depth(&tokens))
 }
 
 /// Refuses `sql` when its estimated depth passes [`MAX_STATEMENT_DEPTH`], naming the
@@ -74,14 +72,78 @@ pub fn check_statement_depth(sql: &str, dialect: &str) -> Result<(), EngineError
         Some(depth) if depth > MAX_STATEMENT_DEPTH => Err(EngineError::InvalidArgument {
             what: "statement",
             detail: format!(
-                "it chains about {depth} operators or set operations (UNION, INTERSECT, \
-                 EXCEPT) into one expression, which nests it that deep; OxideLake plans \
-                 at most {MAX_STATEMENT_DEPTH} levels: split the chain (many values fit \
-                 an IN list or a table)"
+                "it nests about {depth} levels deep: each link of a chain of operators \
+                 or set operations (UNION, INTERSECT, EXCEPT) nests it one level deeper; \
+                 OxideLake plans at most {MAX_STATEMENT_DEPTH} levels: split the chain \
+                 (many values fit an IN list or a table)"
             ),
         }),
         _ => Ok(()),
     }
+}
+
+/// [`check_statement_depth`] in every dialect DataFusion can parse in, for a caller
+/// that cannot know which one its statement will be parsed in: the scheduler's Flight
+/// SQL frontend, whose clients can `SET datafusion.sql_parser.dialect` in their own
+/// sessions. The dialects tokenize comments, quotes and escapes differently, so text
+/// that one reads as a comment or a string (or cannot tokenize at all) can be a deep
+/// expression in another. Tokenizes `sql` once per dialect.
+pub fn check_statement_depth_in_every_dialect(sql: &str) -> Result<(), EngineError> {
+    for info in DialectName::metadata() {
+        check_statement_depth(sql, info.canonical_name)?;
+    }
+    Ok(())
+}
+
+/// A multi-threaded tokio runtime (I/O and time drivers on) for planning and running
+/// queries: its threads named `thread_name`, with [`RUNTIME_STACK_BYTES`] stacks, and at
+/// most [`MAX_BLOCKING_THREADS`] in its blocking pool. Where threads with such stacks
+/// cannot be started (a tight address-space limit), the runtime gets tokio's default
+/// stack instead, with a warning, as [`run_with_planning_stack`] falls back: deep
+/// statements may then overflow, shallow ones run as before.
+pub fn query_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime, EngineError> {
+    let build = |stack_bytes: Option<usize>| {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder
+            .enable_all()
+            .thread_name(thread_name)
+            .max_blocking_threads(MAX_BLOCKING_THREADS);
+        if let Some(stack_bytes) = stack_bytes {
+            builder.thread_stack_size(stack_bytes);
+        }
+        builder.build()
+    };
+    // tokio panics rather than failing when it cannot start its first worker thread,
+    // so a thread with the large stack is tried first.
+    let large = match std::thread::Builder::new()
+        .name(format!("{thread_name}-probe"))
+        .stack_size(RUNTIME_STACK_BYTES)
+        .spawn(|| {})
+    {
+        Ok(probe) => probe.join().is_ok(),
+        Err(e) => {
+            warn_default_stack(&e);
+            false
+        }
+    };
+    let built = if large {
+        build(Some(RUNTIME_STACK_BYTES)).or_else(|e| {
+            warn_default_stack(&e);
+            build(None)
+        })
+    } else {
+        build(None)
+    };
+    built.map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))
+}
+
+fn warn_default_stack(e: &std::io::Error) {
+    tracing::warn!(
+        stack_mib = RUNTIME_STACK_BYTES >> 20,
+        error = %e,
+        "cannot start threads with this stack; the query runtime uses the default \
+         stack, and deep statements may overflow it"
+    );
 }
 
 /// Runs `work` on a thread with a [`PLANNING_STACK_BYTES`] stack and returns what it
@@ -130,118 +192,6 @@ fn take<F>(slot: &std::sync::Mutex<Option<F>>) -> Option<F> {
     }
 }
 
-/// One parenthesised level of a statement, as [`statement_depth`] reads it.
-#[derive(Debug, Default)]
-struct Level {
-    /// Set operations (UNION, INTERSECT, EXCEPT) chaining this level's queries.
-    set_ops: usize,
-    /// The deepest expression this level has finished.
-    deepest: usize,
-    /// Binary operators of the expression being read.
-    ops: usize,
-    /// The depth of its deepest parenthesised part, plus one.
-    inner: usize,
-}
-
-impl Level {
-    fn depth(&self) -> usize {
-        self.set_ops + self.deepest.max(self.ops + self.inner)
-    }
-
-    /// The expression being read ends (a comma, a clause keyword).
-    fn end_expression(&mut self) {
-        self.deepest = self.deepest.max(self.ops + self.inner);
-        self.ops = 0;
-        self.inner = 0;
-    }
-
-    fn add(&mut self, token: &Token) {
-        match token {
-            Token::Comma => self.end_expression(),
-            Token::Word(word) => match word.keyword {
-                Keyword::AND | Keyword::OR => self.ops += 1,
-                Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT => {
-                    self.set_ops += 1;
-                    self.end_expression();
-                }
-                Keyword::SELECT
-                | Keyword::FROM
-                | Keyword::WHERE
-                | Keyword::GROUP
-                | Keyword::HAVING
-                | Keyword::ORDER
-                | Keyword::BY
-                | Keyword::LIMIT
-                | Keyword::OFFSET
-                | Keyword::ON
-                | Keyword::USING
-                | Keyword::JOIN
-                | Keyword::CASE
-                | Keyword::WHEN
-                | Keyword::THEN
-                | Keyword::ELSE
-                | Keyword::END
-                | Keyword::VALUES
-                | Keyword::SET
-                | Keyword::QUALIFY
-                | Keyword::WINDOW
-                | Keyword::PARTITION => self.end_expression(),
-                _ => {}
-            },
-            token if is_binary_operator(token) => self.ops += 1,
-            _ => {}
-        }
-    }
-}
-
-/// Ends the innermost level: its depth, plus one, is a part of the enclosing
-/// expression. A closing bracket without an opening one is ignored.
-fn close(levels: &mut Vec<Level>) {
-    if levels.len() < 2 {
-        return;
-    }
-    if let Some(inner) = levels.pop() {
-        let depth = inner.depth() + 1;
-        if let Some(outer) = levels.last_mut() {
-            outer.inner = outer.inner.max(depth);
-        }
-    }
-}
-
-fn is_binary_operator(token: &Token) -> bool {
-    matches!(
-        token,
-        Token::DoubleEq
-            | Token::Eq
-            | Token::Neq
-            | Token::Lt
-            | Token::Gt
-            | Token::LtEq
-            | Token::GtEq
-            | Token::Spaceship
-            | Token::Plus
-            | Token::Minus
-            | Token::Mul
-            | Token::Div
-            | Token::DuckIntDiv
-            | Token::Mod
-            | Token::StringConcat
-            | Token::DoubleColon
-            | Token::Ampersand
-            | Token::Pipe
-            | Token::Caret
-            | Token::ShiftLeft
-            | Token::ShiftRight
-            | Token::Arrow
-            | Token::LongArrow
-            | Token::HashArrow
-            | Token::Tilde
-            | Token::TildeAsterisk
-            | Token::ExclamationMarkTilde
-            | Token::ExclamationMarkTildeAsterisk
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,10 +209,62 @@ mod tests {
         vec!["SELECT 1 AS a, 2 AS b"; queries].join(" UNION ALL ")
     }
 
+    /// `SELECT * FROM t WHERE x = 1 OR x = 2 OR … OR x = terms`.
+    fn or_chain(terms: usize) -> String {
+        let terms: Vec<String> = (1..=terms).map(|i| format!("x = {i}")).collect();
+        format!("SELECT * FROM t WHERE {}", terms.join(" OR "))
+    }
+
     #[test]
     fn a_chain_of_n_terms_is_about_n_deep() {
         assert_eq!(statement_depth(&chain(8_000, "+"), "generic"), Some(7_999));
         assert_eq!(statement_depth(&chain(5, " || "), "generic"), Some(4));
+    }
+
+    #[test]
+    fn an_or_chain_of_comparisons_is_as_deep_as_its_terms_not_its_operators() {
+        // OR(OR(x = 1, x = 2), x = 3): each OR one level, the comparisons one more.
+        assert_eq!(statement_depth(&or_chain(3), "generic"), Some(3));
+        assert_eq!(statement_depth(&or_chain(8_000), "generic"), Some(8_000));
+        assert!(check_statement_depth(&or_chain(8_000), "generic").is_ok());
+    }
+
+    #[test]
+    fn tighter_operators_in_each_operand_add_their_own_depth_not_a_running_sum() {
+        // ((a * b) + (c * d)) + (e * f).
+        assert_eq!(
+            statement_depth("SELECT a * b + c * d + e * f", "generic"),
+            Some(3)
+        );
+        // Three comparisons of sums, two ANDs: the sums and comparisons nest inside
+        // the AND chain once, not once per term.
+        assert_eq!(
+            statement_depth("SELECT a + 1 = b AND c + 1 = d AND e + 1 = f", "generic"),
+            Some(4)
+        );
+        // BETWEEN's AND joins its bounds, not two conditions.
+        assert_eq!(
+            statement_depth("SELECT x BETWEEN 1 AND 2 AND y BETWEEN 3 AND 4", "generic"),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn a_chain_is_counted_through_case_operands_distinct_from_and_subscripts() {
+        let cases = format!(
+            "SELECT 1{}",
+            " + CASE WHEN b THEN 1 ELSE 2 END".repeat(20_000)
+        );
+        let distinct: Vec<String> = (0..20_000)
+            .map(|i| format!("x IS NOT DISTINCT FROM {i}"))
+            .collect();
+        let distinct = format!("SELECT * FROM t WHERE {}", distinct.join(" OR "));
+        let subscripts = format!("SELECT a{} FROM t", "[1]".repeat(20_000));
+        for sql in [cases, distinct, subscripts] {
+            let depth = statement_depth(&sql, "generic").unwrap();
+            assert!(depth >= 20_000, "{depth}: {sql:.80}");
+            assert!(check_statement_depth(&sql, "generic").is_err(), "{sql:.80}");
+        }
     }
 
     #[test]
@@ -305,7 +307,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("about 20000 operators") && err.contains("at most 10000"),
+            err.contains("about 20000 levels") && err.contains("at most 10000"),
             "{err}"
         );
     }
@@ -314,6 +316,54 @@ mod tests {
     fn text_that_does_not_tokenize_is_left_to_the_parser() {
         assert_eq!(statement_depth("SELECT 'open", "generic"), None);
         assert!(check_statement_depth("SELECT 'open", "generic").is_ok());
+    }
+
+    #[test]
+    fn a_chain_one_dialect_reads_as_a_comment_is_refused_in_every_dialect() {
+        // The generic dialect nests block comments: the chain is inside one. MySQL does
+        // not, and parses the chain.
+        let sql = format!("SELECT 1 /* /* */ {} */", "+1".repeat(20_000));
+        assert!(check_statement_depth(&sql, "generic").is_ok());
+        assert!(check_statement_depth(&sql, "mysql").is_err());
+        assert!(check_statement_depth_in_every_dialect(&sql).is_err());
+        assert!(check_statement_depth_in_every_dialect(&or_chain(8_000)).is_ok());
+    }
+
+    #[test]
+    fn the_query_runtime_names_its_threads_and_bounds_its_blocking_pool() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+        let runtime = query_runtime("oxide-test").unwrap();
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let names = runtime.block_on(async {
+            let tasks: Vec<_> = (0..4 * MAX_BLOCKING_THREADS)
+                .map(|_| {
+                    let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+                    tokio::task::spawn_blocking(move || {
+                        most.fetch_max(running.fetch_add(1, SeqCst) + 1, SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        running.fetch_sub(1, SeqCst);
+                        std::thread::current().name().map(String::from)
+                    })
+                })
+                .collect();
+            let mut names = Vec::new();
+            for task in tasks {
+                names.push(task.await.unwrap());
+            }
+            names
+        });
+        let most = most.load(SeqCst);
+        assert!(
+            (1..=MAX_BLOCKING_THREADS).contains(&most),
+            "{most} blocking tasks ran at once"
+        );
+        assert!(
+            names
+                .iter()
+                .all(|name| name.as_deref() == Some("oxide-test"))
+        );
     }
 
     #[test]

@@ -30,7 +30,8 @@ mod session;
 pub use cluster_url::ClusterUrl;
 pub use dashboard::run_dashboard;
 pub use deep_statements::{
-    MAX_STATEMENT_DEPTH, PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES, check_statement_depth,
+    MAX_BLOCKING_THREADS, MAX_STATEMENT_DEPTH, PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES,
+    check_statement_depth, check_statement_depth_in_every_dialect, query_runtime,
     run_with_planning_stack, statement_depth,
 };
 pub use error::RuntimeError;

@@ -310,9 +310,23 @@ impl OxideSession {
         oxidelake_storage::register_parquet(&self.ctx, name, path).await
     }
 
+    /// Refuses `sql` when it nests deeper than OxideLake plans
+    /// ([`crate::MAX_STATEMENT_DEPTH`]), estimated in the session's dialect
+    /// (`datafusion.sql_parser.dialect`) before anything parses it. The session's own
+    /// statement methods ([`Self::sql`], [`Self::sql_stream`], [`Self::explain`],
+    /// [`Self::physical_plan`], [`Self::executable_plan`]) check for themselves; a
+    /// caller that hands SQL text to [`Self::context`] directly checks it here first.
+    pub fn check_statement_depth(&self, sql: &str) -> Result<(), EngineError> {
+        let dialect = self.ctx.copied_config().options().sql_parser.dialect;
+        crate::check_statement_depth(sql, dialect.as_ref())
+    }
+
     /// Runs one SQL statement and collects its result. `EXPLAIN <query>` returns the
     /// physical plan with placement and the reason for every eligible-looking node left
-    /// on the CPU (`EXPLAIN ANALYZE` / `EXPLAIN VERBOSE` are DataFusion's own).
+    /// on the CPU (`EXPLAIN ANALYZE` / `EXPLAIN VERBOSE` are DataFusion's own). A
+    /// statement nested deeper than [`crate::MAX_STATEMENT_DEPTH`] is refused before it
+    /// is parsed ([`Self::check_statement_depth`]), as by every method here that takes
+    /// SQL text.
     pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>, EngineError> {
         Ok(self.sql_with_spills(sql).await?.0)
     }
@@ -332,6 +346,7 @@ impl OxideSession {
     /// statements [`Self::sql`] takes, with the same EXPLAIN and CACHE handling).
     /// Dropping the stream cancels the query.
     pub async fn sql_stream(&self, sql: &str) -> Result<QueryStream, EngineError> {
+        self.check_statement_depth(sql)?;
         let ready = |batches: Vec<RecordBatch>| -> Result<QueryStream, EngineError> {
             let schema = batches
                 .first()
@@ -440,6 +455,7 @@ impl OxideSession {
         match &self.mode {
             SessionMode::Embedded => self.physical_plan(query).await,
             SessionMode::Cluster(_) => {
+                self.check_statement_depth(query)?;
                 let error = |e| self.mode.query_error(e);
                 let frame = self.ctx.sql(query).await.map_err(error)?;
                 frame.create_physical_plan().await.map_err(error)
@@ -450,6 +466,7 @@ impl OxideSession {
     /// The physical plan of `query` (embedded: what runs; cluster: what the scheduler
     /// builds, planned here with the same rules).
     pub async fn physical_plan(&self, query: &str) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+        self.check_statement_depth(query)?;
         match &self.mode {
             SessionMode::Embedded => Ok(self.ctx.sql(query).await?.create_physical_plan().await?),
             SessionMode::Cluster(_) => {
@@ -486,4 +503,30 @@ impl OxideSession {
 /// limit (its `--allowed-root`); a client cannot know it and must not be trusted with it.
 fn no_limit() -> FileAccess {
     FileAccess::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_method_taking_sql_refuses_a_statement_past_the_depth_limit_before_parsing_it() {
+        let session = OxideSession::local();
+        let deep = format!("SELECT 1{}", "+1".repeat(20_000));
+        let refusals = [
+            session.sql(&deep).await.map(drop),
+            session.sql_stream(&deep).await.map(drop),
+            session.explain(&deep).await.map(drop),
+            session.physical_plan(&deep).await.map(drop),
+            session.executable_plan(&deep).await.map(drop),
+        ];
+        for refusal in refusals {
+            let err = refusal.unwrap_err().to_string();
+            assert!(
+                err.starts_with("invalid statement:") && err.contains("at most 10000"),
+                "{err}"
+            );
+        }
+        assert!(session.sql("SELECT 1").await.is_ok());
+    }
 }

@@ -17,14 +17,9 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .thread_name("oxidelake")
-                // Queries are planned and run on these threads, recursively over their
-                // expression trees (`oxidelake_runtime::MAX_STATEMENT_DEPTH`).
-                .thread_stack_size(oxidelake_runtime::RUNTIME_STACK_BYTES)
-                .build()
-                .map_err(|e| e.to_string())
+            // Queries are planned and run on these threads, recursively over their
+            // expression trees (`oxidelake_runtime::MAX_STATEMENT_DEPTH`).
+            oxidelake_runtime::query_runtime("oxidelake").map_err(|e| e.to_string())
         })
         .as_ref()
         .map_err(|e| {

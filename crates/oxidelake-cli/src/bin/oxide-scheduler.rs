@@ -12,15 +12,14 @@ use std::sync::Arc;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
-use ballista_scheduler::scheduler_process::start_server;
 use clap::Parser;
-use oxidelake_runtime::RUNTIME_STACK_BYTES;
-use oxidelake_runtime::cli::arguments::non_text_argument;
+use oxidelake_runtime::cli::arguments::parse_args_or_exit;
 use oxidelake_runtime::cluster::{
     AllowedRoot, DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_MAX_FAILURES, FailureDetection, FileAccess,
     SchedulingPolicy, TlsArgs, cluster_backend_from_env, cluster_codec_arc, cluster_session_config,
-    scheduler_session_state, serve_scheduler_tls,
+    scheduler_session_state, serve_scheduler,
 };
+use oxidelake_runtime::query_runtime;
 
 /// Ballista scheduler for OxideLake clusters.
 #[derive(Debug, Parser)]
@@ -91,24 +90,14 @@ impl Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = match Args::try_parse() {
-        Ok(args) => args,
-        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
-            let which = non_text_argument(std::env::args_os().skip(1));
-            anyhow::bail!(which.unwrap_or_else(|| e.to_string()))
-        }
-        Err(e) => e.exit(),
-    };
+    let args: Args = parse_args_or_exit();
     oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
         args.log.as_deref(),
         "info",
     ));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // Jobs are planned on these threads, recursively over their expression trees
-        // (`oxidelake_runtime::deep_statements`).
-        .thread_stack_size(RUNTIME_STACK_BYTES)
-        .build()?;
+    // Jobs are planned on these threads, recursively over their expression trees
+    // (`oxidelake_runtime::deep_statements`).
+    let runtime = query_runtime("oxide-scheduler")?;
     // A port in use ends `run` with an error: status 1 (tested in tests/cli).
     runtime.block_on(run(args))
 }
@@ -164,9 +153,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "starting oxide-scheduler"
     );
     let cluster = BallistaCluster::new_from_config(&config).await?;
-    match tls {
-        Some(tls) => serve_scheduler_tls(cluster, address, Arc::new(config), &tls).await?,
-        None => start_server(cluster, address, Arc::new(config)).await?,
-    }
+    // Served by OxideLake rather than Ballista's `start_server`: its Flight SQL frontend
+    // checks each statement's depth before Ballista parses it.
+    serve_scheduler(cluster, address, Arc::new(config), tls.as_ref()).await?;
     Ok(())
 }

@@ -14,13 +14,13 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Parser;
-use oxidelake_runtime::RUNTIME_STACK_BYTES;
-use oxidelake_runtime::cli::arguments::non_text_argument;
+use oxidelake_runtime::cli::arguments::parse_args_or_exit;
 use oxidelake_runtime::cluster::{
     DEFAULT_HEARTBEAT_INTERVAL_SECS, FlightListener, SchedulingPolicy, TlsArgs, WorkDir,
     cluster_codec_arc, cluster_session_config, executor_function_registry,
     executor_runtime_producer,
 };
+use oxidelake_runtime::query_runtime;
 
 /// Ballista executor for OxideLake clusters.
 #[derive(Debug, Parser)]
@@ -74,24 +74,13 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = match Args::try_parse() {
-        Ok(args) => args,
-        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
-            let which = non_text_argument(std::env::args_os().skip(1));
-            anyhow::bail!(which.unwrap_or_else(|| e.to_string()))
-        }
-        Err(e) => e.exit(),
-    };
+    let args: Args = parse_args_or_exit();
     oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(
         args.log.as_deref(),
         "info",
     ));
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // Tasks evaluate deep expression trees recursively on these threads.
-        .thread_stack_size(RUNTIME_STACK_BYTES)
-        .build()?
-        .block_on(run(args))
+    // Tasks evaluate deep expression trees recursively on these threads.
+    query_runtime("oxide-worker")?.block_on(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -128,7 +117,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("--bind-host {} is not an IP address", args.bind_host))?;
     let flight = FlightListener::bind(flight_address)?;
     if args.task_scheduling_policy == SchedulingPolicy::PushStaged {
-        // Ballista binds the task port itself; a port in use is found here first.
+        // Ballista binds the task port itself and takes no bound socket for it, so this
+        // is only a best-effort early check: the probe's listener is dropped at once,
+        // and another process can still take the port before Ballista binds it (that
+        // failure is then Ballista's to report). What it catches is the common case, a
+        // port already in use at startup, with an error naming it.
         let task_port = format!("{}:{}", args.bind_host, args.bind_grpc_port);
         std::net::TcpListener::bind(task_port.as_str())
             .with_context(|| format!("cannot listen on the task port {task_port}"))?;

@@ -37,8 +37,8 @@ use oxidelake_runtime::cli::{arguments, demo, error_line, gen_data, logging, rep
 use oxidelake_runtime::cluster::TlsArgs;
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{
-    DetectorProbe, OxideSession, PlacementTarget, RUNTIME_STACK_BYTES, check_statement_depth,
-    run_dashboard, run_with_planning_stack,
+    DetectorProbe, OxideSession, PlacementTarget, query_runtime, run_dashboard,
+    run_with_planning_stack,
 };
 use oxidelake_sdk::commands::{
     CommandError, InsertArgs, ObjectsArgs, TableArgs, insert, objects, table,
@@ -291,9 +291,7 @@ fn usage_error_line(e: &clap::Error) -> String {
         .collect();
     let message = paragraph.join(" ");
     let message = message.strip_prefix("error: ").unwrap_or(&message);
-    if e.kind() == clap::error::ErrorKind::InvalidUtf8
-        && let Some(which) = arguments::non_text_argument(std::env::args_os().skip(1))
-    {
+    if let Some(which) = arguments::non_text_error(e) {
         return which;
     }
     // Arguments as the OS gave them: one that is not UTF-8 must not end the process.
@@ -309,12 +307,8 @@ fn usage_error_line(e: &clap::Error) -> String {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, EngineError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // Operators evaluate deep expression trees recursively on these threads.
-        .thread_stack_size(RUNTIME_STACK_BYTES)
-        .build()
-        .map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))
+    // Operators evaluate deep expression trees recursively on these threads.
+    query_runtime("oxide")
 }
 
 async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
@@ -470,7 +464,6 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         }
         Command::Explain(args) => runtime()?.block_on(async {
             let session = open_session(&args.session).await?;
-            check_depth(&session, &args.query)?;
             println!("{}", session.explain(&args.query).await?.trim_end());
             Ok(ExitCode::SUCCESS)
         }),
@@ -496,7 +489,6 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         }
         Command::Tui(args) => {
             let session = runtime()?.block_on(open_session(&args.session))?;
-            check_depth(&session, &args.query)?;
             run_dashboard(session, &args.query)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -504,19 +496,6 @@ fn run_command(command: Command) -> Result<ExitCode, EngineError> {
         Command::Insert(args) => managed_objects(insert::run(args)),
         Command::Objects(args) => managed_objects(objects::run(args)),
     }
-}
-
-/// Refuses `sql` when it nests deeper than OxideLake plans (`oxide sql` checks each
-/// statement as it runs it).
-fn check_depth(session: &OxideSession, sql: &str) -> Result<(), EngineError> {
-    let dialect = session
-        .context()
-        .state()
-        .config()
-        .options()
-        .sql_parser
-        .dialect;
-    check_statement_depth(sql, dialect.as_ref())
 }
 
 /// Runs one of the SDK's commands; its error is one `error:` line, as every other.

@@ -98,14 +98,37 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).to_string()
 }
 
+/// Whether the scheduler's log (at `info`) shows a job that ended: finished, failed or
+/// cancelled.
+fn a_job_ended(scheduler_log: &str) -> bool {
+    [
+        "Job finished successfully: [",
+        "Job failed: [",
+        "Job cancelled: [",
+    ]
+    .iter()
+    .any(|line| scheduler_log.contains(line))
+}
+
 #[test]
 fn a_cluster_query_fails_within_30_seconds_when_the_scheduler_stops_answering() {
     let data = tpch_data(1.0);
-    let cluster = LocalCluster::start("cpu");
+    let cluster = LocalCluster::start_with("cpu", 1, &["--log", "info"]);
     let mut client = Client::start(&cluster, data.path());
     client.wait_until_the_job_runs(&cluster);
     cluster.signal_scheduler("STOP");
     let stopped_at = Instant::now();
+    // A stopped scheduler logs nothing more: its log says the job was still running
+    // when it stopped, so the client below waits on a job that needs the scheduler.
+    let log = cluster.scheduler_log();
+    assert!(
+        log.contains("Job submitted: ["),
+        "no job was submitted:\n{log}"
+    );
+    assert!(
+        !a_job_ended(&log),
+        "the job ended before the scheduler stopped:\n{log}"
+    );
     let output = client.output_within(Duration::from_secs(60));
     let waited = stopped_at.elapsed();
     cluster.signal_scheduler("CONT");

@@ -1,7 +1,8 @@
 //! `oxide-scheduler --allowed-root`: a client's SQL reads and writes files only inside
 //! the scheduler's allowed roots. A scheduler and a worker run as processes; the client
 //! is `oxide sql --cluster`, or an anonymous Arrow Flight SQL client of
-//! `oxide-scheduler --flight-sql`, whose DDL runs on the scheduler itself.
+//! `oxide-scheduler --flight-sql`, whose DDL runs on the scheduler itself. That client
+//! also cannot end the scheduler with a statement nested too deep to plan.
 
 use std::path::Path;
 use std::time::Duration;
@@ -121,31 +122,52 @@ fn a_scheduler_with_allowed_roots_refuses_reads_and_writes_outside_them() {
     std::os::unix::fs::symlink(outside.path(), &link).unwrap();
     let (ok, _, stderr) = cluster_sql(&cluster, &[count(&link.join("out.parquet"))]);
     assert!(
-        !ok && stderr.contains("leads through a symbolic link"),
+        !ok && stderr.contains("through a symbolic link"),
         "a read through the link is refused: {stderr}"
     );
     let (ok, _, stderr) = cluster_sql(&cluster, &[copy(&link.join("linked.parquet"))]);
     assert!(
-        !ok && stderr.contains("leads through a symbolic link"),
+        !ok && stderr.contains("through a symbolic link"),
         "a write through the link is refused: {stderr}"
     );
     assert!(!outside.path().join("linked.parquet").exists());
     drop(cluster);
 }
 
-/// What an anonymous Flight SQL client (no handshake: no rights) gets back for `sql`: the
-/// rows pretty-printed, or `error: ` and the server's message.
-async fn flight_sql(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
-    fn error(e: FlightError) -> String {
-        match e {
-            // The message only: the status's metadata holds response headers (a date).
-            FlightError::Tonic(status) => format!("error: {}", status.message()),
-            other => format!("error: {other}"),
-        }
+/// A Flight SQL client's error as `error: ` and the server's message.
+fn flight_error(e: FlightError) -> String {
+    match e {
+        // The message only: the status's metadata holds response headers (a date).
+        FlightError::Tonic(status) => format!("error: {}", status.message()),
+        other => format!("error: {other}"),
     }
+}
+
+/// A runtime for the Flight SQL client.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An anonymous Flight SQL client (no handshake: no rights) of `cluster`'s scheduler.
+async fn flight_sql_client(cluster: &LocalCluster) -> FlightSqlServiceClient<Channel> {
+    let address = cluster.url().replace("df://", "http://");
+    let channel = Channel::from_shared(address)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightSqlServiceClient::new(channel)
+}
+
+/// What an anonymous Flight SQL client gets back for `sql`: the rows pretty-printed, or
+/// `error: ` and the server's message.
+async fn flight_sql(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
     let info = match client.execute(sql.to_string(), None).await {
         Ok(info) => info,
-        Err(e) => return error(e),
+        Err(e) => return flight_error(e),
     };
     let mut batches = Vec::new();
     for ticket in info.endpoint.into_iter().filter_map(|e| e.ticket) {
@@ -155,7 +177,7 @@ async fn flight_sql(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> 
         };
         match rows {
             Ok(mut rows) => batches.append(&mut rows),
-            Err(e) => return error(e),
+            Err(e) => return flight_error(e),
         }
     }
     arrow::util::pretty::pretty_format_batches(&batches)
@@ -204,18 +226,8 @@ fn a_flight_sql_client_gets_no_byte_of_a_file_outside_the_allowed_roots() {
         link.display().to_string(),
     ];
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let address = cluster.url().replace("df://", "http://");
-        let channel = Channel::from_shared(address)
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = FlightSqlServiceClient::new(channel);
+    client_runtime().block_on(async {
+        let mut client = flight_sql_client(&cluster).await;
 
         // The channel carries a table's columns: one inside the root is declared and
         // described, through the same statements the attempts below use.
@@ -257,6 +269,42 @@ fn a_flight_sql_client_gets_no_byte_of_a_file_outside_the_allowed_roots() {
         assert_eq!(
             existing.replace("creds.txt", "NAME"),
             missing.replace("absent.txt", "NAME")
+        );
+    });
+    drop(cluster);
+}
+
+#[test]
+fn a_flight_sql_statement_nested_too_deep_is_refused_and_the_scheduler_answers_on() {
+    let cluster = LocalCluster::start_with("cpu", 1, &["--flight-sql"]);
+    client_runtime().block_on(async {
+        let mut client = flight_sql_client(&cluster).await;
+        let deep = format!("SELECT 1{}", "+1".repeat(20_000));
+        // Each entry point that takes SQL text: a statement, a prepared statement, an
+        // update.
+        let refusals = [
+            flight_sql(&mut client, &deep).await,
+            match client.prepare(deep.clone(), None).await {
+                Ok(_) => "prepared".to_string(),
+                Err(e) => flight_error(e),
+            },
+            match client.execute_update(deep.clone(), None).await {
+                Ok(rows) => format!("updated {rows}"),
+                Err(e) => flight_error(e),
+            },
+        ];
+        for refusal in refusals {
+            assert!(
+                refusal.starts_with("error: ")
+                    && refusal.contains("invalid statement")
+                    && refusal.contains("at most 10000"),
+                "{refusal}"
+            );
+        }
+        let answered = flight_sql(&mut client, "SELECT 1 AS one").await;
+        assert!(
+            answered.contains("| one |") && answered.contains("| 1   |"),
+            "the scheduler still answers: {answered}"
         );
     });
     drop(cluster);

@@ -1,6 +1,7 @@
 //! Long chains of operators and UNIONs get an answer or one error line, never a stack
 //! overflow (issue 44: 2,000 terms aborted `oxide sql` with SIGABRT). datafusion-python
-//! 55 answers 8,000 terms and 3,000 unions; `oxide sql` must too.
+//! 55 answers 8,000 terms and 3,000 unions; `oxide sql` must too, and an 8,000-term OR
+//! of comparisons.
 
 use std::time::Duration;
 
@@ -24,6 +25,19 @@ fn an_expression_of_8000_terms_is_answered() {
     let sql = format!("SELECT 1{} AS n", "+1".repeat(7_999));
     let out = oxide_sql(&sql).success();
     assert_eq!(stdout(&out), "n\n8000\n");
+}
+
+#[test]
+fn an_or_of_8000_comparisons_is_answered() {
+    // 15,999 operators, but a tree 8,000 deep: the estimate counts the OR chain once
+    // per OR and each comparison once inside it.
+    let terms: Vec<String> = (1..=8_000).map(|i| format!("x = {i}")).collect();
+    let sql = format!(
+        "SELECT COUNT(*) AS n FROM (VALUES (1), (2), (8000), (9000)) AS t(x) WHERE {}",
+        terms.join(" OR ")
+    );
+    let out = oxide_sql(&sql).success();
+    assert_eq!(stdout(&out), "n\n3\n");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The checked `sum`'s accumulators for one group: a whole input (an aggregate without
 //! GROUP BY), a window frame (values added and retracted), and `SUM(DISTINCT x)`.
-//! Each keeps a wrap count beside its sum (see the module docs of `checked_sum`).
+//! Each keeps a wrap count beside its sum, and the first two hand it on in their state
+//! (see the module docs of `checked_sum`); only `evaluate` checks it.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -8,12 +9,14 @@ use std::mem::{size_of, size_of_val};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
-use arrow::datatypes::{DataType, UInt64Type};
+use arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::common::{Result, ScalarValue, internal_datafusion_err};
 use datafusion::logical_expr::Accumulator;
 
-use super::{SumType, WrappingSum, add_valid, checked_scalar, primitive};
+use super::{
+    SumType, WrappingSum, add_states, add_valid, finished_scalar, primitive, state_scalars,
+};
 
 /// The checked sum of every value it is given.
 pub(super) struct SumAccumulator<T: SumType> {
@@ -50,24 +53,28 @@ impl<T: SumType> Accumulator for SumAccumulator<T> {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        checked_scalar::<T>(self.sum, self.wraps, true, &self.data_type)
+        finished_scalar::<T>(self.sum, self.wraps, &self.data_type)
     }
 
     fn size(&self) -> usize {
         size_of_val(self)
     }
 
+    /// The wrapped sum and its wrap count, unchecked: only the final result can overflow.
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![checked_scalar::<T>(
-            self.sum,
-            self.wraps,
-            false,
-            &self.data_type,
-        )?])
+        state_scalars::<T>(self.sum, self.wraps, &self.data_type)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.update_batch(states)
+        let (sums, wraps) = (
+            primitive::<T>(states, 0)?,
+            primitive::<Int64Type>(states, 1)?,
+        );
+        let mut sum = self.sum.unwrap_or_else(T::default_value);
+        if add_states(sums, wraps, &mut sum, &mut self.wraps)? {
+            self.sum = Some(sum);
+        }
+        Ok(())
     }
 }
 
@@ -92,9 +99,9 @@ impl<T: SumType> SlidingSumAccumulator<T> {
         }
     }
 
-    fn frame_sum(&self, finished: bool) -> Result<ScalarValue> {
-        let sum = (self.count > 0).then_some(self.sum);
-        checked_scalar::<T>(sum, self.wraps, finished, &self.data_type)
+    /// The frame's wrapped sum, NULL without values.
+    fn frame_sum(&self) -> Option<T::Native> {
+        (self.count > 0).then_some(self.sum)
     }
 }
 
@@ -113,22 +120,28 @@ impl<T: SumType> Accumulator for SlidingSumAccumulator<T> {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.frame_sum(true)
+        finished_scalar::<T>(self.frame_sum(), self.wraps, &self.data_type)
     }
 
     fn size(&self) -> usize {
         size_of_val(self)
     }
 
-    /// DataFusion's sliding sum's state: the sum, then the count.
+    /// The checked `sum`'s state (the wrapped sum and its wrap count), then the count of
+    /// values in the frame, as DataFusion's sliding sum appends its count to its state.
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![self.frame_sum(false)?, ScalarValue::from(self.count)])
+        let mut state = state_scalars::<T>(self.frame_sum(), self.wraps, &self.data_type)?;
+        state.push(ScalarValue::from(self.count));
+        Ok(state)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let sums = primitive::<T>(states, 0)?;
-        add_valid(sums, &mut self.sum, &mut self.wraps);
-        let counts = primitive::<UInt64Type>(states, 1)?;
+        let (sums, wraps) = (
+            primitive::<T>(states, 0)?,
+            primitive::<Int64Type>(states, 1)?,
+        );
+        add_states(sums, wraps, &mut self.sum, &mut self.wraps)?;
+        let counts = primitive::<UInt64Type>(states, 2)?;
         self.count += arrow::compute::sum(counts).unwrap_or(0);
         Ok(())
     }
@@ -213,7 +226,7 @@ impl<T: SumType> Accumulator for DistinctSumAccumulator<T> {
             wraps += wrapped;
         }
         let sum = (!self.values.is_empty()).then_some(sum);
-        checked_scalar::<T>(sum, wraps, true, &self.data_type)
+        finished_scalar::<T>(sum, wraps, &self.data_type)
     }
 
     fn size(&self) -> usize {
@@ -221,7 +234,8 @@ impl<T: SumType> Accumulator for DistinctSumAccumulator<T> {
     }
 
     /// The distinct values as a one-row list (the state field DataFusion's `sum`
-    /// declares for DISTINCT: a list of the sum's type).
+    /// declares for DISTINCT: a list of the sum's type). It holds values, not a partial
+    /// sum, so it needs no wrap count: they are added, and checked, when finished.
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
         let values = PrimitiveArray::<T>::from_iter_values(self.values.iter().copied())
             .with_data_type(self.data_type.clone());
@@ -268,7 +282,14 @@ mod tests {
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Int64(Some(i64::MAX)));
         acc.update_batch(&[int64s(vec![Some(1)])]).unwrap();
         assert!(overflows(acc.evaluate()));
-        assert!(overflows(acc.state()));
+        // The state is no error: the wrapped sum and how often it wrapped.
+        assert_eq!(
+            acc.state().unwrap(),
+            [
+                ScalarValue::Int64(Some(i64::MIN)),
+                ScalarValue::Int64(Some(1))
+            ]
+        );
 
         let mut nothing = SumAccumulator::<Int64Type>::new(&DataType::Int64);
         nothing.update_batch(&[int64s(vec![None, None])]).unwrap();
@@ -278,9 +299,36 @@ mod tests {
     #[test]
     fn merged_states_past_i64_max_are_an_error() {
         let mut acc = SumAccumulator::<Int64Type>::new(&DataType::Int64);
-        acc.merge_batch(&[int64s(vec![Some(i64::MAX), Some(i64::MAX), None])])
-            .unwrap();
+        acc.merge_batch(&[
+            int64s(vec![Some(i64::MAX), Some(i64::MAX), None]),
+            int64s(vec![Some(0), Some(0), Some(0)]),
+        ])
+        .unwrap();
         assert!(overflows(acc.evaluate()));
+    }
+
+    #[test]
+    fn partial_sums_that_left_int64_merge_into_the_exact_total() {
+        // Two partitions: one sums two values near the top, the other two near the
+        // bottom. Each partial sum leaves Int64; the total, -4, fits.
+        let mut states = Vec::new();
+        for values in [
+            vec![Some(i64::MAX), Some(i64::MAX), Some(1)],
+            vec![Some(i64::MIN), None, Some(i64::MIN), Some(-3)],
+        ] {
+            let mut partial = SumAccumulator::<Int64Type>::new(&DataType::Int64);
+            partial.update_batch(&[int64s(values)]).unwrap();
+            assert!(overflows(partial.evaluate()), "the partial alone overflows");
+            states.push(partial.state().unwrap());
+        }
+        assert_eq!(states[0][1], ScalarValue::Int64(Some(1)));
+        assert_eq!(states[1][1], ScalarValue::Int64(Some(-1)));
+        let mut total = SumAccumulator::<Int64Type>::new(&DataType::Int64);
+        for state in &states {
+            let columns: Vec<ArrayRef> = state.iter().map(|s| s.to_array().unwrap()).collect();
+            total.merge_batch(&columns).unwrap();
+        }
+        assert_eq!(total.evaluate().unwrap(), ScalarValue::Int64(Some(-4)));
     }
 
     #[test]
@@ -289,6 +337,14 @@ mod tests {
         acc.update_batch(&[int64s(vec![Some(i64::MAX), Some(5)])])
             .unwrap();
         assert!(overflows(acc.evaluate()));
+        assert_eq!(
+            acc.state().unwrap(),
+            [
+                ScalarValue::Int64(Some(i64::MIN + 4)),
+                ScalarValue::Int64(Some(1)),
+                ScalarValue::UInt64(Some(2))
+            ]
+        );
         acc.retract_batch(&[int64s(vec![Some(i64::MAX)])]).unwrap();
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Int64(Some(5)));
         acc.retract_batch(&[int64s(vec![Some(5), None])]).unwrap();

@@ -1,19 +1,19 @@
 //! The grouped accumulator of the checked `sum`: DataFusion's `PrimitiveGroupsAccumulator`
 //! loop (one wrapping addition per row into the group's sum, NULLs and filters through
-//! DataFusion's `NullState`) plus a wrap count per group, checked when states or results
-//! are emitted.
+//! DataFusion's `NullState`) plus a wrap count per group, handed on in the state beside
+//! the wrapped sum and checked only when results are emitted.
 
 use std::mem::size_of;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, PrimitiveArray};
-use arrow::buffer::NullBuffer;
-use arrow::datatypes::DataType;
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray};
+use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::Result;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::NullState;
 
-use super::{SumType, WrappingSum, primitive, sum_overflow_error};
+use super::{SumType, WrappingSum, primitive, same_rows, sum_overflow_error};
 
 /// Per-group checked sums of type `T` (see the module docs of `checked_sum`).
 pub(super) struct SumGroupsAccumulator<T: SumType> {
@@ -65,21 +65,30 @@ impl<T: SumType> SumGroupsAccumulator<T> {
         );
     }
 
-    /// The sums of the groups `emit_to` names, NULL for a group without values; the
-    /// overflow error when one of them wrapped or, `finished`, when a decimal's precision
-    /// does not hold it. A group without values has a sum of 0 and no wraps, so every
-    /// slot can be checked without its validity.
-    fn emit(&mut self, emit_to: EmitTo, finished: bool) -> Result<ArrayRef> {
+    /// Adds the wrap counts `wraps` of the states `sums` to their groups: rare, so one
+    /// pass that stores only where a count is not 0 (a state without a sum has none).
+    fn add_state_wraps(
+        &mut self,
+        sums: &PrimitiveArray<T>,
+        wraps: &Int64Array,
+        group_indices: &[usize],
+    ) {
+        for (row, (k, group)) in wraps.values().iter().zip(group_indices).enumerate() {
+            if *k != 0 && sums.is_valid(row) && wraps.is_valid(row) {
+                self.wraps[*group] = self.wraps[*group].wrapping_add(*k);
+            }
+        }
+    }
+
+    /// The wrapped sums of the groups `emit_to` names (NULL for a group without
+    /// values) and their wrap counts (0 for a group without values).
+    fn take(&mut self, emit_to: EmitTo) -> (PrimitiveArray<T>, Vec<i64>) {
         let sums = emit_to.take_needed(&mut self.sums);
         let wraps = emit_to.take_needed(&mut self.wraps);
         let nulls = self.null_state.build(emit_to);
-        let wrapped = wraps.iter().any(|w| *w != 0);
-        if wrapped || (finished && !sums.iter().all(|s| T::holds(*s, &self.data_type))) {
-            return Err(sum_overflow_error(&self.data_type));
-        }
         let sums =
             PrimitiveArray::<T>::new(sums.into(), nulls).with_data_type(self.data_type.clone());
-        Ok(Arc::new(sums))
+        (sums, wraps)
     }
 }
 
@@ -96,12 +105,24 @@ impl<T: SumType> GroupsAccumulator for SumGroupsAccumulator<T> {
         Ok(())
     }
 
+    /// The finished sums: the overflow error when a group's true sum is not its wrapped
+    /// one or a decimal's precision does not hold it. A group without values has a sum
+    /// of 0 and no wraps, so every slot can be checked without its validity.
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        self.emit(emit_to, true)
+        let (sums, wraps) = self.take(emit_to);
+        let wrapped = wraps.iter().any(|w| *w != 0);
+        if wrapped || !sums.values().iter().all(|s| T::holds(*s, &self.data_type)) {
+            return Err(sum_overflow_error(&self.data_type));
+        }
+        Ok(Arc::new(sums))
     }
 
+    /// The wrapped sums and their wrap counts, unchecked: only the final result can
+    /// overflow (see the module docs of `checked_sum`).
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        Ok(vec![self.emit(emit_to, false)?])
+        let (sums, wraps) = self.take(emit_to);
+        let wraps = Int64Array::new(ScalarBuffer::from(wraps), None);
+        Ok(vec![Arc::new(sums), Arc::new(wraps)])
     }
 
     fn merge_batch(
@@ -110,14 +131,18 @@ impl<T: SumType> GroupsAccumulator for SumGroupsAccumulator<T> {
         group_indices: &[usize],
         total_num_groups: usize,
     ) -> Result<()> {
-        // A state is a sum: merging adds, with the same wrap count.
+        // The states' wrapped sums add with the same wrap count as values do; their own
+        // counts add to their groups' counts.
         let sums = primitive::<T>(values, 0)?;
+        let wraps = primitive::<Int64Type>(values, 1)?;
+        same_rows(sums, wraps)?;
         self.add(sums, group_indices, None, total_num_groups);
+        self.add_state_wraps(sums, wraps, group_indices);
         Ok(())
     }
 
     /// Each row as its own state: its value, NULL where the value is NULL or the filter
-    /// is not true (no addition, so nothing to check).
+    /// is not true (no addition, so nothing to check), with a wrap count of 0.
     fn convert_to_state(
         &self,
         values: &[ArrayRef],
@@ -134,7 +159,8 @@ impl<T: SumType> GroupsAccumulator for SumGroupsAccumulator<T> {
         let nulls = NullBuffer::union(values.nulls(), passed.as_ref());
         let states = PrimitiveArray::<T>::new(values.values().clone(), nulls)
             .with_data_type(self.data_type.clone());
-        Ok(vec![Arc::new(states)])
+        let wraps = Int64Array::new(ScalarBuffer::from(vec![0i64; values.len()]), None);
+        Ok(vec![Arc::new(states), Arc::new(wraps)])
     }
 
     fn size(&self) -> usize {
@@ -205,20 +231,28 @@ mod tests {
         assert_eq!(sums_of(&sums), vec![Some(i64::MAX), Some(4), None]);
     }
 
+    /// The states of a partial aggregate of `values`, whose rows go to groups 0 and 1 by
+    /// turns.
+    fn partial_state(values: Vec<Option<i64>>) -> Vec<ArrayRef> {
+        let mut partial = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
+        let groups: Vec<usize> = (0..values.len()).map(|row| row % 2).collect();
+        partial
+            .update_batch(&[int64s(values)], &groups, None, 2)
+            .unwrap();
+        partial.state(EmitTo::All).unwrap()
+    }
+
     #[test]
     fn partial_states_that_fit_overflow_when_the_final_merges_them() {
         // Two partial aggregates, each exact; the final's merge passes the top.
-        let mut partials: Vec<ArrayRef> = Vec::new();
-        for values in [vec![Some(i64::MAX - 1), Some(5)], vec![Some(1), None]] {
-            let mut partial = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
-            partial
-                .update_batch(&[int64s(values)], &[0, 1], None, 2)
-                .unwrap();
-            partials.extend(partial.state(EmitTo::All).unwrap());
-        }
+        let partials = [
+            partial_state(vec![Some(i64::MAX - 1), Some(5)]),
+            partial_state(vec![Some(1), None]),
+        ];
         let mut exact = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
-        exact.merge_batch(&partials[..1], &[0, 1], 2).unwrap();
-        exact.merge_batch(&partials[1..], &[0, 1], 2).unwrap();
+        for state in &partials {
+            exact.merge_batch(state, &[0, 1], 2).unwrap();
+        }
         assert_eq!(
             sums_of(&exact.evaluate(EmitTo::All).unwrap()),
             vec![Some(i64::MAX), Some(5)]
@@ -226,56 +260,77 @@ mod tests {
 
         let mut past = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
         for state in &partials {
-            past.merge_batch(std::slice::from_ref(state), &[0, 1], 2)
-                .unwrap();
+            past.merge_batch(state, &[0, 1], 2).unwrap();
         }
-        past.merge_batch(&[int64s(vec![Some(1), None])], &[0, 1], 2)
+        past.merge_batch(&partial_state(vec![Some(1), None]), &[0, 1], 2)
             .unwrap();
         assert!(overflows(past.evaluate(EmitTo::All)));
     }
 
     #[test]
-    fn a_partial_state_that_wrapped_is_an_error_not_a_wrapped_state() {
-        let mut partial = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
-        let values = int64s(vec![Some(i64::MIN), Some(-1)]);
-        partial.update_batch(&[values], &[0, 0], None, 1).unwrap();
-        assert!(overflows(partial.state(EmitTo::All)));
+    fn a_partial_state_that_left_int64_carries_its_wrap_count_and_only_the_total_decides() {
+        // Partition A: group 0 sums past the top, group 1 past the bottom. Partition B:
+        // group 0 comes back within range, group 1 does not.
+        let a = partial_state(vec![
+            Some(i64::MAX),
+            Some(i64::MIN),
+            Some(i64::MAX),
+            Some(-1),
+        ]);
+        assert_eq!(sums_of(&a[0]), vec![Some(-2), Some(i64::MAX)]);
+        assert_eq!(sums_of(&a[1]), vec![Some(1), Some(-1)]);
+        let b = partial_state(vec![Some(i64::MIN), Some(-5), Some(-9), None]);
+        let mut total = SumGroupsAccumulator::<Int64Type>::new(&DataType::Int64);
+        total.merge_batch(&a, &[0, 1], 2).unwrap();
+        total.merge_batch(&b, &[0, 1], 2).unwrap();
+        // Group 0: 2·(2^63 − 1) − 2^63 − 9 = 2^63 − 11, exact.
+        assert_eq!(
+            sums_of(&total.evaluate(EmitTo::First(1)).unwrap()),
+            vec![Some(i64::MAX - 10)]
+        );
+        // Group 1: −2^63 − 1 − 5 leaves Int64.
+        assert!(overflows(total.evaluate(EmitTo::All)));
     }
 
     #[test]
-    fn a_decimal_38_sum_past_38_digits_is_an_error_when_finished_not_in_a_partial_state() {
+    fn a_decimal_38_sum_past_its_digits_or_an_i128_is_an_error_only_when_finished() {
         let dt = DataType::Decimal128(38, 0);
-        let big = 6 * 10i128.pow(37);
-        let values: ArrayRef = Arc::new(
-            Decimal128Array::from(vec![Some(big), Some(big)])
-                .with_precision_and_scale(38, 0)
-                .unwrap(),
-        );
+        let decimals = |value: i128| -> ArrayRef {
+            Arc::new(
+                Decimal128Array::from(vec![Some(value); 2])
+                    .with_precision_and_scale(38, 0)
+                    .unwrap(),
+            )
+        };
+        let finish = |values: ArrayRef| {
+            let mut partial = SumGroupsAccumulator::<Decimal128Type>::new(&dt);
+            partial.update_batch(&[values], &[0, 0], None, 1).unwrap();
+            let state = partial.state(EmitTo::All).unwrap();
+            let mut final_ = SumGroupsAccumulator::<Decimal128Type>::new(&dt);
+            final_.merge_batch(&state, &[0], 1).unwrap();
+            (state, final_.evaluate(EmitTo::All))
+        };
         // 1.2·10^38 fits an i128 but not 38 digits: a partial state may carry it, the
         // final result may not.
-        let mut partial = SumGroupsAccumulator::<Decimal128Type>::new(&dt);
-        partial
-            .update_batch(&[Arc::clone(&values)], &[0, 0], None, 1)
-            .unwrap();
-        let state = partial.state(EmitTo::All).unwrap();
+        let big = 6 * 10i128.pow(37);
+        let (state, result) = finish(decimals(big));
         assert_eq!(state[0].as_primitive::<Decimal128Type>().value(0), 2 * big);
-        let mut final_ = SumGroupsAccumulator::<Decimal128Type>::new(&dt);
-        final_.merge_batch(&state, &[0], 1).unwrap();
-        let err = final_.evaluate(EmitTo::All).unwrap_err().to_string();
+        assert_eq!(sums_of(&state[1]), vec![Some(0)]);
+        let err = result.unwrap_err().to_string();
         assert!(
             err.contains("SUM over Decimal128(38, 0) exceeds its range"),
             "{err}"
         );
 
-        // Past an i128: the partial state itself is the error.
-        let huge: ArrayRef = Arc::new(
-            Decimal128Array::from(vec![Some(9 * 10i128.pow(37)); 2])
-                .with_precision_and_scale(38, 0)
-                .unwrap(),
+        // Past an i128: the state carries the wrapped sum and one wrap of 2^128.
+        let huge = 9 * 10i128.pow(37);
+        let (state, result) = finish(decimals(huge));
+        assert_eq!(
+            state[0].as_primitive::<Decimal128Type>().value(0),
+            (2 * huge as u128) as i128
         );
-        let mut partial = SumGroupsAccumulator::<Decimal128Type>::new(&dt);
-        partial.update_batch(&[huge], &[0, 0], None, 1).unwrap();
-        assert!(partial.state(EmitTo::All).is_err());
+        assert_eq!(sums_of(&state[1]), vec![Some(1)]);
+        assert!(result.is_err());
     }
 
     #[test]
@@ -285,5 +340,6 @@ mod tests {
         let filter = BooleanArray::from(vec![Some(true), Some(true), None, Some(false)]);
         let states = acc.convert_to_state(&[values], Some(&filter)).unwrap();
         assert_eq!(sums_of(&states[0]), vec![Some(1), None, None, None]);
+        assert_eq!(sums_of(&states[1]), vec![Some(0); 4]);
     }
 }

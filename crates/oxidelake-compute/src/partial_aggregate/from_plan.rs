@@ -1,5 +1,6 @@
 //! Building a `GpuPartialAggregateExec` from the DataFusion partial aggregate it
-//! replaces: keys must be columns; each aggregate is SUM / COUNT / MIN / MAX / AVG, not
+//! replaces: keys must be columns; each aggregate is SUM (DataFusion's, or OxideLake's
+//! checked one with its two-field state) / COUNT / MIN / MAX / AVG, not
 //! DISTINCT, without FILTER, of one argument. A column or a cast of one is read directly;
 //! COUNT of a non-null literal is COUNT(*); any other argument expression is computed by
 //! a projection put below the device operator: a `GpuProjectionExec` when it is
@@ -81,6 +82,12 @@ fn partial_parts(agg: &AggregateExec) -> Result<PartialParts, String> {
             return Err(format!("{name}(DISTINCT)"));
         }
         let func = match name.as_str() {
+            // OxideLake's checked `sum` declares a second state field, its wrap count
+            // (`crate::checked_sum`); DataFusion's `sum`, and the checked one over
+            // floats, the sum alone.
+            "sum" if expr.state_fields().map_err(|e| e.to_string())?.len() == 2 => {
+                PartialFunc::CheckedSum
+            }
             "sum" => PartialFunc::Sum,
             "count" => PartialFunc::Count,
             "min" => PartialFunc::Min,

@@ -11,9 +11,9 @@
 //! `…_probe_ratio_threshold`), so a placed plan skips exactly where a stock plan would.
 //!
 //! A row's state is what the grouped path returns for a group of that row alone: SUM,
-//! MIN and MAX the value in the state type (NULL stays NULL), COUNT 1 or 0, AVG a count
-//! of 1 (NULL for a NULL value, as the grouped path marks a group without values) and
-//! the value as its sum.
+//! MIN and MAX the value in the state type (NULL stays NULL), the checked SUM that value
+//! and a wrap count of 0, COUNT 1 or 0, AVG a count of 1 (NULL for a NULL value, as the
+//! grouped path marks a group without values) and the value as its sum.
 
 use std::sync::Arc;
 
@@ -106,6 +106,11 @@ pub(super) fn row_states(
                 let to = state_type(0);
                 columns.push(arrow::compute::cast(value()?, &to)?);
             }
+            PartialFunc::CheckedSum => {
+                let to = state_type(0);
+                columns.push(arrow::compute::cast(value()?, &to)?);
+                columns.push(Arc::new(Int64Array::from(vec![0i64; rows])));
+            }
             PartialFunc::Avg => {
                 let value = value()?;
                 let counts = UInt64Array::new(vec![1u64; rows].into(), value.logical_nulls());
@@ -193,6 +198,10 @@ mod tests {
                 func: PartialFunc::Avg,
                 input: input(2, None),
             },
+            PartialAggSpec {
+                func: PartialFunc::CheckedSum,
+                input: input(2, None),
+            },
         ];
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Utf8, true),
@@ -202,6 +211,8 @@ mod tests {
             Field::new("max_d", DataType::Decimal128(15, 2), true),
             Field::new("avg_d_count", DataType::UInt64, true),
             Field::new("avg_d_sum", DataType::Decimal128(25, 2), true),
+            Field::new("sum_d[sum]", DataType::Decimal128(25, 2), true),
+            Field::new("sum_d[wraps]", DataType::Int64, false),
         ]));
         let out = row_states(&batch, &[0], &aggregates, &schema).unwrap();
         let ints = |i: usize| {
@@ -228,5 +239,8 @@ mod tests {
             &DataType::Decimal128(25, 2)
         );
         assert_eq!(decimals(6), vec![Some(150), Some(-5), None]);
+        // The checked SUM: the value, and no wraps.
+        assert_eq!(decimals(7), vec![Some(150), Some(-5), None]);
+        assert_eq!(ints(8), vec![Some(0); 3]);
     }
 }

@@ -8,8 +8,9 @@
 //!
 //! The aggregates map onto the device's [`ResidentAgg`]s once per operator: SUM and AVG
 //! of floats, of integers and of decimals (two 32-bit halves of their images, joined
-//! exactly on the host; a group whose sum leaves its state type sends the batch's rows
-//! on as their own states, for the final aggregate's checked `sum`), COUNT(*) and
+//! exactly on the host into the state the host path makes: the checked `sum`'s wrapped
+//! sum and wrap count, so a group's sum that leaves its state type reaches the final
+//! aggregate exactly), COUNT(*) and
 //! COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and floats. An
 //! aggregate outside that (a cast the device would have to compute) makes the operator
 //! *bridge* every batch: download it and run the host path. So does a backend that refuses the batch (the CPU backend
@@ -65,27 +66,28 @@ impl ResidentPlan {
                         column.map_or(ResidentAggInput::Rows, |(c, _)| ResidentAggInput::Valid(c));
                     StateFrom::Result(plan.push(AggFunc::Count, input))
                 }
-                PartialFunc::Sum | PartialFunc::Avg => {
+                PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg => {
                     let (c, dt) = column?;
                     if spec.func == PartialFunc::Avg {
                         let count = plan.push(AggFunc::Count, ResidentAggInput::Valid(c));
                         plan.states.push(StateFrom::AvgCount(count));
                     }
-                    match dt {
+                    let parts = match dt {
                         DataType::Float64 => {
-                            StateFrom::Result(plan.push(AggFunc::Sum, ResidentAggInput::Float(c)))
+                            vec![(plan.push(AggFunc::Sum, ResidentAggInput::Float(c)), 0)]
                         }
                         // By halves, which cannot overflow: an i64 sum of the images could.
                         DataType::Int8
                         | DataType::Int16
                         | DataType::Int32
                         | DataType::Int64
-                        | DataType::Decimal128(_, _) => StateFrom::Limbs(vec![
+                        | DataType::Decimal128(_, _) => vec![
                             (plan.push(AggFunc::Sum, ResidentAggInput::Low32(c)), 0),
                             (plan.push(AggFunc::Sum, ResidentAggInput::High32(c)), 32),
-                        ]),
+                        ],
                         _ => return None,
-                    }
+                    };
+                    StateFrom::of(spec.func, parts)
                 }
                 PartialFunc::Min | PartialFunc::Max => {
                     let (c, dt) = column?;
@@ -181,20 +183,7 @@ impl ResidentBatches {
                 .aggregate_resident(&self.exec.stream, args)
             {
                 Ok(result) => {
-                    let out = match self.assemble(plan, &result)? {
-                        Some(out) => out,
-                        // A group's sum leaves its state type: the batch's rows go on as
-                        // their own states, for the final aggregate's checked sum to add.
-                        None => {
-                            let host = self.download(batch)?;
-                            pass_through::row_states(
-                                &host,
-                                &self.keys,
-                                &self.aggregates,
-                                &self.schema,
-                            )?
-                        }
-                    };
+                    let out = self.assemble(plan, &result)?;
                     probe.record(batch.num_rows(), out.num_rows());
                     // What crossed: the groups' keys and words, and the sizes read back.
                     let moved = self.exec.bytes_moved(|| result.get_array_memory_size());
@@ -243,21 +232,13 @@ impl ResidentBatches {
         )?)
     }
 
-    /// The output batch from the device's result: its key columns, then the states;
-    /// `None` when a group's sum does not fit its state type.
-    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<Option<RecordBatch>> {
+    /// The output batch from the device's result: its key columns, then the states.
+    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<RecordBatch> {
         let keys = self.keys.len();
-        let Some(states) =
-            state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?
-        else {
-            return Ok(None);
-        };
+        let states = state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?;
         let mut columns: Vec<ArrayRef> = result.columns()[..keys].to_vec();
         columns.extend(states);
-        Ok(Some(RecordBatch::try_new(
-            Arc::clone(&self.schema),
-            columns,
-        )?))
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
 }
 
@@ -307,6 +288,27 @@ mod tests {
         );
         // SUM, AVG (count and sum), MAX, COUNT(*), COUNT(n), SUM(n)
         assert_eq!(plan.states.len(), 7);
+    }
+
+    #[test]
+    fn the_checked_sum_reads_the_same_halves_as_the_stock_sum_and_makes_two_state_columns() {
+        let input = Schema::new(vec![Field::new("n", DataType::Int64, true)]);
+        let specs = [
+            spec(PartialFunc::CheckedSum, Some(0)),
+            spec(PartialFunc::Sum, Some(0)),
+        ];
+        let plan = ResidentPlan::new(&input, &specs).unwrap();
+        assert_eq!(plan.aggregates.len(), 2, "one pair of halves for both sums");
+        assert!(
+            matches!(&plan.states[0], StateFrom::Counted(parts) if parts == &[(0, 0), (1, 32)]),
+            "{:?}",
+            plan.states
+        );
+        assert!(
+            matches!(&plan.states[1], StateFrom::Limbs(parts) if parts == &[(0, 0), (1, 32)]),
+            "{:?}",
+            plan.states
+        );
     }
 
     #[test]

@@ -70,8 +70,21 @@ fn source(parts: &[Vec<RecordBatch>], schema: &SchemaRef) -> Arc<dyn ExecutionPl
 }
 
 async fn stock(tables: &[(&str, &[Vec<RecordBatch>])], sql: &str) -> Vec<RecordBatch> {
+    stock_outcome(tables, sql, false).await.unwrap()
+}
+
+/// `sql` over `tables` on a stock session with OxideLake's `min` and `max` and, where
+/// `checked_sum`, its `sum`; the error too.
+async fn stock_outcome(
+    tables: &[(&str, &[Vec<RecordBatch>])],
+    sql: &str,
+    checked_sum: bool,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
     let ctx = SessionContext::new();
     with_oxidelake_min_max(&ctx);
+    if checked_sum {
+        with_checked_sum(&ctx);
+    }
     for (name, parts) in tables {
         let parts: Vec<Vec<RecordBatch>> = if parts.is_empty() {
             vec![vec![]]
@@ -81,7 +94,7 @@ async fn stock(tables: &[(&str, &[Vec<RecordBatch>])], sql: &str) -> Vec<RecordB
         let table = MemTable::try_new(data::schema(), parts).unwrap();
         ctx.register_table(*name, Arc::new(table)).unwrap();
     }
-    ctx.sql(sql).await.unwrap().collect().await.unwrap()
+    ctx.sql(sql).await?.collect().await
 }
 
 async fn ours(plan: Arc<dyn ExecutionPlan>) -> Vec<RecordBatch> {
@@ -454,6 +467,13 @@ fn with_oxidelake_min_max(ctx: &SessionContext) {
     }
 }
 
+/// Registers the `sum` every OxideLake session has in place of DataFusion's
+/// (`checked_sum_udaf`): an overflow is an error, and its state over integers is the
+/// wrapped sum and a wrap count.
+fn with_checked_sum(ctx: &SessionContext) {
+    ctx.register_udaf(oxidelake_compute::checked_sum_udaf().as_ref().clone());
+}
+
 /// A session state whose optimizer keeps partial and final aggregates apart, as they
 /// are where the placement rule runs (before `CombinePartialFinalAggregate`).
 fn uncombined_aggregates() -> datafusion::execution::SessionState {
@@ -470,11 +490,12 @@ fn uncombined_aggregates() -> datafusion::execution::SessionState {
 
 /// The stock plan of `sql` over `parts` as table `t`, with its partial aggregate replaced
 /// by a GpuPartialAggregateExec on `backend` (as the placement rule does); and that node,
-/// whose metrics count fallbacks.
+/// whose metrics count fallbacks. `checked_sum`: with OxideLake's `sum`.
 async fn with_device_partial(
     parts: &[Vec<RecordBatch>],
     sql: &str,
     backend: &BackendChoice,
+    checked_sum: bool,
 ) -> (
     Arc<dyn ExecutionPlan>,
     SessionContext,
@@ -482,6 +503,9 @@ async fn with_device_partial(
 ) {
     let ctx = SessionContext::new_with_state(uncombined_aggregates());
     with_oxidelake_min_max(&ctx);
+    if checked_sum {
+        with_checked_sum(&ctx);
+    }
     let parts: Vec<Vec<RecordBatch>> = if parts.is_empty() {
         vec![vec![]]
     } else {
@@ -539,11 +563,12 @@ async fn aggregate_cases(backend: BackendChoice) -> usize {
     ];
     let mut cases = 0;
     let mut rows = 0;
+    let (mut exact_sums, mut overflows) = (0, 0);
     for seed in 0..CASES {
         let mut rng = Rng::new(2_000 + seed);
         let parts = data::partitions(&mut rng, [1, 5, 16][seed as usize % 3]);
         for sql in shapes {
-            let (plan, ctx, device) = with_device_partial(&parts, sql, &backend).await;
+            let (plan, ctx, device) = with_device_partial(&parts, sql, &backend, false).await;
             let got = collect(plan, ctx.task_ctx()).await.unwrap();
             let want = stock(&[("t", &parts)], sql).await;
             // Float sums may differ in the last bits: the summation order differs.
@@ -558,11 +583,63 @@ async fn aggregate_cases(backend: BackendChoice) -> usize {
             }
             cases += 1;
         }
+        for sql in CHECKED_SUM_SHAPES {
+            let (plan, ctx, device) = with_device_partial(&parts, sql, &backend, true).await;
+            let got = collect(plan, ctx.task_ctx()).await;
+            let want = stock_outcome(&[("t", &parts)], sql, true).await;
+            let label = format!("checked sum seed {seed}: {sql}");
+            match (&got, &want) {
+                (Ok(got), Ok(want)) => {
+                    rows += assert_same_rows(&label, got, want, 0.0);
+                    exact_sums += 1;
+                }
+                (Err(g), Err(w))
+                    if g.to_string().contains(SUM_OVERFLOW)
+                        && w.to_string().contains(SUM_OVERFLOW) =>
+                {
+                    overflows += 1;
+                }
+                _ => panic!(
+                    "{label}\nours: {:?}\nstock: {:?}",
+                    got.as_ref().map(|b| b.len()),
+                    want.as_ref().map(|b| b.len())
+                ),
+            }
+            if !matches!(backend, BackendChoice::Fixed(_)) {
+                assert_eq!(fallback_batches(&device), 0, "GPU run fell back to the CPU");
+            }
+            cases += 1;
+        }
     }
     // Aggregates output one row per group (at most 17 keys here).
     assert!(rows > 100, "the random cases compared only {rows} groups");
+    assert!(
+        exact_sums > 0 && overflows > 0,
+        "the checked sums ended {exact_sums} times exact and {overflows} times in the overflow \
+         error: both must come up"
+    );
     cases
 }
+
+/// The overflow error of OxideLake's `sum` over `a` (`sum_overflow_error`).
+const SUM_OVERFLOW: &str = "Arithmetic overflow: SUM over Int64 exceeds its range";
+
+/// Shapes summing `a` (whose values include both ends of Int64) with OxideLake's checked
+/// `sum` on both sides: its two-column state (the wrapped sum and its wrap count) from
+/// the device partial under the stock final, against DataFusion's aggregates with the
+/// same `sum`. The answer is the same rows or the same overflow error.
+const CHECKED_SUM_SHAPES: [&str; 3] = [
+    // Most totals leave Int64 (the heavy key 0 holds many of a's ends).
+    "SELECT k, SUM(a), COUNT(*) FROM t GROUP BY k",
+    "SELECT SUM(a), COUNT(a) FROM t WHERE a > 100 OR a < -100",
+    // Every value and its negation (i64::MIN has none): each group's total is 0, while
+    // a partition holding the first half's ends sums past Int64. Only the total decides,
+    // however the rows are partitioned (issue 44).
+    "SELECT k, SUM(x), COUNT(x) FROM (\
+       SELECT k, a AS x FROM t WHERE a >= -9223372036854775807 \
+       UNION ALL SELECT k, 0 - a AS x FROM t WHERE a >= -9223372036854775807\
+     ) u GROUP BY k",
+];
 
 async fn vector_cases(backend: BackendChoice) -> usize {
     let schema = data::schema();
@@ -752,7 +829,7 @@ async fn gpu_partial_aggregate_exec_on_cpu_under_the_stock_final_equals_stock_ag
     report(format!(
         "conformance: GpuPartialAggregateExec[cpu]: {n} cases equal to stock DataFusion"
     ));
-    assert_eq!(n, CASES as usize * 5);
+    assert_eq!(n, CASES as usize * (5 + CHECKED_SUM_SHAPES.len()));
 }
 
 #[tokio::test]

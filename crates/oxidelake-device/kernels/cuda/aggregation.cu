@@ -27,9 +27,15 @@
 //   7. agg_compact_words  the used slots' accumulators, word column by word column, into
 //                         the output batch.
 //
-// Semantics match the CPU path: integer SUM wraps (two's complement atomicAdd on
-// unsigned 64-bit), NULL values are skipped, float MIN/MAX use IEEE total order (NaN is
-// largest) via atomicMin/atomicMax on the order-preserving integer image of the double.
+// Semantics match the CPU path: an integer SUM adds with two's complement atomicAdd on
+// unsigned 64-bit, so a sum past an i64 would wrap here; GpuPartialAggregateExec never
+// hands over a column that can (values that could overflow an i64 sum travel as 32-bit
+// limbs, AGG_SUM_LO / AGG_SUM_HI or host-side limbs, and decimal batches are cut into
+// slices whose sums fit), joins the limbs' sums exactly on the host, and SQL's SUM
+// raises an overflow error rather than returning a wrapped value
+// (docs/sql-semantics.md). NULL values are skipped, float MIN/MAX use IEEE total order
+// (NaN is largest) via atomicMin/atomicMax on the order-preserving integer image of the
+// double.
 // Float SUM uses atomicAdd(double): the result can differ from a sequential sum in the
 // last bits, as any parallel sum does.
 //

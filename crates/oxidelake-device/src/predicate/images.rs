@@ -129,15 +129,19 @@ pub fn float_order_key(bits: i64) -> i64 {
 /// `array` with every `-0.0` replaced by `+0.0` when it is a Float32 or Float64 array
 /// holding one (NULL slots and NaNs untouched); any other array as it is. The CPU path
 /// compares floats with Arrow's kernels, which order `-0.0` below `+0.0`; comparing the
-/// canonical arrays gives DataFusion's answer ([`float_order_key`]).
+/// canonical arrays gives DataFusion's answer ([`float_order_key`]). DataFusion's own
+/// normalisation does the same, but this crate does not depend on DataFusion.
 pub fn canonical_float_zeros(array: &ArrayRef) -> ArrayRef {
     match array.data_type() {
         DataType::Float64 => {
             let values = array.as_primitive::<Float64Type>();
+            // A fold rather than `any`: without the early exit the scan vectorises, and
+            // a column without a `-0.0` (the usual case) is read to its end either way.
+            let negative_zero = (-0.0f64).to_bits();
             if !values
                 .values()
                 .iter()
-                .any(|v| v.to_bits() == (-0.0f64).to_bits())
+                .fold(false, |seen, v| seen | (v.to_bits() == negative_zero))
             {
                 return Arc::clone(array);
             }
@@ -146,10 +150,13 @@ pub fn canonical_float_zeros(array: &ArrayRef) -> ArrayRef {
         }
         DataType::Float32 => {
             let values = array.as_primitive::<Float32Type>();
+            // A fold rather than `any`: without the early exit the scan vectorises, and
+            // a column without a `-0.0` (the usual case) is read to its end either way.
+            let negative_zero = (-0.0f32).to_bits();
             if !values
                 .values()
                 .iter()
-                .any(|v| v.to_bits() == (-0.0f32).to_bits())
+                .fold(false, |seen, v| seen | (v.to_bits() == negative_zero))
             {
                 return Arc::clone(array);
             }

@@ -242,6 +242,7 @@ fn partial_func_code(func: PartialFunc) -> u8 {
         PartialFunc::Min => 2,
         PartialFunc::Max => 3,
         PartialFunc::Avg => 4,
+        PartialFunc::CheckedSum => 5,
     }
 }
 
@@ -252,6 +253,7 @@ fn partial_func_of(code: u8) -> Result<PartialFunc> {
         2 => PartialFunc::Min,
         3 => PartialFunc::Max,
         4 => PartialFunc::Avg,
+        5 => PartialFunc::CheckedSum,
         other => return Err(bad(format!("partial aggregate code {other}"))),
     })
 }

@@ -130,6 +130,43 @@ async fn every_gpu_node_survives_encode_and_decode_with_identical_explain_and_sc
 }
 
 #[tokio::test]
+async fn the_checked_sums_state_with_its_wrap_count_survives_encode_and_decode() {
+    let codec = OxidePhysicalCodec::default();
+    let ctx = session(PlacementTarget::Cuda, BackendKind::CpuSimd);
+    // What the runtime registers on every session (oxide_aggregate_udfs): its state over
+    // integers is the wrapped sum and a wrap count; over floats DataFusion's sum alone.
+    ctx.register_udaf(oxidelake_compute::checked_sum_udaf().as_ref().clone());
+    let sql = "SELECT k, SUM(a), SUM(b), COUNT(*) FROM t GROUP BY k";
+    let plan = physical_plan(&ctx, sql).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("GpuPartialAggregateExec")
+            && text.contains("sum(t.a)[sum], sum(t.a)[wraps]")
+            && !text.contains("sum(t.b)[wraps]"),
+        "{text}"
+    );
+    let proto = PhysicalPlanNode::try_from_physical_plan(Arc::clone(&plan), &codec).unwrap();
+    let mut bytes: Vec<u8> = Vec::new();
+    proto.try_encode(&mut bytes).unwrap();
+    let decoded = PhysicalPlanNode::try_decode(&bytes)
+        .unwrap()
+        .try_into_physical_plan(&ctx.task_ctx(), &codec)
+        .unwrap();
+    assert_eq!(displayable(decoded.as_ref()).indent(true).to_string(), text);
+    assert_eq!(decoded.schema(), plan.schema());
+    let original = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap();
+    let round_tripped = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(
+        super::partial_aggregate::sorted_rows(&original),
+        super::partial_aggregate::sorted_rows(&round_tripped)
+    );
+}
+
+#[tokio::test]
 async fn a_truncated_payload_is_an_error_not_a_panic() {
     use datafusion_proto::physical_plan::PhysicalExtensionCodec;
     let ctx = session(PlacementTarget::Cuda, BackendKind::CpuSimd);

@@ -6,9 +6,37 @@
 //! must be text; there clap refuses other bytes with "invalid UTF-8 was detected in one
 //! or more arguments", naming neither the argument nor its flag, and `oxide` then
 //! panicked reading `std::env::args` for its own message (issue 44). [`non_text_argument`]
-//! says which argument it was.
+//! says which argument it was; [`non_text_error`] says it for clap's error, and
+//! [`parse_args_or_exit`] parses a binary's arguments with it (`oxide-scheduler`,
+//! `oxide-worker`; `oxide` words its other usage errors itself).
 
 use std::ffi::OsString;
+
+/// This process's arguments parsed as `A`, or the process ends as clap ends it (`--help`
+/// and `--version` with status 0, a usage error with 2), except that an argument that
+/// is not UTF-8 text is named with its flag in one `error:` line, with status 1.
+pub fn parse_args_or_exit<A: clap::Parser>() -> A {
+    match A::try_parse() {
+        Ok(args) => args,
+        Err(e) => match non_text_error(&e) {
+            Some(which) => {
+                eprintln!("error: {which}");
+                std::process::exit(1)
+            }
+            None => e.exit(),
+        },
+    }
+}
+
+/// When clap refused this process's arguments because one is not UTF-8 text, which one
+/// ([`non_text_argument`]); `None` for every other error.
+pub fn non_text_error(e: &clap::Error) -> Option<String> {
+    if e.kind() == clap::error::ErrorKind::InvalidUtf8 {
+        non_text_argument(std::env::args_os().skip(1))
+    } else {
+        None
+    }
+}
 
 /// The first argument of `args` (the program's, without its name) that is not UTF-8,
 /// described by its flag (`-c`, `--table`, `--flag=…`) or its position, with its

@@ -9,9 +9,10 @@
 //! The job's id reaches the client with the job's first status, a moment after the
 //! submission; a Ctrl-C before that lets the query go on for up to [`JOB_ID_WAIT`] to
 //! learn the id, so that a job the scheduler has just accepted is cancelled as well.
+//! Meanwhile its rows are taken and dropped (the user has been told "Query
+//! cancelled.", so none is printed), and a second Ctrl-C ends the wait at once.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,8 @@ pub(super) enum JobCancel {
     },
     /// The scheduler never told the client the job's id.
     NoJobId,
+    /// A second Ctrl-C ended the wait for the job's id.
+    WaitInterrupted,
 }
 
 impl std::fmt::Display for JobCancel {
@@ -76,6 +79,11 @@ impl std::fmt::Display for JobCancel {
                  accepted it, the job runs to its end",
                 JOB_ID_WAIT.as_secs()
             ),
+            JobCancel::WaitInterrupted => write!(
+                f,
+                "warning: a second Ctrl-C ended the wait for the job's id; if the \
+                 scheduler accepted the job, it runs to its end"
+            ),
         }
     }
 }
@@ -90,25 +98,18 @@ impl ClusterQuery {
         })
     }
 
-    /// Cancels the job on the scheduler. `query` is the statement's future, not yet
-    /// finished: it is polled on (for at most [`JOB_ID_WAIT`]) while the job's id is
-    /// unknown, and left alone once it finishes.
-    pub(super) async fn cancel<F: Future>(mut self, mut query: Pin<&mut F>) -> JobCancel {
-        let deadline = tokio::time::Instant::now() + JOB_ID_WAIT;
-        let job_id = loop {
-            if let Some(id) = submitted_job_id(&self.plan) {
-                break Some(id);
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break None;
-            }
-            tokio::select! {
-                _ = query.as_mut() => break submitted_job_id(&self.plan),
-                () = tokio::time::sleep(JOB_ID_POLL) => {}
-            }
-        };
-        let Some(job_id) = job_id else {
-            return JobCancel::NoJobId;
+    /// Cancels the job on the scheduler. `stream` is the statement's result, not yet
+    /// finished: while the job's id is unknown it is polled on (for at most
+    /// [`JOB_ID_WAIT`]) and its rows dropped, until it ends or `interrupt` (the next
+    /// Ctrl-C) resolves.
+    pub(super) async fn cancel(
+        mut self,
+        stream: &mut QueryStream,
+        interrupt: impl Future<Output = ()>,
+    ) -> JobCancel {
+        let job_id = match wait_for_job_id(&self.plan, stream, interrupt).await {
+            Ok(job_id) => job_id,
+            Err(unknown) => return unknown,
         };
         match self.scheduler.cancel_job(&job_id).await {
             Ok(true) => JobCancel::Cancelled { job_id },
@@ -117,6 +118,39 @@ impl ClusterQuery {
                 job_id,
                 reason: format!("{} ({reason})", self.scheduler.endpoint()),
             },
+        }
+    }
+}
+
+/// The id of the job `plan` submitted, once the plan learns it, while `stream` (its
+/// result) is polled on and its rows dropped: [`JobCancel::NoJobId`] when it does not
+/// within [`JOB_ID_WAIT`] or the stream ends first, [`JobCancel::WaitInterrupted`] at
+/// once when `interrupt` resolves.
+async fn wait_for_job_id(
+    plan: &Arc<dyn ExecutionPlan>,
+    stream: &mut QueryStream,
+    interrupt: impl Future<Output = ()>,
+) -> Result<String, JobCancel> {
+    let deadline = tokio::time::Instant::now() + JOB_ID_WAIT;
+    let mut interrupt = std::pin::pin!(interrupt);
+    loop {
+        if let Some(id) = submitted_job_id(plan) {
+            return Ok(id);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(JobCancel::NoJobId);
+        }
+        tokio::select! {
+            biased;
+            () = &mut interrupt => return Err(JobCancel::WaitInterrupted),
+            batch = stream.next() => {
+                // Rows are dropped: the statement was cancelled. Its end (or an error)
+                // means no status will come any more.
+                if !matches!(batch, Some(Ok(_))) {
+                    return submitted_job_id(plan).ok_or(JobCancel::NoJobId);
+                }
+            }
+            () = tokio::time::sleep(JOB_ID_POLL) => {}
         }
     }
 }
@@ -141,6 +175,41 @@ mod tests {
             .contains("job j1 may still run on the cluster")
         );
         assert!(JobCancel::NoJobId.to_string().starts_with("warning: "));
+        assert!(
+            JobCancel::WaitInterrupted
+                .to_string()
+                .starts_with("warning: a second Ctrl-C")
+        );
+    }
+
+    /// A statement's stream and plan (its plan submits no job: the id never comes).
+    async fn running(sql: &str) -> (QueryStream, Arc<dyn ExecutionPlan>) {
+        let stream = OxideSession::local().sql_stream(sql).await.unwrap();
+        let plan = Arc::clone(stream.plan().unwrap());
+        (stream, plan)
+    }
+
+    #[tokio::test]
+    async fn a_second_ctrl_c_ends_the_wait_for_the_job_id_at_once() {
+        let (mut stream, plan) = running("SELECT * FROM generate_series(1, 1000000000)").await;
+        let started = std::time::Instant::now();
+        let waited = wait_for_job_id(&plan, &mut stream, std::future::ready(())).await;
+        assert_eq!(waited, Err(JobCancel::WaitInterrupted));
+        assert!(
+            started.elapsed() < JOB_ID_WAIT / 5,
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn rows_are_taken_and_dropped_while_the_job_id_is_awaited_until_the_stream_ends() {
+        let (mut stream, plan) = running("SELECT * FROM generate_series(1, 100000)").await;
+        let started = std::time::Instant::now();
+        let waited = wait_for_job_id(&plan, &mut stream, std::future::pending()).await;
+        assert_eq!(waited, Err(JobCancel::NoJobId));
+        // Only the stream's end stops this wait early: every row was taken.
+        assert!(started.elapsed() < JOB_ID_WAIT, "{:?}", started.elapsed());
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use oxidelake_core::EngineError;
 use super::cluster_cancel::ClusterQuery;
 use super::interrupt::next_interrupt;
 use super::output::{Format, MaxRows, Printed, ResultPrinter};
-use crate::{OxideSession, QueryStream, SpillSummary, check_statement_depth};
+use crate::{OxideSession, QueryStream, SpillSummary};
 
 /// How statements print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +47,9 @@ pub enum Ran {
 
 /// Runs one statement and prints its result; Ctrl-C (SIGINT) while it runs drops the
 /// query (DataFusion stops its streams; on a cluster the scheduler is asked to cancel
-/// the job) and returns [`Ran::Cancelled`]. A statement nested deeper than
-/// [`crate::MAX_STATEMENT_DEPTH`] is refused before it is parsed.
+/// the job) and returns [`Ran::Cancelled`]; nothing of the result is printed after
+/// "Query cancelled.". A statement nested deeper than [`crate::MAX_STATEMENT_DEPTH`]
+/// is refused before it is parsed (`OxideSession::sql_stream` checks it).
 pub async fn run_statement(
     session: &OxideSession,
     sql: &str,
@@ -58,15 +59,7 @@ pub async fn run_statement(
     let started = Instant::now();
     // Watching starts before the statement does, so an early Ctrl-C counts too.
     let mut interrupt = std::pin::pin!(next_interrupt());
-    let dialect = session
-        .context()
-        .state()
-        .config()
-        .options()
-        .sql_parser
-        .dialect;
-    check_statement_depth(sql, dialect.as_ref())?;
-    let stream = tokio::select! {
+    let mut stream = tokio::select! {
         stream = session.sql_stream(sql) => stream?,
         () = &mut interrupt => {
             eprintln!("Query cancelled.");
@@ -74,16 +67,17 @@ pub async fn run_statement(
         }
     };
     let cluster = ClusterQuery::of(session, &stream);
-    let mut run = std::pin::pin!(print_stream(stream, options, out));
-    let (printed, spills) = tokio::select! {
-        result = &mut run => result?,
-        () = &mut interrupt => {
-            eprintln!("Query cancelled.");
-            if let Some(query) = cluster {
-                eprintln!("{}", query.cancel(run).await);
-            }
-            return Ok(Ran::Cancelled);
+    let printed = tokio::select! {
+        result = print_stream(&mut stream, options, out) => Some(result?),
+        () = &mut interrupt => None,
+    };
+    let Some((printed, spills)) = printed else {
+        eprintln!("Query cancelled.");
+        if let Some(query) = cluster {
+            // A second Ctrl-C while the job's id is awaited ends the wait.
+            eprintln!("{}", query.cancel(&mut stream, next_interrupt()).await);
         }
+        return Ok(Ran::Cancelled);
     };
     if !options.quiet {
         eprintln!(
@@ -95,7 +89,7 @@ pub async fn run_statement(
 }
 
 async fn print_stream(
-    mut stream: QueryStream,
+    stream: &mut QueryStream,
     options: &RunOptions,
     out: &mut impl Write,
 ) -> Result<(Printed, SpillSummary), EngineError> {

@@ -28,11 +28,15 @@
 //! host (its nearest existing ancestor made canonical), and refused when it leads
 //! outside them, so a link inside a root that points elsewhere is caught on a file
 //! system the scheduler shares with the workers — also a link met while listing a
-//! directory, since each file is checked again when it is read. What it does not cover:
-//! a link that resolves differently on a worker's host than on the scheduler's, or one
-//! created after the query was planned, or a link planted where a partitioned write
-//! will create a directory (`root/out/k=1`); a path the scheduler cannot resolve (a
-//! dangling link, a directory it may not enter) is refused.
+//! directory, since each file is checked again when it is read. The refusal names the
+//! path as written only, never where the link leads, and reads the same for a link to
+//! nothing (or to a place the scheduler cannot enter) as for one to an existing file
+//! outside: a link inside a root must not tell a client what exists outside it. What it
+//! does not cover: a link that resolves differently on a worker's host than on the
+//! scheduler's, or one created after the query was planned, or a link planted where a
+//! partitioned write will create a directory (`root/out/k=1`); any other path the
+//! scheduler cannot resolve (a directory inside the roots it may not enter) is refused
+//! too.
 
 use std::any::Any;
 use std::fmt;
@@ -182,20 +186,29 @@ impl FileAccess {
             ));
         }
         match resolved(store, path) {
-            Ok(Some(real)) if !self.allows(store, &real) => Err(format!(
-                "{what} {} leads through a symbolic link to {}, outside the cluster's \
-                 allowed roots ({}); the scheduler's --allowed-root sets them",
-                shown(store, path),
-                shown(store, &real),
-                self
-            )),
-            Ok(_) => Ok(()),
+            Ok(Resolved::At(real)) if !self.allows(store, &real) => {
+                Err(self.through_link(what, store, path))
+            }
+            Ok(Resolved::ThroughUnresolvableLink) => Err(self.through_link(what, store, path)),
+            Ok(Resolved::At(_) | Resolved::NotLocal) => Ok(()),
             Err(why) => Err(format!(
                 "{what} {}: the scheduler cannot tell where it leads ({why}), and the \
                  cluster's file access is limited to {self}",
                 shown(store, path)
             )),
         }
+    }
+
+    /// The refusal of `path`, inside the roots as written, that a symbolic link leads
+    /// out of them or to nothing the scheduler can reach: the path as written only, in
+    /// the same words either way, so that it tells nothing of what lies outside.
+    fn through_link(&self, what: &str, store: &ObjectStoreUrl, path: &Path) -> String {
+        format!(
+            "{what} {} leads outside the cluster's allowed roots ({self}) through a symbolic \
+             link, or to nothing the scheduler can reach; the scheduler's --allowed-root \
+             sets them",
+            shown(store, path)
+        )
     }
 
     /// Refuses `node` if it scans or writes a file outside the roots.
@@ -242,14 +255,27 @@ impl FileAccess {
     }
 }
 
+/// Where a path leads on the scheduler's host.
+#[derive(Debug, PartialEq, Eq)]
+enum Resolved {
+    /// Not a local path: nothing to resolve.
+    NotLocal,
+    /// It leads here (symbolic links resolved).
+    At(Path),
+    /// Through a symbolic link to something that cannot be resolved: nothing, or a
+    /// directory the scheduler may not enter.
+    ThroughUnresolvableLink,
+}
+
 /// Where local `path` leads on this host: its nearest existing ancestor made canonical
 /// (symbolic links resolved), with the parts that do not exist yet (a file about to be
-/// written) appended. `Ok(None)` for other stores. An error when that cannot be told: a
-/// link that leads nowhere, a directory the scheduler may not enter, a name that is not
-/// UTF-8.
-fn resolved(store: &ObjectStoreUrl, path: &Path) -> std::result::Result<Option<Path>, String> {
+/// written) appended. [`Resolved::ThroughUnresolvableLink`] when a symbolic link on the
+/// way leads to something that cannot be resolved (the words of its refusal must not
+/// depend on what is there); an error when the path cannot be resolved otherwise: a
+/// directory the scheduler may not enter, a name that is not UTF-8.
+fn resolved(store: &ObjectStoreUrl, path: &Path) -> std::result::Result<Resolved, String> {
     if store != &ObjectStoreUrl::local_filesystem() {
-        return Ok(None);
+        return Ok(Resolved::NotLocal);
     }
     let full = std::path::Path::new("/").join(path.as_ref());
     let mut existing = full.as_path();
@@ -268,13 +294,21 @@ fn resolved(store: &ObjectStoreUrl, path: &Path) -> std::result::Result<Option<P
                 missing.push(name);
                 existing = parent;
             }
+            Err(_) if through_link(existing) => return Ok(Resolved::ThroughUnresolvableLink),
             Err(e) => return Err(format!("{}: {e}", existing.display())),
         }
     };
     let real = missing.iter().rev().fold(real, |dir, part| dir.join(part));
     Path::from_absolute_path(&real)
-        .map(Some)
+        .map(Resolved::At)
         .map_err(|e| format!("{}: {e}", real.display()))
+}
+
+/// Whether `path` or one of its ancestors is a symbolic link (on a path inside the
+/// roots as written: the roots themselves are canonical, so only links below them).
+fn through_link(path: &std::path::Path) -> bool {
+    path.ancestors()
+        .any(|part| std::fs::symlink_metadata(part).is_ok_and(|meta| meta.file_type().is_symlink()))
 }
 
 /// `file:///a/b` or `s3://bucket/a/b`, for messages.
@@ -386,9 +420,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("link/x.parquet") && err.contains("secret/x.parquet"),
-            "names the path and where it leads: {err}"
+            err.contains("link/x.parquet") && err.contains("through a symbolic link"),
+            "names the path as written: {err}"
         );
+        assert!(!err.contains("secret"), "not where it leads: {err}");
         let err = access
             .check_path(
                 "writing",
@@ -409,12 +444,59 @@ mod tests {
             )
             .unwrap_err()
             .to_string();
-        assert!(err.contains("cannot tell where it leads"), "{err}");
+        assert!(err.contains("through a symbolic link"), "{err}");
 
         for inside in ["real/y.parquet", "inner/y.parquet", "new/out.parquet"] {
             access
                 .check_path("reading", &store, &local(&root.join(inside)))
                 .unwrap_or_else(|e| panic!("{inside}: {e}"));
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_dangling_and_a_live_link_out_of_the_roots_are_refused_alike_without_their_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root_dir, outside) = (dir.path().join("lake"), dir.path().join("hidden"));
+        std::fs::create_dir(&root_dir).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("present.txt"), b"x").unwrap();
+        std::os::unix::fs::symlink(outside.join("present.txt"), root_dir.join("l.csv")).unwrap();
+        std::os::unix::fs::symlink(outside.join("absent.txt"), root_dir.join("d.csv")).unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("ldir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("gone"), root_dir.join("ddir")).unwrap();
+        let access = FileAccess::new(vec![
+            AllowedRoot::parse(root_dir.to_str().unwrap()).unwrap(),
+        ]);
+        let store = ObjectStoreUrl::local_filesystem();
+        let root = std::fs::canonicalize(&root_dir).unwrap();
+        let refusal = |what: &str, written: &str| {
+            access
+                .admit(what, &store, &local(&root.join(written)))
+                .unwrap_err()
+        };
+        for what in ["reading", "writing", "listing"] {
+            let live = refusal(what, "l.csv");
+            let dangling = refusal(what, "d.csv");
+            assert_eq!(
+                live.replace("l.csv", "NAME"),
+                dangling.replace("d.csv", "NAME")
+            );
+            let live = refusal(what, "ldir/present.txt");
+            let dangling = refusal(what, "ddir/present.txt");
+            assert_eq!(
+                live.replace("ldir", "NAME"),
+                dangling.replace("ddir", "NAME")
+            );
+            for refusal in [live, dangling] {
+                assert!(refusal.contains("through a symbolic link"), "{refusal}");
+                assert!(
+                    !refusal.contains("hidden")
+                        && !refusal.contains("absent")
+                        && !refusal.contains("gone"),
+                    "the target is not named: {refusal}"
+                );
+            }
         }
     }
 
@@ -517,10 +599,7 @@ mod tests {
         let refusal = run(&ctx, &create_csv("t", &table_dir.join("")))
             .await
             .unwrap_err();
-        assert!(
-            refusal.contains("leads through a symbolic link"),
-            "{refusal}"
-        );
+        assert!(refusal.contains("through a symbolic link"), "{refusal}");
         assert!(!refusal.contains("SECRET"), "{refusal}");
         let described = run(&ctx, "DESCRIBE t").await.unwrap_or_else(|e| e);
         assert!(!described.contains("SECRET"), "{described}");

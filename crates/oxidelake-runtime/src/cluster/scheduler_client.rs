@@ -6,8 +6,11 @@
 //! user stopped (Ctrl-C in `oxide sql`, q in `oxide tui`) would run to its end on the
 //! workers unless the client asks the scheduler to cancel it. One connection is dialled
 //! as the session dials the scheduler (through its hook: TLS, deadline, liveness check),
-//! and every request is bounded by [`ANSWER_TIMEOUT`], so a scheduler that stopped
-//! answering costs the caller at most that long.
+//! and every request has a deadline, so a scheduler that stopped answering costs the
+//! caller at most that long: [`ANSWER_TIMEOUT_SECS`] for a dashboard refresh, which the
+//! next refresh replaces, [`CANCEL_TIMEOUT_SECS`] for `CancelJob`, whose answer a busy scheduler
+//! (its event loop stopping the job's tasks) may take longer to give and which is not
+//! asked again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,9 +25,13 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::{OxideSession, SessionMode};
 
-/// How long one of these requests may take: they serve a user who is watching (a
-/// dashboard refresh) or leaving (a cancelled query), not a query's result.
-pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a dashboard's request (`GetJobMetrics`) may take: it serves a user who is
+/// watching, and the next refresh asks again.
+pub(crate) const ANSWER_TIMEOUT_SECS: u64 = 2;
+
+/// How long `CancelJob` may take: the user is leaving, but a job left running holds the
+/// cluster's workers, so the scheduler gets longer to answer than a dashboard refresh.
+pub(crate) const CANCEL_TIMEOUT_SECS: u64 = 15;
 
 /// A connection to a cluster session's scheduler, dialled on first use.
 pub(crate) struct SchedulerClient {
@@ -81,9 +88,9 @@ impl SchedulerClient {
         Ok(client)
     }
 
-    /// `call` with the scheduler's client, given up after [`ANSWER_TIMEOUT`]; a
-    /// failure drops the connection so the next request dials again.
-    async fn ask<T, F, Fut>(&mut self, call: F) -> Result<T, String>
+    /// `call` with the scheduler's client, given up after `timeout`; a failure drops
+    /// the connection so the next request dials again.
+    async fn ask<T, F, Fut>(&mut self, timeout: Duration, call: F) -> Result<T, String>
     where
         F: FnOnce(SchedulerGrpcClient<Channel>) -> Fut,
         Fut: std::future::Future<Output = Result<T, tonic::Status>>,
@@ -95,9 +102,9 @@ impl SchedulerClient {
                 .await
                 .map_err(|status| status.message().to_string())
         };
-        let answer = tokio::time::timeout(ANSWER_TIMEOUT, request)
+        let answer = tokio::time::timeout(timeout, request)
             .await
-            .map_err(|_| format!("scheduler {endpoint} did not answer within {ANSWER_TIMEOUT:?}"))
+            .map_err(|_| format!("scheduler {endpoint} did not answer within {timeout:?}"))
             .and_then(|answer| answer);
         if answer.is_err() {
             self.client = None;
@@ -112,18 +119,22 @@ impl SchedulerClient {
     ) -> Result<Vec<JobStageMetrics>, String> {
         let job_id = job_id.to_string();
         let answer = self
-            .ask(|mut client| async move {
+            .ask(Duration::from_secs(ANSWER_TIMEOUT_SECS), |mut client| async move {
                 client.get_job_metrics(GetJobMetricsParams { job_id }).await
             })
             .await?;
         Ok(answer.into_inner().stages)
     }
 
-    /// Asks the scheduler to cancel job `job_id`; returns whether it says it did.
+    /// Asks the scheduler to cancel job `job_id`, waiting up to [`CANCEL_TIMEOUT_SECS`];
+    /// returns whether it says it did.
     pub(crate) async fn cancel_job(&mut self, job_id: &str) -> Result<bool, String> {
         let job_id = job_id.to_string();
         let answer = self
-            .ask(|mut client| async move { client.cancel_job(CancelJobParams { job_id }).await })
+            .ask(
+                Duration::from_secs(CANCEL_TIMEOUT_SECS),
+                |mut client| async move { client.cancel_job(CancelJobParams { job_id }).await },
+            )
             .await?;
         Ok(answer.into_inner().cancelled)
     }
@@ -143,4 +154,38 @@ pub(crate) fn submitted_job_id(plan: &Arc<dyn ExecutionPlan>) -> Option<String> 
     submitted_job(plan)
         .and_then(|exec| exec.job_id())
         .map(|id| id.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client of a "scheduler" that takes connections and never answers; the
+    /// listener must live as long as the client is used.
+    fn silent_scheduler() -> (std::net::TcpListener, SchedulerClient) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = SchedulerClient {
+            endpoint: format!("http://{}", listener.local_addr().unwrap()),
+            customize: None,
+            client: None,
+        };
+        (listener, client)
+    }
+
+    #[tokio::test]
+    async fn cancel_job_waits_15_seconds_for_an_answer_and_a_dashboard_poll_2() {
+        let (_listener, mut client) = silent_scheduler();
+        let started = tokio::time::Instant::now();
+        let polled = client.job_stages("j1").await.unwrap_err();
+        assert!(polled.contains("did not answer within 2s"), "{polled}");
+        assert!(started.elapsed() < Duration::from_secs(CANCEL_TIMEOUT_SECS));
+
+        let started = tokio::time::Instant::now();
+        let cancelled = client.cancel_job("j1").await.unwrap_err();
+        assert!(
+            cancelled.contains("did not answer within 15s"),
+            "{cancelled}"
+        );
+        assert!(started.elapsed() >= Duration::from_secs(CANCEL_TIMEOUT_SECS));
+    }
 }

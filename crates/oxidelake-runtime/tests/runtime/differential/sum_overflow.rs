@@ -2,7 +2,8 @@
 //! overflow error placed for cpu (DataFusion's aggregates with OxideLake's checked
 //! `sum`), for cuda (the device partial aggregate under the stock final) and for cuda
 //! with device-resident batches, where DataFusion 55's `sum` wrapped to a negative
-//! number. On this machine the cuda placements run the GPU operators' CPU paths;
+//! number; and the same exact total where only partial sums leave the type. On this
+//! machine the cuda placements run the GPU operators' CPU paths;
 //! `scripts/test-cuda-emulated.sh` runs these tests again with `OXIDE_BACKEND=cuda`
 //! (they sit under `differential`), where the device sums.
 
@@ -31,20 +32,37 @@ const PLACEMENTS: [Placement; 3] = [Placement::Cpu, Placement::Cuda, Placement::
 
 /// Writes `batch` as the one file of table `name` under `dir`; the table's directory.
 fn write_table(dir: &Path, name: &str, batch: &RecordBatch) -> String {
+    write_table_files(dir, name, std::slice::from_ref(batch))
+}
+
+/// Writes each of `batches` as a file of table `name` under `dir` (so that a scan reads
+/// them as partitions of their own); the table's directory.
+fn write_table_files(dir: &Path, name: &str, batches: &[RecordBatch]) -> String {
     let table = dir.join(name);
     std::fs::create_dir_all(&table).unwrap();
-    write_parquet_file(
-        table.join("part-0.parquet"),
-        batch.schema(),
-        std::slice::from_ref(batch),
-        &LakeWriterOptions::default(),
-    )
-    .unwrap();
+    for (i, batch) in batches.iter().enumerate() {
+        write_parquet_file(
+            table.join(format!("part-{i}.parquet")),
+            batch.schema(),
+            std::slice::from_ref(batch),
+            &LakeWriterOptions::default(),
+        )
+        .unwrap();
+    }
     format!("{}/", table.display())
 }
 
 /// A session placed as `placement` says, with `table` registered.
-async fn session(placement: Placement, (name, path): (&str, &str)) -> OxideSession {
+async fn session(placement: Placement, table: (&str, &str)) -> OxideSession {
+    session_with(placement, &[], table).await
+}
+
+/// [`session`] with the `settings` (`SET` statements) run before `table` is registered.
+async fn session_with(
+    placement: Placement,
+    settings: &[&str],
+    (name, path): (&str, &str),
+) -> OxideSession {
     let target = match placement {
         Placement::Cpu => PlacementTarget::Cpu,
         Placement::Cuda | Placement::CudaResident => PlacementTarget::Cuda,
@@ -55,6 +73,9 @@ async fn session(placement: Placement, (name, path): (&str, &str)) -> OxideSessi
             .sql("SET oxidelake.execution.device_resident = true")
             .await
             .unwrap();
+    }
+    for setting in settings {
+        session.sql(setting).await.unwrap();
     }
     session.register_parquet(name, path).await.unwrap();
     session
@@ -155,5 +176,61 @@ async fn sum_over_decimals_that_overflow_38_digits_is_an_error_on_every_placemen
             .await
             .unwrap();
         assert_eq!(sorted_rows(&rows), ["3|3"], "{placement:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_sum_whose_partial_sums_leave_int64_but_whose_total_fits_is_exact_on_every_placement() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two files, read as two partitions. Group 1 sums to 2·i64::MAX + 1 in the first (past
+    // the top) and to 2·i64::MIN − 3 in the second (past the bottom); its total, −4, fits.
+    // The partial aggregate placed for cpu used to raise the overflow error on its own
+    // partition's sum, while the device partial handed the rows on and answered −4.
+    let file = |values: [i64; 4]| {
+        RecordBatch::try_from_iter([
+            (
+                "g",
+                Arc::new(Int64Array::from(vec![1, 1, 1, 2])) as ArrayRef,
+            ),
+            ("i", Arc::new(Int64Array::from(values.to_vec())) as ArrayRef),
+        ])
+        .unwrap()
+    };
+    let path = write_table_files(
+        dir.path(),
+        "mixed",
+        &[
+            file([i64::MAX, i64::MAX, 1, 5]),
+            file([i64::MIN, i64::MIN, -3, 6]),
+        ],
+    );
+    let grouped = "SELECT g, SUM(i) FROM mixed WHERE g >= 0 GROUP BY g";
+    let whole = "SELECT SUM(i) FROM mixed WHERE g >= 0";
+    for placement in PLACEMENTS {
+        let partitions = ["SET datafusion.execution.target_partitions = 2"];
+        let session = session_with(placement, &partitions, ("mixed", path.as_str())).await;
+        let plan = session.explain(grouped).await.unwrap();
+        assert!(
+            plan.contains("file_groups={2 groups"),
+            "{placement:?}: each file is a partition of its own\n{plan}"
+        );
+        if placement == Placement::Cpu {
+            assert!(
+                plan.contains("AggregateExec: mode=Partial"),
+                "{placement:?}: partial sums per partition\n{plan}"
+            );
+        } else {
+            assert!(
+                plan.contains("GpuPartialAggregateExec[cuda]"),
+                "{placement:?}\n{plan}"
+            );
+        }
+        if placement == Placement::CudaResident {
+            assert!(plan.contains("input=device"), "{placement:?}\n{plan}");
+        }
+        let rows = session.sql(grouped).await.unwrap();
+        assert_eq!(sorted_rows(&rows), ["1|-4", "2|11"], "{placement:?}");
+        let rows = session.sql(whole).await.unwrap();
+        assert_eq!(sorted_rows(&rows), ["7"], "{placement:?}");
     }
 }

@@ -7,14 +7,23 @@
 //! `DECIMAL(38, 0)` columns the 38-digit maximum, 5·10^37 and 10^37 (`dp` ≥ 0, `dn` ≤ 0).
 //! Two of any big value of `ip`, `ineg`, `dp` or `dn` sum past their type, so a SUM over
 //! them fails with an overflow error (on every placement, or the fuzzer reports the
-//! difference). Each of those four columns keeps one sign, so that whether a SUM
-//! overflows depends on its rows and not on how they are partitioned (`h`'s SUM is an
-//! Int64, out of reach of Int32 values). `edim` is a small table holding each of those
-//! values (and NULL) as join keys.
+//! difference; `h`'s SUM is an Int64, out of reach of Int32 values).
 //!
-//! The data is the same for every `OXIDE_FUZZ_SEED` (its own fixed seed), in four
+//! `im` holds both ends of Int64 (`i64::MAX`, `i64::MAX - 1`, `i64::MAX - 2` and their
+//! negations) among small values: in each group of `g` the first half of its ends (in
+//! table order) are positive and the second half their negations, so the ends of a group
+//! sum to 0 while the early partitions' partial sums lie past the top and the late ones'
+//! past the bottom. A SUM of `im` over whole groups or the whole table fits, though its
+//! partitions' partial sums do not; over the rows a predicate keeps, some totals do not
+//! fit. Only the total may decide, on every placement and however the rows are
+//! partitioned (issue 44: the partial aggregate placed for cpu used to fail on its own
+//! partial sum). `edim` is a small table holding each of those values (and NULL) as join
+//! keys.
+//!
+//! The data is the same for every `OXIDE_FUZZ_SEED` (its own fixed seeds), in four
 //! partitions of batches of 512, 1 and 87 rows.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -106,7 +115,24 @@ pub fn table() -> Table {
             col("h", Kind::Extreme { bits: 32 }, -100, 100, INT32_EDGES),
             col("dp", Kind::WideDecimal, 0, 10_000, DECIMAL38_EDGES),
             col("dn", Kind::WideDecimal, -10_000, 0, DECIMAL38_EDGES),
+            col("im", Kind::Extreme { bits: 64 }, -100, 100, INT64_EDGES),
         ],
+    }
+}
+
+/// A SUM of the mixed-sign `im` (see the module docs): over whole groups of `g` or the
+/// whole table, whose totals fit while partitions' partial sums leave Int64, or over the
+/// rows `pred` keeps, whose totals may not fit.
+pub fn mixed_sum(rng: &mut Rng, pred: &str) -> Query {
+    let sql = match rng.below(4) {
+        0 => "SELECT g, SUM(im), COUNT(im) FROM edges GROUP BY g".to_string(),
+        1 => "SELECT SUM(im), MIN(im), MAX(im) FROM edges".to_string(),
+        2 => format!("SELECT g, SUM(im), COUNT(*) FROM edges WHERE {pred} GROUP BY g"),
+        _ => format!("SELECT SUM(im), COUNT(im) FROM edges WHERE {pred}"),
+    };
+    Query {
+        sql,
+        shape: Shape::Aggregate,
     }
 }
 
@@ -153,8 +179,12 @@ fn edges_schema() -> SchemaRef {
         Field::new("h", DataType::Int32, true),
         Field::new("dp", DataType::Decimal128(38, 0), true),
         Field::new("dn", DataType::Decimal128(38, 0), true),
+        Field::new("im", DataType::Int64, true),
     ]))
 }
+
+/// The column of `im` in [`edges_schema`].
+const IM: usize = 10;
 
 /// NULL, the special floats (NaN of either sign), or a half in -50..50 (sums of halves
 /// are exact in any order).
@@ -205,6 +235,79 @@ fn int32_value(rng: &mut Rng) -> Option<i32> {
     }
 }
 
+/// Where `im` holds an end of Int64: its sign and magnitude are [`balance_mixed_ends`]'s.
+const MIXED_END: i64 = i64::MAX;
+
+/// NULL, an end of Int64 ([`MIXED_END`], to be balanced) or -100..=100.
+fn mixed_int64(rng: &mut Rng) -> Option<i64> {
+    match rng.below(200) {
+        0..=15 => None,
+        16..=25 => Some(MIXED_END),
+        _ => Some(rng.below(201) as i64 - 100),
+    }
+}
+
+/// The ends of `im` in `partitions`, balanced per group of `g` (see the module docs):
+/// of a group's `n` ends in table order, the `j`-th of the first `n / 2` becomes
+/// `i64::MAX - j % 3`, the `j`-th of the next `n / 2` its negation, and an odd one out
+/// a small value, so that every group's ends sum to 0.
+fn balance_mixed_ends(partitions: Vec<Vec<RecordBatch>>) -> Vec<Vec<RecordBatch>> {
+    let ends = |batch: &RecordBatch| -> Vec<(Option<i64>, bool)> {
+        let g = batch.column(1).as_primitive::<Int64Type>();
+        let im = batch.column(IM).as_primitive::<Int64Type>();
+        (0..batch.num_rows())
+            .map(|row| {
+                (
+                    g.is_valid(row).then(|| g.value(row)),
+                    im.is_valid(row) && im.value(row) == MIXED_END,
+                )
+            })
+            .collect()
+    };
+    let mut per_group: HashMap<Option<i64>, usize> = HashMap::new();
+    for batch in partitions.iter().flatten() {
+        for (group, end) in ends(batch) {
+            *per_group.entry(group).or_default() += usize::from(end);
+        }
+    }
+    let mut seen: HashMap<Option<i64>, usize> = HashMap::new();
+    partitions
+        .into_iter()
+        .map(|batches| {
+            batches
+                .into_iter()
+                .map(|batch| {
+                    let old = batch.column(IM).as_primitive::<Int64Type>().clone();
+                    let im: Int64Array = ends(&batch)
+                        .into_iter()
+                        .enumerate()
+                        .map(|(row, (group, end))| {
+                            if !end {
+                                return old.is_valid(row).then(|| old.value(row));
+                            }
+                            let pairs = per_group[&group] / 2;
+                            let j = seen.entry(group).or_default();
+                            let k = *j;
+                            *j += 1;
+                            let magnitude = |j: usize| i64::MAX - (j % 3) as i64;
+                            Some(if k < pairs {
+                                magnitude(k)
+                            } else if k < 2 * pairs {
+                                -magnitude(k - pairs)
+                            } else {
+                                7
+                            })
+                        })
+                        .collect();
+                    let mut columns = batch.columns().to_vec();
+                    columns[IM] = Arc::new(im);
+                    RecordBatch::try_new(batch.schema(), columns).unwrap()
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// NULL, the 38-digit maximum, 5·10^37, 10^37 or 0..=10,000.
 fn nonnegative_decimal38(rng: &mut Rng) -> Option<i128> {
     match rng.below(200) {
@@ -226,7 +329,9 @@ fn decimal38(values: impl IntoIterator<Item = Option<i128>>) -> ArrayRef {
     )
 }
 
-fn edges_batch(rng: &mut Rng, first_id: usize, rows: usize) -> RecordBatch {
+/// Rows `first_id..first_id + rows` of `edges`, `im` from its own generator `im_rng` (so
+/// the other columns are what they were before it came) with its ends still unbalanced.
+fn edges_batch(rng: &mut Rng, im_rng: &mut Rng, first_id: usize, rows: usize) -> RecordBatch {
     let id = Int64Array::from_iter_values((first_id..first_id + rows).map(|i| i as i64));
     let g =
         Int64Array::from_iter((0..rows).map(|_| (rng.below(16) != 0).then(|| rng.below(8) as i64)));
@@ -238,6 +343,7 @@ fn edges_batch(rng: &mut Rng, first_id: usize, rows: usize) -> RecordBatch {
     let h = Int32Array::from_iter((0..rows).map(|_| int32_value(rng)));
     let dp = decimal38((0..rows).map(|_| nonnegative_decimal38(rng)));
     let dn = decimal38((0..rows).map(|_| nonnegative_decimal38(rng).map(|v| -v)));
+    let im = Int64Array::from_iter((0..rows).map(|_| mixed_int64(im_rng)));
     let columns: Vec<ArrayRef> = vec![
         Arc::new(id),
         Arc::new(g),
@@ -249,6 +355,7 @@ fn edges_batch(rng: &mut Rng, first_id: usize, rows: usize) -> RecordBatch {
         Arc::new(h),
         dp,
         dn,
+        Arc::new(im),
     ];
     RecordBatch::try_new(edges_schema(), columns).unwrap()
 }
@@ -256,19 +363,21 @@ fn edges_batch(rng: &mut Rng, first_id: usize, rows: usize) -> RecordBatch {
 /// The partitions of `edges`.
 pub fn edges_partitions() -> Vec<Vec<RecordBatch>> {
     let mut rng = Rng(0xED6E_5EED);
+    let mut im_rng = Rng(0x1A1A_5EED);
     let mut first_id = 0;
-    (0..4)
+    let partitions = (0..4)
         .map(|_| {
             BATCH_ROWS
                 .iter()
                 .map(|&rows| {
-                    let batch = edges_batch(&mut rng, first_id, rows);
+                    let batch = edges_batch(&mut rng, &mut im_rng, first_id, rows);
                     first_id += rows;
                     batch
                 })
                 .collect()
         })
-        .collect()
+        .collect();
+    balance_mixed_ends(partitions)
 }
 
 /// `edim`: 26 rows whose keys cycle through the special floats, the Int64 and Int32
