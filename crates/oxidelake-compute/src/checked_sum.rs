@@ -8,7 +8,11 @@
 //! back negative, without a word. OxideLake's decision (docs/sql-semantics.md): a SUM
 //! over integers or decimals whose result does not fit its type is an error,
 //! `Arithmetic overflow: SUM over Int64 exceeds its range`, as DuckDB raises for
-//! `DECIMAL(38)` and PostgreSQL for `bigint` arithmetic. No SUM returns a wrapped value.
+//! `DECIMAL(38)` and PostgreSQL for `bigint` arithmetic. The SUM itself never wraps: no
+//! addition it makes returns a wrapped value. Its argument is another matter: DataFusion's
+//! integer `*`, `+` and `-` wrap, so a SUM over an integer expression whose products or
+//! sums already wrapped (`SUM(l_orderkey * 10000000000000)`) adds the wrapped values it
+//! is given, exactly, and its result is their sum, not the true one.
 //!
 //! [`CheckedSum`] is DataFusion's [`Sum`] with other accumulators: the same name,
 //! signature and return type, so plans keep their shape, Ballista's codec (which resolves
@@ -50,15 +54,16 @@
 
 mod accumulators;
 mod groups;
+mod wrapping;
 
-use std::hash::Hash;
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray};
+use arrow::buffer::ScalarBuffer;
 use arrow::datatypes::{
-    DataType, Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type, DecimalType,
+    DataType, Decimal32Type, Decimal64Type, Decimal128Type, Decimal256Type,
     DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType,
-    Field, FieldRef, Int64Type, TimeUnit, UInt64Type, i256,
+    Field, FieldRef, Int64Type, TimeUnit, UInt64Type,
 };
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, internal_datafusion_err};
 use datafusion::error::DataFusionError;
@@ -72,6 +77,7 @@ use datafusion::logical_expr::{
 
 use accumulators::{DistinctSumAccumulator, SlidingSumAccumulator, SumAccumulator};
 use groups::SumGroupsAccumulator;
+pub(crate) use wrapping::WrappingSum;
 
 /// The error of a SUM whose result leaves `data_type` (the sum's type: `Int64`,
 /// `Decimal128(38, 0)`, ...). Only a final result raises it, on every placement: partial
@@ -97,89 +103,11 @@ pub fn checked_sum_udaf() -> Arc<AggregateUDF> {
 /// `sum(x)[wraps]`.
 pub(crate) const WRAPS_STATE: &str = "wraps";
 
-/// The native value of a checked sum type, added and subtracted with a wrap count.
-pub(crate) trait WrappingSum: arrow::datatypes::ArrowNativeType + Hash + Eq {
-    /// `self + rhs`, wrapped, and how many times the type's range lies between the true
-    /// sum and the wrapped one: +1 past the top, −1 past the bottom, 0 when exact.
-    fn add_counting(self, rhs: Self) -> (Self, i64);
-
-    /// `self − rhs`, wrapped, with its wrap count as [`Self::add_counting`].
-    fn sub_counting(self, rhs: Self) -> (Self, i64);
+/// A `sum(x)[wraps]` state column of `rows` wrap counts of 0: the state of sums that
+/// did not wrap (a row passed through as its own state, an exact device sum).
+pub(crate) fn zero_wraps(rows: usize) -> Int64Array {
+    Int64Array::new(ScalarBuffer::from(vec![0i64; rows]), None)
 }
-
-macro_rules! signed_wrapping_sum {
-    ($($native:ty),*) => {$(
-        impl WrappingSum for $native {
-            #[inline]
-            fn add_counting(self, rhs: Self) -> (Self, i64) {
-                let (sum, wrapped) = self.overflowing_add(rhs);
-                // Adding a positive value can only pass the top, a negative one the bottom.
-                (sum, if !wrapped { 0 } else if rhs.is_negative() { -1 } else { 1 })
-            }
-
-            #[inline]
-            fn sub_counting(self, rhs: Self) -> (Self, i64) {
-                let (difference, wrapped) = self.overflowing_sub(rhs);
-                (difference, if !wrapped { 0 } else if rhs.is_negative() { 1 } else { -1 })
-            }
-        }
-    )*};
-}
-
-signed_wrapping_sum!(i32, i64, i128, i256);
-
-impl WrappingSum for u64 {
-    #[inline]
-    fn add_counting(self, rhs: Self) -> (Self, i64) {
-        let (sum, wrapped) = self.overflowing_add(rhs);
-        (sum, i64::from(wrapped))
-    }
-
-    #[inline]
-    fn sub_counting(self, rhs: Self) -> (Self, i64) {
-        let (difference, wrapped) = self.overflowing_sub(rhs);
-        (difference, -i64::from(wrapped))
-    }
-}
-
-/// An Arrow type whose sums are checked: integers, durations and decimals.
-pub(crate) trait SumType: ArrowPrimitiveType<Native: WrappingSum> + Send + Sync {
-    /// Whether a finished sum `value` is a value of `data_type`: a decimal's precision
-    /// bounds it more tightly than its native integer does. Integers: always (their
-    /// range is the native one, which the wrap count checks).
-    fn holds(_value: Self::Native, _data_type: &DataType) -> bool {
-        true
-    }
-}
-
-impl SumType for Int64Type {}
-impl SumType for UInt64Type {}
-impl SumType for DurationSecondType {}
-impl SumType for DurationMillisecondType {}
-impl SumType for DurationMicrosecondType {}
-impl SumType for DurationNanosecondType {}
-
-macro_rules! decimal_sum_type {
-    ($($decimal:ty => $variant:ident),*) => {$(
-        impl SumType for $decimal {
-            fn holds(value: Self::Native, data_type: &DataType) -> bool {
-                match data_type {
-                    DataType::$variant(precision, _) => {
-                        <$decimal as DecimalType>::is_valid_decimal_precision(value, *precision)
-                    }
-                    _ => true,
-                }
-            }
-        }
-    )*};
-}
-
-decimal_sum_type!(
-    Decimal32Type => Decimal32,
-    Decimal64Type => Decimal64,
-    Decimal128Type => Decimal128,
-    Decimal256Type => Decimal256
-);
 
 /// `Some($make!(T))` for the Arrow type `T` of a checked sum of type `$data_type`,
 /// `None` for the types DataFusion's accumulators keep (floats, intervals).
@@ -228,78 +156,14 @@ fn primitive<T: ArrowPrimitiveType>(arrays: &[ArrayRef], at: usize) -> Result<&P
     })
 }
 
-/// Adds the valid values of `values` to `sum`, counting wraps into `wraps`; returns
-/// whether there was one.
-fn add_valid<T: SumType>(values: &PrimitiveArray<T>, sum: &mut T::Native, wraps: &mut i64) -> bool {
-    let mut add = |value: T::Native| {
-        let (next, wrapped) = sum.add_counting(value);
-        *sum = next;
-        *wraps += wrapped;
-    };
+/// Calls `f` with each valid value of `values`, in row order: a pass over the values
+/// alone when none is NULL, else over the valid rows.
+#[inline]
+fn for_each_valid<T: ArrowPrimitiveType>(values: &PrimitiveArray<T>, mut f: impl FnMut(T::Native)) {
     match values.nulls().filter(|nulls| nulls.null_count() > 0) {
-        None => values.values().iter().copied().for_each(&mut add),
-        Some(nulls) => nulls.valid_indices().for_each(|row| add(values.value(row))),
+        None => values.values().iter().copied().for_each(&mut f),
+        Some(nulls) => nulls.valid_indices().for_each(|row| f(values.value(row))),
     }
-    values.null_count() < values.len()
-}
-
-/// Adds the partial states `sums` (wrapped sums) and `wraps` (their wrap counts) to
-/// `sum` and `wraps_total`: the sums with the counting addition, then the states' own
-/// counts. A state whose sum is NULL (no values) adds nothing, and a NULL count is 0.
-/// Returns whether a state had a sum.
-fn add_states<T: SumType>(
-    sums: &PrimitiveArray<T>,
-    wraps: &Int64Array,
-    sum: &mut T::Native,
-    wraps_total: &mut i64,
-) -> Result<bool> {
-    same_rows(sums, wraps)?;
-    let any = add_valid(sums, sum, wraps_total);
-    for (row, k) in wraps.values().iter().enumerate() {
-        if *k != 0 && sums.is_valid(row) && wraps.is_valid(row) {
-            *wraps_total = wraps_total.wrapping_add(*k);
-        }
-    }
-    Ok(any)
-}
-
-/// The state columns `sums` and `wraps` have as many rows.
-fn same_rows(sums: &dyn Array, wraps: &Int64Array) -> Result<()> {
-    if sums.len() == wraps.len() {
-        Ok(())
-    } else {
-        Err(internal_datafusion_err!(
-            "sum: a state of {} sums and {} wrap counts",
-            sums.len(),
-            wraps.len()
-        ))
-    }
-}
-
-/// A finished `sum` as a scalar of `data_type`: the overflow error when the true sum is
-/// not the wrapped one (`wraps` ≠ 0) or a decimal's precision does not hold it.
-fn finished_scalar<T: SumType>(
-    sum: Option<T::Native>,
-    wraps: i64,
-    data_type: &DataType,
-) -> Result<ScalarValue> {
-    if wraps != 0 || sum.is_some_and(|value| !T::holds(value, data_type)) {
-        return Err(sum_overflow_error(data_type));
-    }
-    ScalarValue::new_primitive::<T>(sum, data_type)
-}
-
-/// A partial state as scalars: the wrapped `sum` (NULL without values) and its wrap
-/// count, which the final aggregate adds to its own (see the module docs).
-fn state_scalars<T: SumType>(
-    sum: Option<T::Native>,
-    wraps: i64,
-    data_type: &DataType,
-) -> Result<Vec<ScalarValue>> {
-    Ok(vec![
-        ScalarValue::new_primitive::<T>(sum, data_type)?,
-        ScalarValue::Int64(Some(wraps)),
-    ])
 }
 
 /// DataFusion's `sum` with accumulators that raise an error on overflow (see the module
@@ -424,33 +288,6 @@ impl AggregateUDFImpl for CheckedSum {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_wrap_count_says_how_far_the_true_sum_lies_from_the_wrapped_one() {
-        assert_eq!(i64::MAX.add_counting(1), (i64::MIN, 1));
-        assert_eq!(i64::MIN.add_counting(-1), (i64::MAX, -1));
-        assert_eq!(5i64.add_counting(-7), (-2, 0));
-        assert_eq!(i64::MIN.sub_counting(1), (i64::MAX, -1));
-        assert_eq!(i64::MAX.sub_counting(-1), (i64::MIN, 1));
-        assert_eq!(u64::MAX.add_counting(1), (0, 1));
-        assert_eq!(0u64.sub_counting(1), (u64::MAX, -1));
-        assert_eq!(i128::MAX.add_counting(i128::MAX).1, 1);
-        assert_eq!(i256::MIN.add_counting(i256::from_i128(-1)).1, -1);
-        // Back over the top undoes the count: the sum is exact again.
-        let (wrapped, up) = i64::MAX.add_counting(10);
-        let (back, down) = wrapped.add_counting(-20);
-        assert_eq!((back, up + down), (i64::MAX - 10, 0));
-    }
-
-    #[test]
-    fn a_decimal_sum_holds_only_the_digits_of_its_precision() {
-        let dt = DataType::Decimal128(38, 0);
-        let largest = 10i128.pow(38) - 1;
-        assert!(Decimal128Type::holds(largest, &dt));
-        assert!(!Decimal128Type::holds(largest + 1, &dt));
-        assert!(!Decimal128Type::holds(-largest - 1, &dt));
-        assert!(Int64Type::holds(i64::MAX, &DataType::Int64));
-    }
 
     #[test]
     fn checked_sum_keeps_datafusions_name_and_return_type_and_adds_a_wrap_count_to_its_state() {

@@ -38,6 +38,7 @@
 mod digits;
 mod from_plan;
 mod keys;
+mod limbs;
 mod pass_through;
 mod resident;
 mod spec;
@@ -74,6 +75,7 @@ use crate::placement_label;
 use crate::transition::as_resident;
 
 use keys::KeyEncoding;
+use limbs::{exact_sum_state, limb_states};
 pub use spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
 use spec::{DeviceValues, ValueKind};
 
@@ -277,7 +279,7 @@ enum StateFrom {
     /// values (its merge counts a non-null 0 as a value and would finish with 0/0).
     AvgCount(usize),
     /// A sum from its limbs' sums, `Σ result << shift`, wrapped into the state type as
-    /// DataFusion's `sum` and `avg` wrap (see `spec::limb_states`).
+    /// DataFusion's `sum` and `avg` wrap (see `limbs::limb_states`).
     Limbs(Vec<(usize, u32)>),
     /// The checked `sum`'s two state columns from one exact result (`[(at, 0)]`) or
     /// its limbs' results: the sum wrapped into the state type, then its wrap count.
@@ -571,11 +573,11 @@ fn state_columns(
             StateFrom::Result(at) => columns.push(spec::to_state(result(*at)?, to)?),
             StateFrom::AvgCount(at) => columns.push(spec::avg_count_state(result(*at)?)?),
             StateFrom::Limbs(parts) => {
-                columns.extend(spec::limb_states(&limbs(parts.as_slice())?, to, false)?)
+                columns.extend(limb_states(&limbs(parts.as_slice())?, to, false)?)
             }
             StateFrom::Counted(parts) => match parts.as_slice() {
-                [(at, 0)] => columns.extend(spec::exact_sum_state(result(*at)?, to)?),
-                parts => columns.extend(spec::limb_states(&limbs(parts)?, to, true)?),
+                [(at, 0)] => columns.extend(exact_sum_state(result(*at)?, to)?),
+                parts => columns.extend(limb_states(&limbs(parts)?, to, true)?),
             },
         }
     }

@@ -124,7 +124,7 @@ fn local_capacities(session: &OxideSession) -> Capacities {
 /// before the query finishes cancels it. A cluster session submits the query to its
 /// scheduler and lists the stages the cluster completed.
 pub fn run_dashboard(session: OxideSession, sql: &str) -> Result<(), EngineError> {
-    // The query runs on these threads (`crate::deep_statements`).
+    // The query runs on these threads (`crate::runtime_threads`).
     let runtime = crate::query_runtime("oxide-dashboard")?;
     let plan = runtime.block_on(session.executable_plan(sql))?;
     let (tx, rx) = std::sync::mpsc::channel();

@@ -1,4 +1,5 @@
-//! Statements that nest deeply, and the stacks that plan and run them.
+//! Statements that nest deeply: the estimate of their depth, and the check that refuses
+//! those too deep to plan.
 //!
 //! DataFusion plans and evaluates expression trees recursively. A flat chain such as
 //! `SELECT 1+1+…+1` or `q UNION ALL q UNION ALL …` parses (iteratively) into a tree as
@@ -10,10 +11,9 @@
 //! levels of them.
 //!
 //! So OxideLake
-//! 1. plans statements on a thread with a large stack ([`PLANNING_STACK_BYTES`]:
-//!    `oxide` runs each command there, [`run_with_planning_stack`]) and runs operators
-//!    on tokio threads with large stacks ([`RUNTIME_STACK_BYTES`], [`query_runtime`]:
-//!    `oxide`, the scheduler, the workers, the TUI, the Python API);
+//! 1. plans statements on a thread with a large stack and runs operators on tokio
+//!    threads with large stacks (`crate::runtime_threads`: [`crate::PLANNING_STACK_BYTES`],
+//!    [`crate::RUNTIME_STACK_BYTES`]);
 //! 2. refuses, before parsing, a statement whose estimated depth passes
 //!    [`MAX_STATEMENT_DEPTH`] ([`check_statement_depth`]), with an error that says so:
 //!    every `OxideSession` statement (`OxideSession::check_statement_depth`) and every
@@ -21,8 +21,7 @@
 //!
 //! The limit is above what datafusion-python 55 answers (8,000 terms, 3,000 unions)
 //! and far below what the stacks hold: more than 100 KiB of planning stack and 25 KiB
-//! of runtime stack per level. A thread's stack is reserved address space; only the
-//! pages a deep statement touches take memory.
+//! of runtime stack per level.
 //!
 //! The depth is estimated from the tokens, without building the tree (whose `Drop`
 //! alone would recurse), as sqlparser's Pratt parser would nest them: within each
@@ -33,7 +32,13 @@
 //! chain, not a running sum: an N-term `x = 1 OR … OR x = N` is N deep, as its tree is.
 //! A parenthesised part or a CASE counts as deep as what it holds, plus one; the set
 //! operations (UNION, INTERSECT, EXCEPT) that chain a level's queries add one each.
-//! Unary operators and `NOT` are not counted (the recursion limit bounds them).
+//!
+//! The check covers chains of what the estimate models, not every deep statement:
+//! `OR`, `AND`, `XOR`; comparisons and `:=`; `BETWEEN`, `IN`, `OVERLAPS`; the `LIKE`
+//! family; `IS …` (`IS DISTINCT FROM` too) and the postfix `NOT NULL` and `NOTNULL`;
+//! arithmetic, bitwise, `||`, `DIV`; `AT TIME ZONE`; `::`, subscripts and postfix `!`;
+//! PostgreSQL's JSON, geometric and custom operators; and the set operations. Unary
+//! operators and a prefix `NOT` are not counted (the recursion limit bounds them).
 
 use datafusion::config::Dialect as DialectName;
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
@@ -44,17 +49,6 @@ mod estimate;
 
 /// The deepest statement OxideLake plans, as [`statement_depth`] estimates it.
 pub const MAX_STATEMENT_DEPTH: usize = 10_000;
-
-/// The stack of the thread `oxide` plans its statements on (1 GiB).
-pub const PLANNING_STACK_BYTES: usize = 1 << 30;
-
-/// The stack of each tokio thread that plans or runs queries (256 MiB).
-pub const RUNTIME_STACK_BYTES: usize = 256 << 20;
-
-/// The most threads the blocking pool of a [`query_runtime`] starts (tokio's default is
-/// 512). tokio gives them the runtime's [`RUNTIME_STACK_BYTES`] stack as well, so the
-/// bound keeps a burst of blocking file reads from reserving 128 GiB of address space.
-pub const MAX_BLOCKING_THREADS: usize = 64;
 
 /// The estimated depth of the expression tree `sql` parses into, in the dialect
 /// named `dialect` (`datafusion.sql_parser.dialect`; unknown names are `generic`);
@@ -93,103 +87,6 @@ pub fn check_statement_depth_in_every_dialect(sql: &str) -> Result<(), EngineErr
         check_statement_depth(sql, info.canonical_name)?;
     }
     Ok(())
-}
-
-/// A multi-threaded tokio runtime (I/O and time drivers on) for planning and running
-/// queries: its threads named `thread_name`, with [`RUNTIME_STACK_BYTES`] stacks, and at
-/// most [`MAX_BLOCKING_THREADS`] in its blocking pool. Where threads with such stacks
-/// cannot be started (a tight address-space limit), the runtime gets tokio's default
-/// stack instead, with a warning, as [`run_with_planning_stack`] falls back: deep
-/// statements may then overflow, shallow ones run as before.
-pub fn query_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime, EngineError> {
-    let build = |stack_bytes: Option<usize>| {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder
-            .enable_all()
-            .thread_name(thread_name)
-            .max_blocking_threads(MAX_BLOCKING_THREADS);
-        if let Some(stack_bytes) = stack_bytes {
-            builder.thread_stack_size(stack_bytes);
-        }
-        builder.build()
-    };
-    // tokio panics rather than failing when it cannot start its first worker thread,
-    // so a thread with the large stack is tried first.
-    let large = match std::thread::Builder::new()
-        .name(format!("{thread_name}-probe"))
-        .stack_size(RUNTIME_STACK_BYTES)
-        .spawn(|| {})
-    {
-        Ok(probe) => probe.join().is_ok(),
-        Err(e) => {
-            warn_default_stack(&e);
-            false
-        }
-    };
-    let built = if large {
-        build(Some(RUNTIME_STACK_BYTES)).or_else(|e| {
-            warn_default_stack(&e);
-            build(None)
-        })
-    } else {
-        build(None)
-    };
-    built.map_err(|e| EngineError::Internal(format!("tokio runtime: {e}")))
-}
-
-fn warn_default_stack(e: &std::io::Error) {
-    tracing::warn!(
-        stack_mib = RUNTIME_STACK_BYTES >> 20,
-        error = %e,
-        "cannot start threads with this stack; the query runtime uses the default \
-         stack, and deep statements may overflow it"
-    );
-}
-
-/// Runs `work` on a thread with a [`PLANNING_STACK_BYTES`] stack and returns what it
-/// returns; a panic in `work` continues on the caller's thread. Where no such thread
-/// can be made (a tight address-space limit), a [`RUNTIME_STACK_BYTES`] one is tried,
-/// then the caller's thread.
-pub fn run_with_planning_stack<T, F>(work: F) -> Result<T, EngineError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    let work = std::sync::Arc::new(std::sync::Mutex::new(Some(work)));
-    for stack_bytes in [PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES] {
-        let slot = std::sync::Arc::clone(&work);
-        let spawned = std::thread::Builder::new()
-            .name("oxide-planner".into())
-            .stack_size(stack_bytes)
-            .spawn(move || take(&slot).map(|work| work()));
-        match spawned {
-            Ok(thread) => match thread.join() {
-                Ok(Some(answer)) => return Ok(answer),
-                Ok(None) => break,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            Err(e) => tracing::warn!(
-                stack_mib = stack_bytes >> 20,
-                error = %e,
-                "cannot start a thread with this stack; deep statements may overflow"
-            ),
-        }
-    }
-    // Each thread is joined before the next is tried, so the work is still here unless
-    // a thread ran it.
-    match take(&work) {
-        Some(work) => Ok(work()),
-        None => Err(EngineError::Internal(
-            "the planning thread ended without running its work".into(),
-        )),
-    }
-}
-
-fn take<F>(slot: &std::sync::Mutex<Option<F>>) -> Option<F> {
-    match slot.lock() {
-        Ok(mut work) => work.take(),
-        Err(poisoned) => poisoned.into_inner().take(),
-    }
 }
 
 #[cfg(test)]
@@ -268,6 +165,51 @@ mod tests {
     }
 
     #[test]
+    fn postfix_null_tests_and_assignments_nest_once_per_link() {
+        assert_eq!(
+            statement_depth("SELECT x NOT NULL NOT NULL", "generic"),
+            Some(2)
+        );
+        assert_eq!(
+            statement_depth("SELECT x IS NULL IS NULL", "generic"),
+            Some(2)
+        );
+        assert_eq!(statement_depth("SELECT x IS NOT NULL", "generic"), Some(1));
+        assert_eq!(statement_depth("SELECT a := 1 := 2", "generic"), Some(2));
+        assert_eq!(
+            statement_depth("SELECT x NOTNULL NOTNULL", "postgresql"),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn chains_of_postfix_null_tests_and_assignments_are_refused() {
+        let not_null = format!("SELECT * FROM t WHERE x{}", " NOT NULL".repeat(20_000));
+        let is_null = format!("SELECT * FROM t WHERE x{}", " IS NULL".repeat(20_000));
+        let assignments = format!("SELECT a{}", " := 1".repeat(20_000));
+        for sql in [&not_null, &is_null, &assignments] {
+            let depth = statement_depth(sql, "generic").unwrap();
+            assert!(depth >= 20_000, "{depth}: {sql:.80}");
+            assert!(check_statement_depth(sql, "generic").is_err(), "{sql:.80}");
+            assert!(
+                check_statement_depth_in_every_dialect(sql).is_err(),
+                "{sql:.80}"
+            );
+        }
+        // `NOTNULL` is an operator in these dialects (a name in the others).
+        let notnull = format!("SELECT * FROM t WHERE x{}", " NOTNULL".repeat(20_000));
+        for dialect in ["postgresql", "duckdb", "sqlite"] {
+            let depth = statement_depth(&notnull, dialect).unwrap();
+            assert!(depth >= 20_000, "{dialect}: {depth}");
+            assert!(
+                check_statement_depth(&notnull, dialect).is_err(),
+                "{dialect}"
+            );
+        }
+        assert!(check_statement_depth_in_every_dialect(&notnull).is_err());
+    }
+
+    #[test]
     fn union_chains_count_across_their_select_lists() {
         assert_eq!(statement_depth(&unions(3_000), "generic"), Some(2_999));
     }
@@ -327,59 +269,5 @@ mod tests {
         assert!(check_statement_depth(&sql, "mysql").is_err());
         assert!(check_statement_depth_in_every_dialect(&sql).is_err());
         assert!(check_statement_depth_in_every_dialect(&or_chain(8_000)).is_ok());
-    }
-
-    #[test]
-    fn the_query_runtime_names_its_threads_and_bounds_its_blocking_pool() {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-
-        let runtime = query_runtime("oxide-test").unwrap();
-        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let names = runtime.block_on(async {
-            let tasks: Vec<_> = (0..4 * MAX_BLOCKING_THREADS)
-                .map(|_| {
-                    let (running, most) = (Arc::clone(&running), Arc::clone(&most));
-                    tokio::task::spawn_blocking(move || {
-                        most.fetch_max(running.fetch_add(1, SeqCst) + 1, SeqCst);
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                        running.fetch_sub(1, SeqCst);
-                        std::thread::current().name().map(String::from)
-                    })
-                })
-                .collect();
-            let mut names = Vec::new();
-            for task in tasks {
-                names.push(task.await.unwrap());
-            }
-            names
-        });
-        let most = most.load(SeqCst);
-        assert!(
-            (1..=MAX_BLOCKING_THREADS).contains(&most),
-            "{most} blocking tasks ran at once"
-        );
-        assert!(
-            names
-                .iter()
-                .all(|name| name.as_deref() == Some("oxide-test"))
-        );
-    }
-
-    #[test]
-    fn work_runs_on_a_thread_with_the_planning_stack() {
-        // Deeper than the 2 MiB of a test thread can hold: 64 KiB a level, 256 levels.
-        fn deep(levels: usize) -> usize {
-            let frame = std::hint::black_box([0_u8; 64 * 1024]);
-            if levels == 0 {
-                usize::from(frame[0])
-            } else {
-                deep(levels - 1) + 1 + usize::from(frame[levels % 1024])
-            }
-        }
-        assert_eq!(run_with_planning_stack(|| deep(256)).unwrap(), 256);
-        let name =
-            run_with_planning_stack(|| std::thread::current().name().map(String::from)).unwrap();
-        assert_eq!(name.as_deref(), Some("oxide-planner"));
     }
 }

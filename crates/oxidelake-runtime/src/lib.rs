@@ -25,14 +25,14 @@ mod functions;
 pub mod memory;
 mod object_stores;
 mod probe;
+mod runtime_threads;
 mod session;
 
 pub use cluster_url::ClusterUrl;
 pub use dashboard::run_dashboard;
 pub use deep_statements::{
-    MAX_BLOCKING_THREADS, MAX_STATEMENT_DEPTH, PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES,
-    check_statement_depth, check_statement_depth_in_every_dialect, query_runtime,
-    run_with_planning_stack, statement_depth,
+    MAX_STATEMENT_DEPTH, check_statement_depth, check_statement_depth_in_every_dialect,
+    statement_depth,
 };
 pub use error::RuntimeError;
 pub use functions::{oxide_aggregate_udfs, oxide_scalar_udfs};
@@ -43,4 +43,7 @@ pub use oxidelake_compute::{total_order_max, total_order_min};
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::PlacementTarget;
 pub use probe::DetectorProbe;
+pub use runtime_threads::{
+    PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES, query_runtime, run_with_planning_stack,
+};
 pub use session::{OxideSession, QueryStream, SessionMode, SpillSummary};

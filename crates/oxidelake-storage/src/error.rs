@@ -34,25 +34,9 @@ pub enum StorageError {
         source: object_store::Error,
     },
     /// Two files of one table type a column in ways that do not merge (`Int64` and
-    /// `Utf8`): each file reads, the table does not.
-    #[error(
-        "column {column:?} is {first_type} in {first_file} but {second_type} in \
-         {second_file}; the files of table {table} must agree on each column's type"
-    )]
-    ColumnTypeClash {
-        /// The table's location, as it was registered.
-        table: String,
-        /// The column.
-        column: String,
-        /// The first file (in path order) that has the column.
-        first_file: String,
-        /// Its type there (merged with any files between).
-        first_type: arrow::datatypes::DataType,
-        /// The file whose type for it does not merge.
-        second_file: String,
-        /// Its type there.
-        second_type: arrow::datatypes::DataType,
-    },
+    /// `Utf8`): each file reads, the table does not. Boxed: the variant is the largest.
+    #[error("{0}")]
+    ColumnTypeClash(Box<ColumnTypeClash>),
     /// An option value outside its domain.
     #[error("invalid {what}: {detail}")]
     InvalidOption {
@@ -75,9 +59,9 @@ impl From<StorageError> for EngineError {
                 source: None,
             },
             StorageError::ObjectStore { path, source } => EngineError::io(path, source),
-            StorageError::ColumnTypeClash { ref table, .. } => EngineError::Format {
-                path: table.clone(),
-                detail: err.to_string(),
+            StorageError::ColumnTypeClash(clash) => EngineError::Format {
+                detail: clash.to_string(),
+                path: clash.table,
                 source: None,
             },
             StorageError::InvalidOption { what, detail } => {
@@ -85,4 +69,25 @@ impl From<StorageError> for EngineError {
             }
         }
     }
+}
+
+/// What [`StorageError::ColumnTypeClash`] says: the column, the two files and the two types.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "column {column:?} is {first_type} in {first_file} but {second_type} in \
+     {second_file}; the files of table {table} must agree on each column's type"
+)]
+pub struct ColumnTypeClash {
+    /// The table's location, as it was registered.
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// The first file (in path order) that has the column.
+    pub first_file: String,
+    /// Its type there (merged with any files between).
+    pub first_type: arrow::datatypes::DataType,
+    /// The file whose type for it does not merge.
+    pub second_file: String,
+    /// Its type there.
+    pub second_type: arrow::datatypes::DataType,
 }

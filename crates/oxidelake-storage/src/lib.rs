@@ -44,7 +44,7 @@ mod uring;
 mod writer;
 
 pub use compression::ParquetCompression;
-pub use error::StorageError;
+pub use error::{ColumnTypeClash, StorageError};
 pub use footer_guard::{ParquetFooterGuard, guard_local_parquet_reads};
 pub use hot_cache::{CachedTableInfo, HotCache, HotCacheCounters};
 pub use oxidelake_memory::ipc;

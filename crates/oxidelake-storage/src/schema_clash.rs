@@ -17,6 +17,7 @@ use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::StorageError;
+use crate::error::ColumnTypeClash;
 
 /// The start of the message of every failed merge of two fields (arrow-schema 59).
 const MERGE_FAILURE: &str = "Fail to merge schema field";
@@ -59,14 +60,14 @@ pub(crate) fn find_clash(table: &str) -> Option<StorageError> {
                 Some((so_far, first_file)) => {
                     let mut attempt = so_far.clone();
                     if attempt.try_merge(&field).is_err() {
-                        return Some(StorageError::ColumnTypeClash {
+                        return Some(StorageError::ColumnTypeClash(Box::new(ColumnTypeClash {
                             table: table.to_string(),
                             column: field.name().clone(),
                             first_file: first_file.display().to_string(),
                             first_type: so_far.data_type().clone(),
                             second_file: file.display().to_string(),
                             second_type: field.data_type().clone(),
-                        });
+                        })));
                     }
                     *so_far = attempt;
                 }

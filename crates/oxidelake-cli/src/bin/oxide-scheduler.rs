@@ -96,7 +96,7 @@ fn main() -> anyhow::Result<()> {
         "info",
     ));
     // Jobs are planned on these threads, recursively over their expression trees
-    // (`oxidelake_runtime::deep_statements`).
+    // (`oxidelake_runtime::query_runtime`: large stacks).
     let runtime = query_runtime("oxide-scheduler")?;
     // A port in use ends `run` with an error: status 1 (tested in tests/cli).
     runtime.block_on(run(args))

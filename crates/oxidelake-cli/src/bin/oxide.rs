@@ -18,9 +18,10 @@
 //! job is cancelled on the scheduler first). Warnings go to stderr too (`RUST_LOG` sets
 //! the level, default `warn`), except under `oxide tui`.
 //!
-//! Commands run on a thread with a large stack, and statements deeper than
-//! `MAX_STATEMENT_DEPTH` are refused, so a long chain of operators or UNIONs is an
-//! answer or an error line, never a stack overflow (`oxidelake_runtime::deep_statements`).
+//! Commands run on a thread with a large stack (`oxidelake_runtime::run_with_planning_stack`),
+//! and statements estimated deeper than `MAX_STATEMENT_DEPTH` are refused
+//! (`oxidelake_runtime::check_statement_depth`), so a long chain of operators or UNIONs
+//! is an answer or an error line, not a stack overflow.
 //! File names may be any bytes; an argument that must be text and is not is named in
 //! the error line.
 

@@ -148,3 +148,36 @@ fn a_scheduler_whose_port_is_taken_exits_with_an_error() {
     let text = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(text.contains("in use"), "{text}");
 }
+
+/// The status code of a plain HTTP/1.1 `GET path` to 127.0.0.1:`port`, and the answer.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let status = answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("not an HTTP/1.1 answer: {answer:?}"));
+    (status, answer)
+}
+
+#[test]
+fn the_scheduler_answers_healthz_over_http_and_an_unknown_path_with_404() {
+    let cluster = super::local_cluster::LocalCluster::start_with("cpu", 0, &[]);
+    let port = cluster.scheduler_port();
+    let (status, answer) = http_get(port, "/healthz");
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = http_get(port, "/no-such-path");
+    assert_eq!(status, 404, "{answer}");
+}

@@ -14,9 +14,10 @@ use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::common::{Result, ScalarValue, internal_datafusion_err};
 use datafusion::logical_expr::Accumulator;
 
-use super::{
-    SumType, WrappingSum, add_states, add_valid, finished_scalar, primitive, state_scalars,
+use super::wrapping::{
+    SumType, WrappingSum, add_states, add_valid, finished_scalar, state_scalars,
 };
+use super::{for_each_valid, primitive};
 
 /// The checked sum of every value it is given.
 pub(super) struct SumAccumulator<T: SumType> {
@@ -155,17 +156,11 @@ impl<T: SumType> Accumulator for SlidingSumAccumulator<T> {
                 self.count
             )
         })?;
-        let mut subtract = |value: T::Native| {
+        for_each_valid(values, |value| {
             let (next, wrapped) = self.sum.sub_counting(value);
             self.sum = next;
             self.wraps += wrapped;
-        };
-        match values.nulls().filter(|nulls| nulls.null_count() > 0) {
-            None => values.values().iter().copied().for_each(&mut subtract),
-            Some(nulls) => nulls
-                .valid_indices()
-                .for_each(|row| subtract(values.value(row))),
-        }
+        });
         Ok(())
     }
 
@@ -190,12 +185,9 @@ impl<T: SumType> DistinctSumAccumulator<T> {
     }
 
     fn insert_valid(&mut self, values: &PrimitiveArray<T>) {
-        match values.nulls().filter(|nulls| nulls.null_count() > 0) {
-            None => self.values.extend(values.values().iter().copied()),
-            Some(nulls) => self
-                .values
-                .extend(nulls.valid_indices().map(|row| values.value(row))),
-        }
+        for_each_valid(values, |value| {
+            self.values.insert(value);
+        });
     }
 }
 

@@ -13,7 +13,8 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::NullState;
 
-use super::{SumType, WrappingSum, primitive, same_rows, sum_overflow_error};
+use super::wrapping::{SumType, WrappingSum, for_each_state_wrap, same_rows};
+use super::{primitive, sum_overflow_error, zero_wraps};
 
 /// Per-group checked sums of type `T` (see the module docs of `checked_sum`).
 pub(super) struct SumGroupsAccumulator<T: SumType> {
@@ -73,11 +74,12 @@ impl<T: SumType> SumGroupsAccumulator<T> {
         wraps: &Int64Array,
         group_indices: &[usize],
     ) {
-        for (row, (k, group)) in wraps.values().iter().zip(group_indices).enumerate() {
-            if *k != 0 && sums.is_valid(row) && wraps.is_valid(row) {
-                self.wraps[*group] = self.wraps[*group].wrapping_add(*k);
+        for_each_state_wrap(sums, wraps, |row, k| {
+            // A row past `group_indices` has no group (DataFusion gives one per row).
+            if let Some(group) = group_indices.get(row) {
+                self.wraps[*group] = self.wraps[*group].wrapping_add(k);
             }
-        }
+        });
     }
 
     /// The wrapped sums of the groups `emit_to` names (NULL for a group without
@@ -159,7 +161,7 @@ impl<T: SumType> GroupsAccumulator for SumGroupsAccumulator<T> {
         let nulls = NullBuffer::union(values.nulls(), passed.as_ref());
         let states = PrimitiveArray::<T>::new(values.values().clone(), nulls)
             .with_data_type(self.data_type.clone());
-        let wraps = Int64Array::new(ScalarBuffer::from(vec![0i64; values.len()]), None);
+        let wraps = zero_wraps(values.len());
         Ok(vec![Arc::new(states), Arc::new(wraps)])
     }
 

@@ -23,6 +23,7 @@ use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
 
 use super::spec::{self, PartialAggSpec, PartialFunc};
+use crate::checked_sum::zero_wraps;
 
 /// Whether a partition's partial aggregate has given up on reducing (see module docs).
 #[derive(Debug)]
@@ -109,7 +110,7 @@ pub(super) fn row_states(
             PartialFunc::CheckedSum => {
                 let to = state_type(0);
                 columns.push(arrow::compute::cast(value()?, &to)?);
-                columns.push(Arc::new(Int64Array::from(vec![0i64; rows])));
+                columns.push(Arc::new(zero_wraps(rows)));
             }
             PartialFunc::Avg => {
                 let value = value()?;

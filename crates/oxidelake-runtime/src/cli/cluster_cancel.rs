@@ -10,7 +10,8 @@
 //! submission; a Ctrl-C before that lets the query go on for up to [`JOB_ID_WAIT`] to
 //! learn the id, so that a job the scheduler has just accepted is cancelled as well.
 //! Meanwhile its rows are taken and dropped (the user has been told "Query
-//! cancelled.", so none is printed), and a second Ctrl-C ends the wait at once.
+//! cancelled.", so none is printed). The scheduler then gets up to
+//! `CANCEL_TIMEOUT_SECS` (15 s) to answer. A second Ctrl-C ends either wait at once.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -58,6 +59,11 @@ pub(super) enum JobCancel {
     NoJobId,
     /// A second Ctrl-C ended the wait for the job's id.
     WaitInterrupted,
+    /// A second Ctrl-C ended the wait for the scheduler's answer to the cancel request.
+    AnswerInterrupted {
+        /// The scheduler's id of the job.
+        job_id: String,
+    },
 }
 
 impl std::fmt::Display for JobCancel {
@@ -84,6 +90,11 @@ impl std::fmt::Display for JobCancel {
                 "warning: a second Ctrl-C ended the wait for the job's id; if the \
                  scheduler accepted the job, it runs to its end"
             ),
+            JobCancel::AnswerInterrupted { job_id } => write!(
+                f,
+                "warning: a second Ctrl-C ended the wait for the scheduler's answer; \
+                 job {job_id} may still run on the cluster"
+            ),
         }
     }
 }
@@ -101,24 +112,44 @@ impl ClusterQuery {
     /// Cancels the job on the scheduler. `stream` is the statement's result, not yet
     /// finished: while the job's id is unknown it is polled on (for at most
     /// [`JOB_ID_WAIT`]) and its rows dropped, until it ends or `interrupt` (the next
-    /// Ctrl-C) resolves.
+    /// Ctrl-C) resolves; `interrupt` also ends the wait for the scheduler's answer.
     pub(super) async fn cancel(
         mut self,
         stream: &mut QueryStream,
         interrupt: impl Future<Output = ()>,
     ) -> JobCancel {
-        let job_id = match wait_for_job_id(&self.plan, stream, interrupt).await {
+        let mut interrupt = std::pin::pin!(interrupt);
+        let job_id = match wait_for_job_id(&self.plan, stream, interrupt.as_mut()).await {
             Ok(job_id) => job_id,
             Err(unknown) => return unknown,
         };
-        match self.scheduler.cancel_job(&job_id).await {
-            Ok(true) => JobCancel::Cancelled { job_id },
-            Ok(false) => JobCancel::NotCancelled { job_id },
-            Err(reason) => JobCancel::Unanswered {
-                job_id,
-                reason: format!("{} ({reason})", self.scheduler.endpoint()),
-            },
-        }
+        ask_to_cancel(&mut self.scheduler, job_id, interrupt).await
+    }
+}
+
+/// Asks `scheduler` to cancel job `job_id` and says what it answered, or
+/// [`JobCancel::AnswerInterrupted`] at once when `interrupt` resolves first.
+async fn ask_to_cancel(
+    scheduler: &mut SchedulerClient,
+    job_id: String,
+    interrupt: impl Future<Output = ()>,
+) -> JobCancel {
+    let endpoint = scheduler.endpoint().to_string();
+    let answer = tokio::select! {
+        biased;
+        () = interrupt => None,
+        answer = scheduler.cancel_job(&job_id) => Some(answer),
+    };
+    let Some(answer) = answer else {
+        return JobCancel::AnswerInterrupted { job_id };
+    };
+    match answer {
+        Ok(true) => JobCancel::Cancelled { job_id },
+        Ok(false) => JobCancel::NotCancelled { job_id },
+        Err(reason) => JobCancel::Unanswered {
+            job_id,
+            reason: format!("{endpoint} ({reason})"),
+        },
     }
 }
 
@@ -210,6 +241,37 @@ mod tests {
         assert_eq!(waited, Err(JobCancel::NoJobId));
         // Only the stream's end stops this wait early: every row was taken.
         assert!(started.elapsed() < JOB_ID_WAIT, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_second_ctrl_c_ends_the_wait_for_the_schedulers_answer_at_once() {
+        let (_listener, mut scheduler) = SchedulerClient::of_silent_scheduler();
+        let started = std::time::Instant::now();
+        // The second Ctrl-C comes while the request waits for an answer that never
+        // comes (the scheduler would get 15 s).
+        let ctrl_c = tokio::time::sleep(Duration::from_millis(200));
+        let answer = ask_to_cancel(&mut scheduler, "j1".into(), ctrl_c).await;
+        assert_eq!(
+            answer,
+            JobCancel::AnswerInterrupted {
+                job_id: "j1".into()
+            }
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            answer
+                .to_string()
+                .starts_with("warning: a second Ctrl-C ended the wait for the scheduler's answer"),
+            "{answer}"
+        );
+        assert!(
+            answer.to_string().contains("job j1 may still run"),
+            "{answer}"
+        );
     }
 
     #[tokio::test]

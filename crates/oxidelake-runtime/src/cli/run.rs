@@ -74,7 +74,8 @@ pub async fn run_statement(
     let Some((printed, spills)) = printed else {
         eprintln!("Query cancelled.");
         if let Some(query) = cluster {
-            // A second Ctrl-C while the job's id is awaited ends the wait.
+            // A second Ctrl-C while the job's id or the scheduler's answer is awaited
+            // ends the wait.
             eprintln!("{}", query.cancel(&mut stream, next_interrupt()).await);
         }
         return Ok(Ran::Cancelled);

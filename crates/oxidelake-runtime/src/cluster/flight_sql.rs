@@ -12,6 +12,12 @@
 //! datafusion.sql_parser.dialect` in its own session and the frontend keeps its
 //! sessions to itself.
 //!
+//! The check runs before Ballista authenticates the caller, so any client that reaches
+//! the port can make the scheduler tokenize what it sends, once per dialect. Text no
+//! longer than `crate::MAX_STATEMENT_DEPTH` bytes is not tokenized at all (it cannot
+//! nest that deep), and longer text is tokenized on tokio's blocking pool, not on the
+//! threads that serve every other request.
+//!
 //! ```text
 //!  client ── Flight SQL ──▶ CheckedFlightSql ── SQL text checked ──▶ BallistaFlightSqlService
 //!                               │ too deep                             (plans, submits)
@@ -57,8 +63,17 @@ impl<B: QueryBackend> CheckedFlightSql<B> {
 
     /// Refuses `sql` as a client's invalid argument when it nests too deep to plan.
     #[allow(clippy::result_large_err)] // tonic's `Status`, as every handler returns
-    fn check(sql: &str) -> Result<(), Status> {
-        crate::check_statement_depth_in_every_dialect(sql)
+    async fn check(sql: &str) -> Result<(), Status> {
+        // Each level of the estimate is at least one token, and each token at least one
+        // byte, so text no longer than the limit cannot nest deeper than it.
+        if sql.len() <= crate::MAX_STATEMENT_DEPTH {
+            return Ok(());
+        }
+        // Tokenizing long text once per dialect takes a while: off the async threads.
+        let sql = sql.to_owned();
+        tokio::task::spawn_blocking(move || crate::check_statement_depth_in_every_dialect(&sql))
+            .await
+            .map_err(|e| Status::internal(format!("the statement depth check failed: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))
     }
 }
@@ -87,7 +102,7 @@ impl<B: QueryBackend> FlightSqlService for CheckedFlightSql<B> {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        Self::check(&query.query)?;
+        Self::check(&query.query).await?;
         self.inner.get_flight_info_statement(query, request).await
     }
 
@@ -213,7 +228,7 @@ impl<B: QueryBackend> FlightSqlService for CheckedFlightSql<B> {
         ticket: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        Self::check(&ticket.query)?;
+        Self::check(&ticket.query).await?;
         self.inner.do_put_statement_update(ticket, request).await
     }
 
@@ -222,7 +237,7 @@ impl<B: QueryBackend> FlightSqlService for CheckedFlightSql<B> {
         query: ActionCreatePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        Self::check(&query.query)?;
+        Self::check(&query.query).await?;
         self.inner
             .do_action_create_prepared_statement(query, request)
             .await
@@ -288,6 +303,31 @@ mod tests {
         status.code() == tonic::Code::InvalidArgument
             && status.message().starts_with("invalid statement:")
             && status.message().contains("at most 10000")
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_long_statement_is_checked_off_the_async_thread_while_other_tasks_run() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let ticker = tokio::spawn({
+            let ticks = Arc::clone(&ticks);
+            async move {
+                loop {
+                    ticks.fetch_add(1, SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        // The runtime's one thread polls the ticker only while the check waits.
+        let deep = format!("SELECT 1{}", "+1".repeat(20_000));
+        let refused = CheckedFlightSql::<NoSessions>::check(&deep)
+            .await
+            .unwrap_err();
+        let ticked = ticks.load(SeqCst);
+        ticker.abort();
+        assert!(refused_as_too_deep(&refused), "{refused:?}");
+        assert!(ticked > 0, "the check held the async thread");
     }
 
     #[tokio::test]

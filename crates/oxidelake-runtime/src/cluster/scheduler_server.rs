@@ -6,11 +6,17 @@
 //! Ballista's `start_server` mounts Ballista's own Flight SQL frontend, which hands a
 //! client's SQL text straight to DataFusion's parser, so a statement nested too deep
 //! could end the scheduler (issue 44). OxideLake therefore mounts the services itself,
-//! as Ballista 55 does (`scheduler_process::start_grpc_service_with_listener`):
+//! after Ballista 55's `scheduler_process::start_grpc_service_with_listener` but not
+//! all of it. Served: the scheduler's gRPC service, the Flight SQL frontend or the
+//! Flight proxy, `GET /healthz` and `GET /readyz`, and 404 for every other path.
+//! Not served: Ballista's REST API (`/api/...`), the `Server` and `X-Powered-By`
+//! version headers it adds to every answer, and the executor counts in its `/readyz`
+//! text.
 //!
 //! ```text
 //!  without TLS:  axum on the port ── tonic's routes: gRPC, Flight SQL or the proxy
-//!                                 └─ GET /healthz, /readyz (liveness, readiness)
+//!                                 ├─ GET /healthz, /readyz (liveness, readiness)
+//!                                 └─ any other path: 404
 //!  with TLS:     tonic's server, mutual TLS ── the same tonic routes, no HTTP routes
 //! ```
 //!
@@ -78,9 +84,12 @@ pub async fn serve_scheduler(
             let listener = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|e| EngineError::io(listening.clone(), e))?;
+            // tonic's own fallback answers an unknown path with HTTP 200 and gRPC status
+            // UNIMPLEMENTED; a plain 404, as Ballista answers, tells an HTTP client more.
             let app = routes
                 .into_axum_router()
-                .merge(health_routes(Arc::new(scheduler)));
+                .merge(health_routes(Arc::new(scheduler)))
+                .fallback(|| async { (StatusCode::NOT_FOUND, "no such route\n") });
             axum::serve(
                 listener,
                 app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -138,8 +147,9 @@ fn services(scheduler: &Scheduler, config: &SchedulerConfig) -> Routes {
 }
 
 /// `GET /healthz` (the process answers) and `GET /readyz` (enough executors are
-/// registered: `SchedulerConfig::min_ready_executors`), as Ballista serves them for
-/// liveness and readiness probes.
+/// registered: `SchedulerConfig::min_ready_executors`) for liveness and readiness
+/// probes, with Ballista's status codes; the `/readyz` text does not count the
+/// executors, as Ballista's does.
 fn health_routes(scheduler: Arc<Scheduler>) -> axum::Router {
     let ready = move || {
         let ready = scheduler.is_ready();

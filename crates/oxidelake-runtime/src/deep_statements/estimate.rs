@@ -7,7 +7,10 @@
 //! first closes those of its tier or a tighter one (left-associative, as the parser
 //! builds `a + b + c` as `(a + b) + c`). Closing an operator makes a node one deeper
 //! than the deeper of its operands. Tiers only rise up the stack, so it holds at most
-//! one operator per tier, whatever the statement's length.
+//! one operator per tier, whatever the statement's length. A postfix operator (`IS
+//! NULL`, `NOT NULL`, `NOTNULL`, a subscript) waits the same way, for an operand that
+//! never comes: the next operator of its tier closes it one deeper, as the parser's
+//! loop wraps `x NOT NULL NOT NULL` as `IsNotNull(IsNotNull(x))`.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -63,11 +66,11 @@ enum Tier {
     And,
     /// PostgreSQL's JSON and other operators (`->`, `->>`, `#>`, `@>`, `?`, …).
     PgOther,
-    /// `IS`.
+    /// `IS`, and the postfix `NOT NULL` and `NOTNULL`.
     Is,
     /// `LIKE`, `ILIKE`, `SIMILAR TO`, `REGEXP`, …
     Like,
-    /// Comparisons, `BETWEEN`, `IN`.
+    /// Comparisons, `:=`, `BETWEEN`, `IN`.
     Comparison,
     /// `|` and PostgreSQL's geometric operators.
     Pipe,
@@ -93,7 +96,9 @@ fn operator_tier(token: &Token) -> Option<Tier> {
         Token::Word(word) => match word.keyword {
             Keyword::OR => Tier::Or,
             Keyword::AND => Tier::And,
-            Keyword::IS => Tier::Is,
+            // `NOTNULL` is an operator in DuckDB, PostgreSQL and SQLite only; elsewhere
+            // it is a name, and counts one level too many.
+            Keyword::IS | Keyword::NOTNULL => Tier::Is,
             Keyword::LIKE
             | Keyword::ILIKE
             | Keyword::RLIKE
@@ -109,7 +114,8 @@ fn operator_tier(token: &Token) -> Option<Tier> {
             Keyword::AT => Tier::AtTimeZone,
             _ => return None,
         },
-        Token::Eq
+        Token::Assignment
+        | Token::Eq
         | Token::DoubleEq
         | Token::Neq
         | Token::Lt
@@ -203,6 +209,9 @@ struct Level {
     between: bool,
     /// An `IS [NOT] DISTINCT` waits for its `FROM` (not a FROM clause).
     distinct_from: bool,
+    /// The last token was a `NOT` not after `IS`: a `NULL` next is the postfix `NOT
+    /// NULL` (parsed as `IS NOT NULL`); an `IN`, `BETWEEN` or `LIKE` next counts itself.
+    after_not: bool,
 }
 
 impl Level {
@@ -215,6 +224,7 @@ impl Level {
             operand: 0,
             between: false,
             distinct_from: false,
+            after_not: false,
         }
     }
 
@@ -238,6 +248,7 @@ impl Level {
         self.operand = 0;
         self.between = false;
         self.distinct_from = false;
+        self.after_not = false;
     }
 
     /// A binary operator of `tier`. The pending operators of its tier or a tighter one
@@ -263,6 +274,7 @@ impl Level {
             _ => None,
         };
         let distinct_from = std::mem::take(&mut self.distinct_from);
+        let after_not = std::mem::take(&mut self.after_not);
         match keyword {
             Some(Keyword::AND) if self.between => self.between = false,
             Some(Keyword::BETWEEN) => {
@@ -277,6 +289,8 @@ impl Level {
                 self.distinct_from = true;
             }
             Some(Keyword::FROM) if distinct_from => {}
+            Some(Keyword::NOT) => self.after_not = true,
+            Some(Keyword::NULL) if after_not => self.operator(Tier::Is),
             Some(Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT) => {
                 self.set_ops += 1;
                 self.end_expression();
