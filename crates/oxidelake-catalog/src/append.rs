@@ -1,14 +1,13 @@
 //! `append`: add one batch as table version `expected_version + 1`, or nothing.
 
 use arrow::array::RecordBatch;
-use datafusion::object_store::ObjectStoreExt;
+use deltalake_core::DeltaTable;
 use deltalake_core::kernel::Add;
-use deltalake_core::{DeltaTable, Path};
 
 use crate::catalog::loaded_version;
 use crate::commit::{CommitOutcome, commit_append_cas};
 use crate::data_files::data_file_path;
-use crate::data_writer::write_data_files;
+use crate::data_writer::{delete_data_files, write_data_files};
 use crate::durable::{SyncFailure, sync_commit, sync_data_files};
 use crate::schema_check::conform_batch;
 use crate::{Catalog, CatalogError, TableName};
@@ -96,17 +95,4 @@ fn sync_added_files(
         .map(|add| data_file_path(name, table_dir, &add.path))
         .collect::<Result<Vec<_>, _>>()?;
     sync_data_files(table_dir, &paths).map_err(SyncFailure::into_io)
-}
-
-/// Best-effort removal of the data files of an append that will not commit (a lost race,
-/// a failed write or sync). A failure leaves an orphan that no snapshot references
-/// (Delta's full vacuum removes such files).
-pub(crate) async fn delete_data_files(table: &DeltaTable, adds: &[Add]) {
-    let store = table.object_store();
-    for add in adds {
-        let path = Path::parse(&add.path).unwrap_or_else(|_| Path::from(add.path.as_str()));
-        if let Err(e) = store.delete(&path).await {
-            tracing::warn!(path = %add.path, error = %e, "could not delete an unpublished data file");
-        }
-    }
 }

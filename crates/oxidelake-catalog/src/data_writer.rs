@@ -34,7 +34,6 @@ use deltalake_core::kernel::Add;
 use deltalake_core::table::config::TablePropertiesExt;
 use deltalake_core::{DeltaTable, DeltaTableError, Path};
 
-use crate::append::delete_data_files;
 use crate::{CatalogError, TableName};
 
 /// The table property naming the columns to collect statistics for, read as delta-rs's
@@ -118,6 +117,19 @@ async fn publish(
         .await
         .map_err(failed)?;
     Ok(())
+}
+
+/// Best-effort removal of the data files of an append that will not commit (a lost race,
+/// a failed write or sync). A failure leaves an orphan that no snapshot references
+/// (Delta's full vacuum removes such files).
+pub(crate) async fn delete_data_files(table: &DeltaTable, adds: &[Add]) {
+    let store = table.object_store();
+    for add in adds {
+        let path = Path::parse(&add.path).unwrap_or_else(|_| Path::from(add.path.as_str()));
+        if let Err(e) = store.delete(&path).await {
+            tracing::warn!(path = %add.path, error = %e, "could not delete an unpublished data file");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -59,6 +59,7 @@ mod handover;
 mod null_keys;
 mod partitioned;
 mod run;
+mod side;
 mod tiered;
 
 use std::fmt;

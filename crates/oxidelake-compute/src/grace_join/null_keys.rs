@@ -25,7 +25,7 @@ use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::physical_plan::joins::HashJoinExec;
 
-use super::partitioned::Side;
+use super::side::Side;
 
 /// What a grace step does with the rows of one side whose join key holds a NULL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,15 +18,7 @@ use datafusion::physical_plan::metrics::{Count, SpillMetrics};
 
 use super::FAN_OUT;
 use super::null_keys::{NullKeyRows, key_columns, rows_with_keys};
-
-/// Which input of the join.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
-    /// The build side.
-    Left,
-    /// The probe side.
-    Right,
-}
+use super::side::Side;
 
 /// An open spill file of one part.
 struct PartFile {
