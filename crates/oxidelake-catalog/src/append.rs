@@ -1,7 +1,6 @@
 //! `append`: add one batch as table version `expected_version + 1`, or nothing.
 
 use arrow::array::RecordBatch;
-use deltalake_core::DeltaTable;
 use deltalake_core::kernel::Add;
 
 use crate::catalog::loaded_version;

@@ -41,7 +41,8 @@ use oxidelake_core::{MemoryTier, TelemetryHub};
 use oxidelake_memory::{BatchId, DiskWrites, MemoryError, SpillConfig, SpillManager};
 
 use super::FAN_OUT;
-use super::partitioned::{PartRouter, Side, compact_views};
+use super::partitioned::{PartRouter, compact_views};
+use super::side::Side;
 
 /// Both sides of one split, part by part, in a [`SpillManager`]'s host and disk tiers.
 pub(super) struct TieredParts {
