@@ -30,6 +30,10 @@ use pyo3::prelude::*;
 /// The module `oxidelake`.
 #[pymodule]
 fn oxidelake(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The engine's warnings (a device failure replayed on the CPU, a query re-run on
+    // the CPU) and, under `RUST_LOG=info`, why no GPU was taken go to stderr, as from
+    // `oxide`; without a subscriber they would be dropped unseen.
+    oxidelake_runtime::cli::logging::init(oxidelake_runtime::cli::logging::filter(None, "warn"));
     // How the module was compiled, for speed reports: a dev build is several times
     // slower than a release build (`oxide --version` says the same of the binary).
     m.add(

@@ -32,9 +32,7 @@ use datafusion::prelude::SessionConfig;
 use oxidelake_core::BackendKind;
 use oxidelake_device::GpuBackend;
 
-/// The configuration key of the session's device limit (`OxideOptions` in the planner
-/// crate defines it; its value is a number of bytes or `none`).
-pub const DEVICE_LIMIT_KEY: &str = "oxidelake.memory.device_limit";
+use crate::OxideOptions;
 
 /// The share of a device's memory that device state may claim when
 /// `oxidelake.memory.device_limit` is not set: the rest is left to device batches in
@@ -52,21 +50,18 @@ pub fn default_device_limit(backend: &dyn GpuBackend) -> Option<usize> {
     usize::try_from(total / 100 * DEFAULT_DEVICE_SHARE_PERCENT).ok()
 }
 
-/// The session's `oxidelake.memory.device_limit`, read from `config` as its options
-/// extension lists it (bytes, or `none`); `None` when unset or not registered.
+/// The session's `oxidelake.memory.device_limit`, from the [`OxideOptions`] registered
+/// in `config` (the task's configuration, so that executors of a cluster apply it too);
+/// `None` when unset or when the options are not registered.
+///
+/// Operators ask once per partition they execute: the value was parsed when it was set,
+/// so this is a lookup and a downcast, not a parse.
 pub fn session_device_limit(config: &SessionConfig) -> Option<usize> {
-    let (prefix, key) = DEVICE_LIMIT_KEY.split_once('.')?;
-    let (_, options) = config
+    config
         .options()
         .extensions
-        .iter()
-        .find(|(name, _)| *name == prefix)?;
-    options
-        .entries()
-        .into_iter()
-        .find(|entry| entry.key == DEVICE_LIMIT_KEY || entry.key == key)
-        .and_then(|entry| entry.value)
-        .and_then(|value| value.parse().ok())
+        .get::<OxideOptions>()
+        .and_then(|options| options.device_limit)
 }
 
 /// The limit device state on `backend` claims under: the session's, or where it sets
@@ -181,41 +176,24 @@ mod tests {
     }
 
     #[test]
-    fn the_session_limit_is_read_from_the_configuration_entry_of_the_options_extension() {
-        use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
-        // A stand-in for the planner's `OxideOptions`, which this crate cannot name.
-        #[derive(Debug, Clone, Default)]
-        struct Options(Option<usize>);
-        impl ConfigExtension for Options {
-            const PREFIX: &'static str = "oxidelake";
-        }
-        impl ExtensionOptions for Options {
-            fn as_any(&self) -> &dyn std::any::Any {
-                self
-            }
-            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-                self
-            }
-            fn cloned(&self) -> Box<dyn ExtensionOptions> {
-                Box::new(self.clone())
-            }
-            fn set(&mut self, _key: &str, value: &str) -> datafusion::error::Result<()> {
-                self.0 = value.parse().ok();
-                Ok(())
-            }
-            fn entries(&self) -> Vec<ConfigEntry> {
-                vec![ConfigEntry {
-                    key: DEVICE_LIMIT_KEY.to_string(),
-                    value: Some(self.0.map_or_else(|| "none".into(), |b| b.to_string())),
-                    description: "",
-                }]
-            }
-        }
-        assert_eq!(session_device_limit(&SessionConfig::new()), None);
-        let unset = SessionConfig::new().with_option_extension(Options(None));
-        assert_eq!(session_device_limit(&unset), None);
-        let set = SessionConfig::new().with_option_extension(Options(Some(65_536)));
-        assert_eq!(session_device_limit(&set), Some(65_536));
+    fn operators_read_the_device_limit_the_session_options_set_in_the_task_configuration() {
+        assert_eq!(
+            session_device_limit(&SessionConfig::new()),
+            None,
+            "a configuration without the options has no limit"
+        );
+        let mut config = SessionConfig::new().with_option_extension(OxideOptions::default());
+        assert_eq!(session_device_limit(&config), None);
+        config
+            .options_mut()
+            .set(crate::option_keys::DEVICE_LIMIT, "'64K'")
+            .unwrap();
+        assert_eq!(session_device_limit(&config), Some(64 << 10));
+        config
+            .options_mut()
+            .set(crate::option_keys::DEVICE_LIMIT, "none")
+            .unwrap();
+        assert_eq!(session_device_limit(&config), None);
         let cpu = oxidelake_device::CpuBackend::new();
         assert_eq!(device_limit_for(Some(65_536), &cpu), Some(65_536));
         assert_eq!(device_limit_for(None, &cpu), None);

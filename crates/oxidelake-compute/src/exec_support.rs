@@ -145,6 +145,16 @@ impl ExecBackend {
         }
     }
 
+    /// Marks the device failed: the rest of this execution runs on the CPU.
+    pub(crate) fn degrade(&self) {
+        self.degraded.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the device failed earlier in this execution.
+    pub(crate) fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
     /// Whether the backend is the detector's answer.
     pub(crate) fn detected(&self) -> bool {
         self.detected

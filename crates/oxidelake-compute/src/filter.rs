@@ -1,5 +1,7 @@
 //! `GpuFilterExec`: fused filter + projection.
 
+mod resident;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,16 +14,14 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdownPhase};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{EmbeddedProjection, ProjectionExec};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
     statistics::ChildStats,
 };
-use futures::StreamExt;
-use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
-use oxidelake_device::resident::ResidentValues;
 
 use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{
@@ -30,7 +30,6 @@ use crate::exec_support::{
 };
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
-use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 
 /// Keeps the rows where every predicate is true, and outputs the projected columns.
 /// Equivalent to `FilterExec(a AND b ...)` with a projection, but the dropped columns are
@@ -314,91 +313,5 @@ impl ExecutionPlan for GpuFilterExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
-    }
-}
-
-impl ResidentExec for GpuFilterExec {
-    /// Filters its input's device batches into device batches, on the device where the
-    /// backend can (`GpuBackend::filter_project_resident`: the CUDA backend). Any other
-    /// batch is *bridged*: copied to the host, filtered by the host-in/host-out call, and
-    /// its output copied back (`bridged_batches`; every batch on the CPU backend).
-    fn execute_resident(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
-        let input = as_resident(&self.input)
-            .ok_or_else(|| {
-                DataFusionError::Internal("GpuFilterExec's input holds no device batches".into())
-            })?
-            .execute_resident(partition, context)?;
-        let exec = Arc::new(ExecBackend::on(Arc::clone(&input.backend), input.detected)?);
-        let metrics = Arc::new(OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuFilterExec",
-            self.placement,
-            &exec,
-        ));
-        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
-        let (predicates, projection) = (
-            Arc::new(self.predicates.clone()),
-            Arc::new(self.projection.clone()),
-        );
-        let (backend, detected) = (Arc::clone(&input.backend), input.detected);
-        let batches = input.batches.then(move |batch| {
-            let (exec, metrics, bridged) =
-                (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
-            let (predicates, projection) = (Arc::clone(&predicates), Arc::clone(&projection));
-            async move {
-                let batch = batch?;
-                tokio::task::spawn_blocking(move || {
-                    let started = Instant::now();
-                    match exec.backend.filter_project_resident(
-                        &exec.stream,
-                        &batch,
-                        &predicates,
-                        &projection,
-                    ) {
-                        Ok(kept) => {
-                            // Read back: the kept count and each string column's byte total
-                            // (the program's small uploads are not counted).
-                            let strings = kept
-                                .columns()
-                                .iter()
-                                .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
-                                .count();
-                            let moved = exec.bytes_moved(|| 4 * (1 + strings));
-                            metrics.record(batch.num_rows(), kept.num_rows(), started, moved);
-                            return Ok(kept);
-                        }
-                        Err(EngineError::Unsupported { .. }) => {}
-                        // The batch lives on the device: there is no host copy to
-                        // fall back to.
-                        Err(err) => return Err(DataFusionError::from(err)),
-                    }
-                    bridge(&exec, &metrics, &bridged, &batch, started, |host| {
-                        let out = exec.run(&metrics, |backend, stream| {
-                            backend.filter_project(
-                                stream,
-                                FilterProjectArgs {
-                                    batch: host,
-                                    predicates: &predicates,
-                                    projection: &projection,
-                                },
-                            )
-                        })?;
-                        Ok((out, 0))
-                    })
-                })
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-            }
-        });
-        Ok(ResidentStream {
-            backend,
-            detected,
-            batches: Box::pin(batches),
-        })
     }
 }

@@ -877,6 +877,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         // gathered probe can match into a batch far beyond the session's batch size,
         // so the output is handed on in slices of that size.
         let batching = exec.backend.batching();
+        let probe_plan = Arc::clone(&self.right);
         let stream = futures::stream::once(async move {
             let side = build.await?;
             let output = Arc::clone(&schema);
@@ -890,12 +891,20 @@ impl ExecutionPlan for GpuHashJoinExec {
                             (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
                         let (side, join, schema) =
                             (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
+                        let input = Arc::clone(&probe_plan);
                         async move {
-                            let batch = batch?;
+                            let item = batch?;
                             tokio::task::spawn_blocking(move || {
-                                resident::probe_device_batch(
-                                    &exec, &metrics, &bridged, &side, &batch, &join, &schema,
-                                )
+                                resident::SegmentProbe {
+                                    exec: &exec,
+                                    metrics: &metrics,
+                                    bridged: &bridged,
+                                    side: &side,
+                                    input: &input,
+                                    join: &join,
+                                    schema: &schema,
+                                }
+                                .rows(item)
                             })
                             .await
                             .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -1195,7 +1204,7 @@ struct Probing {
 /// The probe side's batches: on the host, or on the device (see `resident`).
 enum ProbeInput {
     Host(SendableRecordBatchStream),
-    Device(crate::transition::DeviceBatches),
+    Device(crate::transition::SegmentBatches),
 }
 
 /// What each probe batch needs besides the build side.

@@ -34,6 +34,12 @@
 //! `oxidelake-device`'s `CpuBackend`) is the semantic reference: the conformance suite in
 //! `tests/` checks it against stock DataFusion.
 //!
+//! The session's `oxidelake.*` options are one typed DataFusion `ConfigExtension`,
+//! [`OxideOptions`], defined here rather than in the planner because the operators read
+//! it too: each task reads its session's device limit from its configuration
+//! ([`session_device_limit`]) by type, not by a key's text. Their keys are exported once,
+//! whole, in [`option_keys`], for whoever sets an option by name.
+//!
 //! Every operator displays its placement in EXPLAIN, e.g. `GpuFilterExec[cuda]`, and
 //! reports rows in/out, batch latency and bytes moved to DataFusion metrics (EXPLAIN
 //! ANALYZE) and to the `TelemetryHub`.
@@ -53,11 +59,13 @@ mod float_min_max;
 mod grace_join;
 mod hash_join;
 mod join_filter;
+mod options;
 mod partial_aggregate;
 mod placement;
 mod predicate_expr;
 mod projection;
 mod repartition_grant;
+mod segment;
 mod transition;
 mod udf;
 mod value_expr;
@@ -65,8 +73,8 @@ mod vector_distance;
 
 pub use checked_sum::{CheckedSum, checked_sum, checked_sum_udaf, sum_overflow_error};
 pub use device_budget::{
-    DEFAULT_DEVICE_SHARE_PERCENT, DEVICE_LIMIT_KEY, DeviceBudget, DeviceClaim,
-    default_device_limit, device_limit_for, session_device_limit,
+    DEFAULT_DEVICE_SHARE_PERCENT, DeviceBudget, DeviceClaim, default_device_limit,
+    device_limit_for, session_device_limit,
 };
 pub use exec_support::BackendChoice;
 pub use filter::GpuFilterExec;
@@ -80,6 +88,8 @@ pub use hash_join::{GpuHashJoinExec, numbered_key_type};
 pub use join_filter::{
     JoinFilterExec, MAX_KEPT as JOIN_FILTER_MAX_KEPT, SAMPLE_ROWS as JOIN_FILTER_SAMPLE_ROWS,
 };
+pub use options::keys as option_keys;
+pub use options::{CpuOperators, OxideOptions, PlacementTarget};
 pub use oxidelake_device::ops;
 pub use oxidelake_device::resident;
 pub use partial_aggregate::{
@@ -88,8 +98,9 @@ pub use partial_aggregate::{
 pub use placement::placement_label;
 pub use projection::{GpuProjectionExec, is_constant};
 pub use repartition_grant::{RepartitionGrantPool, is_repartition_channel};
+pub use segment::SegmentBatch;
 pub use transition::{
-    DeviceToHostExec, HostToDeviceExec, ResidentExec, ResidentStream, as_resident,
+    DeviceToHostExec, HostToDeviceExec, ResidentExec, ResidentStream, SegmentBatches, as_resident,
 };
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

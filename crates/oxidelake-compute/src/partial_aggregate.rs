@@ -623,12 +623,13 @@ impl GpuPartialAggregateExec {
             exec,
             metrics,
             bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
+            input: Arc::clone(&self.input),
         });
         let batches = input.batches.then(move |batch| {
             let shared = Arc::clone(&shared);
             async move {
                 let batch = batch?;
-                tokio::task::spawn_blocking(move || shared.states_of(&batch))
+                tokio::task::spawn_blocking(move || shared.states_of(batch))
                     .await
                     .map_err(|e| DataFusionError::External(Box::new(e)))?
             }

@@ -14,6 +14,8 @@
 //! batch it refuses (the CPU backend, a constant output, an operand held as 16-byte
 //! decimals) or whose values outgrow 64 bits is bridged through the host path.
 
+mod resident;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,18 +31,14 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::scalar_subquery::ScalarSubqueryExpr;
 use datafusion::physical_plan::filter_pushdown::{FilterDescription, FilterPushdownPhase};
-use datafusion::physical_plan::metrics::MetricBuilder;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
     statistics::ChildStats,
 };
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{
-    EvaluateArgs, EvaluateResidentArgs, ProjectedColumn, ValueColumn, is_overflow,
-};
+use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, ValueColumn, is_overflow};
 
 use crate::device_batches::map_batches;
 use crate::exec_support::{
@@ -48,7 +46,6 @@ use crate::exec_support::{
     stock_child_stats,
 };
 use crate::placement_label;
-use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 use crate::value_expr::value_column;
 
 /// Where one output column comes from.
@@ -120,6 +117,19 @@ impl Projection {
                 }
             }
         };
+        let out = self.assemble(batch, &values)?;
+        let moved = exec.bytes_moved(|| {
+            values
+                .iter()
+                .map(|v| v.get_array_memory_size())
+                .sum::<usize>()
+                + batch.get_array_memory_size()
+        });
+        Ok((out, moved))
+    }
+
+    /// The output of `batch` with the computed columns `values`.
+    fn assemble(&self, batch: &RecordBatch, values: &[ArrayRef]) -> Result<RecordBatch> {
         let columns: Vec<ArrayRef> = self
             .outputs
             .iter()
@@ -131,15 +141,17 @@ impl Projection {
             })
             .collect::<Result<_>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        let out = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?;
-        let moved = exec.bytes_moved(|| {
-            values
-                .iter()
-                .map(|v| v.get_array_memory_size())
-                .sum::<usize>()
-                + batch.get_array_memory_size()
-        });
-        Ok((out, moved))
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// The output of `batch` by DataFusion's own expressions (a replay's: no device).
+    fn on_cpu(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let values = stock_columns(&self.exprs, &self.outputs, batch)?;
+        self.assemble(batch, &values)
     }
 
     /// The outputs as a resident projection's, or `None` when one is a constant (which
@@ -400,83 +412,6 @@ impl ExecutionPlan for GpuProjectionExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
-    }
-}
-
-impl ResidentExec for GpuProjectionExec {
-    /// Computes its columns on its input's device batches into device batches, on the
-    /// device where the backend can (`GpuBackend::evaluate_resident`: the CUDA backend).
-    /// Any other batch is *bridged*: copied to the host, projected by the host path, and
-    /// copied back (`bridged_batches`; every batch on the CPU backend). A batch whose
-    /// values outgrow 64 bits on the device is bridged to DataFusion's expressions
-    /// (`cpu_fallback_batches` counts it too).
-    fn execute_resident(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
-        let input = as_resident(&self.input)
-            .ok_or_else(|| {
-                DataFusionError::Internal(
-                    "GpuProjectionExec's input holds no device batches".into(),
-                )
-            })?
-            .execute_resident(partition, context)?;
-        let exec = Arc::new(ExecBackend::on(Arc::clone(&input.backend), input.detected)?);
-        let metrics = Arc::new(OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuProjectionExec",
-            self.placement,
-            &exec,
-        ));
-        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
-        let projection = Arc::new(self.projection.clone());
-        let outputs = Arc::new(projection.resident_outputs());
-        let (backend, detected) = (Arc::clone(&input.backend), input.detected);
-        let batches = input.batches.then(move |batch| {
-            let (exec, metrics, bridged) =
-                (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
-            let (projection, outputs) = (Arc::clone(&projection), Arc::clone(&outputs));
-            async move {
-                let batch = batch?;
-                tokio::task::spawn_blocking(move || {
-                    let started = Instant::now();
-                    let mut device = true;
-                    if let Some(outputs) = outputs.as_ref() {
-                        let args = EvaluateResidentArgs {
-                            batch: &batch,
-                            columns: &projection.computed,
-                            outputs,
-                            schema: &projection.schema,
-                        };
-                        match exec.backend.evaluate_resident(&exec.stream, args) {
-                            Ok(out) => {
-                                // Read back: the overflow flag.
-                                let moved = exec.bytes_moved(|| 4);
-                                metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-                                return Ok(out);
-                            }
-                            Err(err) if is_overflow(&err) => device = false,
-                            Err(EngineError::Unsupported { .. }) => {}
-                            // The batch lives on the device: there is no host copy to
-                            // fall back to.
-                            Err(err) => return Err(DataFusionError::from(err)),
-                        }
-                    }
-                    bridge(&exec, &metrics, &bridged, &batch, started, |host| {
-                        projection.project(&exec, &metrics, host, device)
-                    })
-                })
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-            }
-        });
-        Ok(ResidentStream {
-            backend,
-            detected,
-            batches: Box::pin(batches),
-        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where a plan's data changes device (ADR-0014): `HostToDeviceExec` copies its input's
-//! batches to the device once, the GPU operators above it pass [`DeviceBatch`]es to each
-//! other, and `DeviceToHostExec` copies them back once, where the next operator runs on
-//! the CPU.
+//! batches to the device once, the GPU operators above it pass [`SegmentBatch`]es to
+//! each other, and `DeviceToHostExec` copies them back once, where the next operator runs
+//! on the CPU (the segment and its replay on a device failure: [`crate::segment`]).
 //!
 //! Between the two, batches travel through [`ResidentExec::execute_resident`] rather than
 //! `ExecutionPlan::execute`; DataFusion sees ordinary nodes with their input's schema.
@@ -9,7 +9,8 @@
 //! device work on the batch before it. Each transition stages its copies through a
 //! [`StagingPool`] of its own per partition, so a run of similar batches allocates one
 //! pinned staging buffer per batch in flight, not one per batch (`staging_allocations`
-//! in EXPLAIN ANALYZE).
+//! in EXPLAIN ANALYZE). On the CPU backend nothing is copied: the batches stay host
+//! batches ([`SegmentBatch::Host`]) and each operator runs its host path.
 //!
 //! Every node's `execute` still returns host batches with the right rows (the
 //! `HostToDeviceExec` passes its input through, a GPU operator runs its host path), so a
@@ -45,9 +46,10 @@ use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, RowsKept, rows_of_input, single_child,
 };
 use crate::placement_label;
+use crate::segment::{SegmentBatch, recover};
 
-/// A stream of device batches.
-pub type DeviceBatches = Pin<Box<dyn Stream<Item = Result<DeviceBatch>> + Send>>;
+/// A stream of a segment's batches.
+pub type SegmentBatches = Pin<Box<dyn Stream<Item = Result<SegmentBatch>> + Send>>;
 
 /// Device batches of one partition, with the backend whose memory holds them.
 pub struct ResidentStream {
@@ -56,7 +58,7 @@ pub struct ResidentStream {
     /// Whether the hardware detector chose that backend (for the `no_device` metric).
     pub detected: bool,
     /// The batches.
-    pub batches: DeviceBatches,
+    pub batches: SegmentBatches,
 }
 
 impl fmt::Debug for ResidentStream {
@@ -69,12 +71,17 @@ impl fmt::Debug for ResidentStream {
 
 /// A node that can hand its output over as device batches.
 pub trait ResidentExec {
-    /// The output of `partition` as device batches.
+    /// The output of `partition` as segment batches.
     fn execute_resident(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<ResidentStream>;
+
+    /// The host batch this node hands on for the segment batch whose origin (the host
+    /// batch its segment uploaded) is `origin`, computed by the CPU paths of this node
+    /// and those below it in the segment ([`crate::segment`]).
+    fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch>;
 }
 
 /// `plan` as a [`ResidentExec`], when it produces device batches: a `HostToDeviceExec`,
@@ -302,6 +309,7 @@ impl ResidentExec for HostToDeviceExec {
     ) -> Result<ResidentStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend, self.placement)?;
+        let (backend, detected) = (Arc::clone(&exec.backend), exec.detected());
         let metrics = Arc::new(TransitionMetrics::new(
             &self.metrics,
             partition,
@@ -309,11 +317,25 @@ impl ResidentExec for HostToDeviceExec {
             self.placement,
             &exec,
         ));
+        if exec.kind() == BackendKind::CpuSimd {
+            // The CPU backend's "device" is host memory: the batches stay where they are
+            // (counted as rows through the node, without a copy).
+            let batches = input.map(move |batch| {
+                let batch = batch?;
+                let rows = batch.num_rows();
+                metrics.operator.record(rows, rows, Instant::now(), 0);
+                Ok(SegmentBatch::Host(batch))
+            });
+            return Ok(ResidentStream {
+                backend,
+                detected,
+                batches: Box::pin(batches),
+            });
+        }
         let input = match exec.backend.batching() {
             Some(b) => gather(input, b.batch_rows, b.batch_bytes),
             None => input,
         };
-        let (backend, detected) = (Arc::clone(&exec.backend), exec.detected());
         let exec = Arc::new(exec);
         let pool = Arc::new(StagingPool::new(PARKED_STAGING));
         // `buffered` starts the next batches' uploads (each on the blocking pool) while
@@ -323,18 +345,7 @@ impl ResidentExec for HostToDeviceExec {
                 (Arc::clone(&exec), Arc::clone(&metrics), Arc::clone(&pool));
             async move {
                 let batch = batch?;
-                blocking(move || {
-                    let started = Instant::now();
-                    let resident = resident::upload_with(
-                        exec.backend.as_ref(),
-                        &exec.stream,
-                        &batch,
-                        Some(&pool),
-                    )?;
-                    metrics.record(&exec, batch.num_rows(), started, resident.bytes(), &pool);
-                    Ok(resident)
-                })
-                .await
+                blocking(move || Ok(upload_or_keep(&exec, &metrics, &pool, batch))).await
             }
         });
         let batches = batches.buffered(1 + UPLOADS_AHEAD);
@@ -343,6 +354,45 @@ impl ResidentExec for HostToDeviceExec {
             detected,
             batches: Box::pin(batches),
         })
+    }
+
+    fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch> {
+        Ok(origin.clone())
+    }
+}
+
+/// `batch` on the device with itself as its origin; kept on the host where the device
+/// failed the upload or an earlier one (counted and named in a warning, as every
+/// device failure in a segment: [`crate::segment`]).
+fn upload_or_keep(
+    exec: &ExecBackend,
+    metrics: &TransitionMetrics,
+    pool: &StagingPool,
+    batch: RecordBatch,
+) -> SegmentBatch {
+    if exec.is_degraded() {
+        metrics.operator.cpu_fallback_batches.add(1);
+        return SegmentBatch::Host(batch);
+    }
+    let started = Instant::now();
+    match resident::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
+        Ok(resident) => {
+            metrics.record(exec, batch.num_rows(), started, resident.bytes(), pool);
+            SegmentBatch::Device {
+                batch: resident,
+                origin: Some(Arc::new(batch)),
+            }
+        }
+        Err(err) => {
+            tracing::warn!(
+                error = %err,
+                "the device failed an upload; this batch and the rest of the partition stay on the host"
+            );
+            exec.degrade();
+            metrics.operator.device_errors.add(1);
+            metrics.operator.cpu_fallback_batches.add(1);
+            SegmentBatch::Host(batch)
+        }
     }
 }
 
@@ -458,11 +508,23 @@ impl ExecutionPlan for DeviceToHostExec {
             &exec,
         ));
         let pool = Arc::new(StagingPool::new(PARKED_STAGING));
+        let input = Arc::clone(&self.input);
         let stream = batches.then(move |batch| {
-            let (exec, metrics, pool) =
-                (Arc::clone(&exec), Arc::clone(&metrics), Arc::clone(&pool));
+            let (exec, metrics, pool, input) = (
+                Arc::clone(&exec),
+                Arc::clone(&metrics),
+                Arc::clone(&pool),
+                Arc::clone(&input),
+            );
             async move {
-                let batch = batch?;
+                let (batch, origin) = match batch? {
+                    SegmentBatch::Host(host) => {
+                        let rows = host.num_rows();
+                        metrics.operator.record(rows, rows, Instant::now(), 0);
+                        return Ok(host);
+                    }
+                    SegmentBatch::Device { batch, origin } => (batch, origin),
+                };
                 blocking(move || {
                     let started = Instant::now();
                     let host = resident::download_with(
@@ -470,9 +532,22 @@ impl ExecutionPlan for DeviceToHostExec {
                         &exec.stream,
                         &batch,
                         Some(&pool),
-                    )?;
-                    metrics.record(&exec, host.num_rows(), started, batch.bytes(), &pool);
-                    Ok(host)
+                    )
+                    .map_err(DataFusionError::from);
+                    match host {
+                        Ok(host) => {
+                            metrics.record(&exec, host.num_rows(), started, batch.bytes(), &pool);
+                            Ok(host)
+                        }
+                        Err(err) => recover(
+                            err,
+                            origin.as_deref(),
+                            &input,
+                            &exec,
+                            &metrics.operator,
+                            "DeviceToHostExec",
+                        ),
+                    }
                 })
                 .await
             }

@@ -148,6 +148,78 @@ impl EngineError {
             source: source.into(),
         }
     }
+
+    /// Whether this is a failure of the device a query ran on, one that running the
+    /// query again on the CPU avoids: a driver or device call that failed
+    /// ([`EngineError::Device`]: a launch, a copy, a sticky kernel fault), a kernel
+    /// that did not compile ([`EngineError::KernelCompile`]), or device memory that ran
+    /// out ([`EngineError::OutOfMemory`] on [`MemoryTier::Device`]), also when it
+    /// travels wrapped in a DataFusion error ([`Self::is_device_failure_in`]).
+    ///
+    /// Not a device failure: [`EngineError::Unsupported`] (a path the engine refuses
+    /// wherever it runs), [`EngineError::BackendUnavailable`] (a configuration the
+    /// session was refused before anything ran), and host or disk out-of-memory (the
+    /// CPU needs that memory too).
+    pub fn is_device_failure(&self) -> bool {
+        device_failure_in(self)
+    }
+
+    /// [`Self::is_device_failure`] for an error still in DataFusion's hands (a query
+    /// stream's item): looks through `Context`, `Shared`, `Diagnostic`, `External`,
+    /// Arrow's `ExternalError` and every member of a `Collection`, and recognises device
+    /// out-of-memory after it became `ResourcesExhausted`.
+    pub fn is_device_failure_in(err: &DataFusionError) -> bool {
+        device_failure_in(err)
+    }
+}
+
+/// How device out-of-memory's text begins once `From<EngineError> for DataFusionError`
+/// has turned it into `ResourcesExhausted` (the `Display` of
+/// [`EngineError::OutOfMemory`] on the device tier).
+const DEVICE_OUT_OF_MEMORY_PREFIX: &str = "out of device memory";
+
+/// Walks `err` and its sources for a device failure (see
+/// [`EngineError::is_device_failure`]). The first `EngineError` on a path decides that
+/// path: an I/O error whose source mentions a device is still an I/O error.
+fn device_failure_in(err: &(dyn StdError + 'static)) -> bool {
+    let mut pending = vec![err];
+    while let Some(err) = pending.pop() {
+        if let Some(engine) = err.downcast_ref::<EngineError>() {
+            match engine {
+                EngineError::Device { .. } | EngineError::KernelCompile { .. } => return true,
+                EngineError::OutOfMemory { tier, .. } if *tier == MemoryTier::Device => {
+                    return true;
+                }
+                // `#[error(transparent)]`: their `source()` skips the wrapped error itself.
+                EngineError::DataFusion(inner) => pending.push(inner),
+                EngineError::Arrow(inner) => pending.push(inner),
+                _ => {}
+            }
+            continue;
+        }
+        if let Some(df) = err.downcast_ref::<DataFusionError>() {
+            match df {
+                DataFusionError::ResourcesExhausted(text)
+                    if text.starts_with(DEVICE_OUT_OF_MEMORY_PREFIX) =>
+                {
+                    return true;
+                }
+                // `source()` names only the first member of a collection.
+                DataFusionError::Collection(errs) => {
+                    pending.extend(errs.iter().map(|e| e as &(dyn StdError + 'static)));
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        // An `Arc<DataFusionError>` boxed as an external error: its `source()` skips it.
+        if let Some(shared) = err.downcast_ref::<std::sync::Arc<DataFusionError>>() {
+            pending.push(shared.as_ref());
+            continue;
+        }
+        pending.extend(err.source());
+    }
+    false
 }
 
 impl From<EngineError> for DataFusionError {
@@ -239,6 +311,121 @@ mod tests {
             err,
             EngineError::DataFusion(DataFusionError::Plan(_))
         ));
+    }
+
+    fn device_call_failure() -> EngineError {
+        EngineError::Device {
+            device: DeviceId::new(BackendKind::Cuda, 0),
+            operation: "cuLaunchKernel".into(),
+            detail: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        }
+    }
+
+    fn out_of(tier: MemoryTier) -> EngineError {
+        EngineError::OutOfMemory {
+            tier,
+            requested_bytes: 10,
+            available_bytes: 1,
+        }
+    }
+
+    #[test]
+    fn failed_device_calls_and_kernel_compiles_are_device_failures() {
+        assert!(device_call_failure().is_device_failure());
+        let compile = EngineError::KernelCompile {
+            kernel: "hash_join.cu".into(),
+            arch: "compute_90".into(),
+            log: "error: expected a ;".into(),
+        };
+        assert!(compile.is_device_failure());
+    }
+
+    #[test]
+    fn only_device_memory_running_out_is_a_device_failure() {
+        assert!(out_of(MemoryTier::Device).is_device_failure());
+        assert!(!out_of(MemoryTier::Host).is_device_failure());
+        assert!(!out_of(MemoryTier::Disk).is_device_failure());
+    }
+
+    #[test]
+    fn refusals_and_host_errors_are_not_device_failures() {
+        let refusals = [
+            EngineError::unsupported("hash join on Utf8", "stays on CPU"),
+            EngineError::BackendUnavailable {
+                requested: BackendKind::Cuda,
+                reason: "built without the `cuda` feature".into(),
+            },
+            EngineError::Internal("broken invariant".into()),
+            EngineError::io("t.parquet", std::io::Error::other("device busy")),
+        ];
+        for err in refusals {
+            assert!(!err.is_device_failure(), "{err}");
+        }
+    }
+
+    #[test]
+    fn device_out_of_memory_is_recognised_after_becoming_resources_exhausted() {
+        assert!(
+            out_of(MemoryTier::Device)
+                .to_string()
+                .starts_with(DEVICE_OUT_OF_MEMORY_PREFIX)
+        );
+        let device: DataFusionError = out_of(MemoryTier::Device).into();
+        let host: DataFusionError = out_of(MemoryTier::Host).into();
+        assert!(EngineError::is_device_failure_in(&device));
+        assert!(!EngineError::is_device_failure_in(&host));
+        // DataFusion's own memory pool refusing host memory.
+        let pool = DataFusionError::ResourcesExhausted(
+            "Failed to allocate additional 10.0 MB for HashJoinInput".into(),
+        );
+        assert!(!EngineError::is_device_failure_in(&pool));
+    }
+
+    #[test]
+    fn a_device_failure_is_found_under_context_shared_arrow_and_external_wrappers() {
+        let arrow =
+            ArrowError::ExternalError(Box::new(DataFusionError::from(device_call_failure())));
+        let wrapped = DataFusionError::Context(
+            "while executing GpuHashJoinExec".into(),
+            Box::new(DataFusionError::Shared(std::sync::Arc::new(
+                DataFusionError::ArrowError(Box::new(arrow), None),
+            ))),
+        );
+        assert!(EngineError::is_device_failure_in(&wrapped));
+        assert!(EngineError::DataFusion(wrapped).is_device_failure());
+
+        let shared_external = DataFusionError::External(Box::new(std::sync::Arc::new(
+            DataFusionError::from(out_of(MemoryTier::Device)),
+        )));
+        assert!(EngineError::is_device_failure_in(&shared_external));
+    }
+
+    #[test]
+    fn a_device_failure_anywhere_in_a_collection_counts() {
+        let errors = DataFusionError::Collection(vec![
+            DataFusionError::Plan("first".into()),
+            device_call_failure().into(),
+        ]);
+        assert!(EngineError::is_device_failure_in(&errors));
+    }
+
+    #[test]
+    fn errors_without_a_device_failure_inside_are_not_device_failures() {
+        let plain = [
+            DataFusionError::Execution("Divide by zero error".into()),
+            DataFusionError::Context(
+                "while executing GpuFilterExec".into(),
+                Box::new(EngineError::unsupported("x", "y").into()),
+            ),
+            DataFusionError::Collection(vec![DataFusionError::Plan("no table t".into())]),
+            DataFusionError::ArrowError(
+                Box::new(ArrowError::ComputeError("overflow".into())),
+                None,
+            ),
+        ];
+        for err in plain {
+            assert!(!EngineError::is_device_failure_in(&err), "{err}");
+        }
     }
 
     #[test]

@@ -215,6 +215,7 @@ pub struct TelemetryHub {
     spill_read_bytes: AtomicU64,
     spill_write_ns: AtomicU64,
     spill_read_ns: AtomicU64,
+    device_query_reruns: AtomicU64,
     plan_summary: RwLock<String>,
 }
 
@@ -370,6 +371,18 @@ impl TelemetryHub {
             self.spill_written_bytes
                 .fetch_add(written_bytes, Ordering::Relaxed);
         });
+    }
+
+    /// Records one query that failed on its device before its first row and was run
+    /// again on the CPU placement (`oxidelake-runtime`'s `device_rerun`).
+    pub fn record_device_query_rerun(&self) {
+        self.device_query_reruns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queries re-run on the CPU after a device failure, since the hub was created. A
+    /// count of whole queries, not part of [`TelemetrySnapshot`]'s consistent cut.
+    pub fn device_query_reruns(&self) -> u64 {
+        self.device_query_reruns.load(Ordering::Relaxed)
     }
 
     /// Replaces the one-line plan summary shown by the dashboard.
@@ -573,6 +586,15 @@ mod tests {
         assert_eq!(snap.operators.len(), MAX_OPERATORS);
         assert_eq!(snap.operators[0].name, "op10");
         assert_eq!(snap.operators[0].id, 10);
+    }
+
+    #[test]
+    fn device_query_reruns_are_counted_one_per_rerun() {
+        let hub = TelemetryHub::new();
+        assert_eq!(hub.device_query_reruns(), 0);
+        hub.record_device_query_rerun();
+        hub.record_device_query_rerun();
+        assert_eq!(hub.device_query_reruns(), 2);
     }
 
     #[test]

@@ -75,6 +75,7 @@ impl HardwareDetector {
             Some(BackendKind::Cuda) => cuda_backend(),
             Some(BackendKind::Metal) => metal_backend(),
             None => {
+                let mut reasons = Vec::new();
                 for (kind, attempt) in [
                     (BackendKind::Cuda, cuda_backend as fn() -> _),
                     (BackendKind::Metal, metal_backend),
@@ -88,10 +89,13 @@ impl HardwareDetector {
                         {
                             tracing::warn!(%kind, reason = %e, "GPU present but not used; using the CPU")
                         }
-                        Err(e) => tracing::debug!(%kind, reason = %e, "backend not used"),
+                        Err(e) => reasons.push(format!("{kind}: {e}")),
                     }
                 }
-                tracing::info!("using the CPU backend");
+                // Why no GPU was taken, once per selection (the shared backend is chosen
+                // once per process): a build with `cuda` on a machine without a driver
+                // says so here rather than silently.
+                tracing::info!(reasons = %reasons.join("; "), "using the CPU backend");
                 Ok(Arc::new(CpuBackend::new()))
             }
         }

@@ -12,13 +12,15 @@
 //! evaluates the dynamic filters after decoding instead, and stops where its first rows
 //! show the filter keeps most of them.
 //!
-//! The node goes on the filter right above the scan when there is one (`FilterExec`, or
-//! `GpuFilterExec` unless batches stay on the device), so the static filter runs first
-//! and the dynamic one sees fewer rows; otherwise on the scan. (Under a GPU filter it
-//! checked all of Q20's 6 million lineitem rows instead of the 0.9 million the date
-//! filter keeps: 183 ms against 33 ms.) With device-resident batches it stays on the
-//! scan, so that the rows it drops are not uploaded and no batch crosses back to the
-//! host between the GPU filter and the next GPU operator.
+//! The node goes on a `FilterExec` (or a `GpuFilterExec` placed for the CPU) right above
+//! the scan when there is one, so the static filter runs first and the dynamic one sees
+//! fewer rows; otherwise on the scan. Under a `GpuFilterExec` placed on a device it
+//! stays on the scan, so that the rows it drops are not uploaded and
+//! no batch crosses back to the host between the GPU filter and the next GPU operator
+//! (device-resident batches are the only device path, issue #45). The cost: where the
+//! plan placed for a GPU runs on the CPU backend, the dynamic filter checks every scanned
+//! row, not only those the static filter keeps (TPC-H Q20 before issue #45: all 6
+//! million lineitem rows instead of 0.9 million, 183 ms against 33 ms).
 //! The scan keeps its predicate for pruning. The rule runs last, after DataFusion's
 //! post-optimisation filter pushdown has put the dynamic filters into the scans, and not
 //! when `pushdown_filters` is on (the decoder applies them then). Off with
@@ -49,6 +51,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use oxidelake_compute::{GpuFilterExec, JoinFilterExec};
+use oxidelake_core::BackendKind;
 
 use crate::OxideOptions;
 
@@ -76,12 +79,16 @@ impl PhysicalOptimizerRule for JoinFilterRowsRule {
         plan.transform_down(|node| {
             // A filter over such a scan takes the node above itself; the scan below is
             // then left alone.
+            // A GPU filter placed on a device gets the filter below it, on the scan: the
+            // transition rule, run after this one, puts the upload above it.
             let filtered = match (
                 node.downcast_ref::<FilterExec>(),
                 node.downcast_ref::<GpuFilterExec>(),
             ) {
                 (Some(filter), _) => Some(filter.input()),
-                (None, Some(filter)) if !options.device_resident => Some(filter.input()),
+                (None, Some(filter)) if filter.placement() == BackendKind::CpuSimd => {
+                    Some(filter.input())
+                }
                 _ => None,
             };
             let scan = filtered.unwrap_or(&node);

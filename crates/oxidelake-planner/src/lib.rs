@@ -14,9 +14,9 @@
 //!   spilling `GraceHashJoinExec` (embedded sessions);
 //! - [`JoinFilterRowsRule`], which lets the filters hash joins learn from their build
 //!   sides drop probe rows while Parquet decodes them (embedded sessions);
-//! - [`DeviceTransitionRule`], which under `oxidelake.execution.device_resident` puts
-//!   explicit host-to-device and device-to-host transitions around GPU filters
-//!   (embedded sessions, ADR-0014);
+//! - [`DeviceTransitionRule`], which puts explicit host-to-device and device-to-host
+//!   transitions around the GPU operators placed on a device, so their batches stay on
+//!   the device between them (ADR-0014, the only device path since ADR-0015);
 //! - [`OxidePhysicalCodec`], the `PhysicalExtensionCodec` that ships those nodes to
 //!   Ballista executors;
 //! - [`SignedZeroInListRule`], a logical rule that gives a float `IN` list holding one
@@ -30,28 +30,27 @@
 
 mod codec;
 mod coverage;
-mod cpu_operators;
 mod eligibility;
 mod error;
 mod explain;
 mod grace;
 mod join_filter_rows;
-mod options;
+mod probe;
 mod rule;
 mod signed_zero_in_list;
-mod target;
 mod transitions;
 
 pub use codec::OxidePhysicalCodec;
 pub use coverage::{OperatorFamily, PlacementCoverage};
-pub use cpu_operators::CpuOperators;
 pub use eligibility::{Placement, cpu_reason, place, place_on_cpu};
 pub use error::CodecError;
 pub use explain::{CpuTarget, explain_with_placement};
 pub use grace::GraceJoinRule;
 pub use join_filter_rows::JoinFilterRowsRule;
-pub use options::OxideOptions;
+// The session options live below this crate, where the operators read them too; they are
+// re-exported here, where the rules that read them are.
+pub use oxidelake_compute::{CpuOperators, OxideOptions, PlacementTarget, option_keys};
+pub use probe::{BackendProbe, FixedProbe};
 pub use rule::{HardwarePlacementRule, embedded_optimizer_rules, physical_optimizer_rules};
 pub use signed_zero_in_list::SignedZeroInListRule;
-pub use target::{BackendProbe, FixedProbe, PlacementTarget};
 pub use transitions::DeviceTransitionRule;

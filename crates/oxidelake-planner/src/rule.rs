@@ -41,7 +41,7 @@ impl PhysicalOptimizerRule for HardwarePlacementRule {
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let options = OxideOptions::from_config(config);
-        let Some(backend) = options.placement_target.resolve(self.probe.as_ref()) else {
+        let Some(backend) = self.probe.resolve(options.placement_target) else {
             // Placed for the CPU: DataFusion's operators, but for the kinds whose CPU
             // paths the session asks for.
             let kinds = options.cpu_operators;

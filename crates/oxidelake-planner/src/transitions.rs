@@ -1,6 +1,6 @@
 //! `DeviceTransitionRule`: marks where a plan's data changes device (ADR-0014).
 //!
-//! Under `oxidelake.execution.device_resident`, every resident operator (a GPU filter, a
+//! Every resident operator (a GPU filter, a
 //! GPU projection that computes a column) placed on a device whose input and output
 //! columns a device batch can hold gets a `HostToDeviceExec` below it and a
 //! `DeviceToHostExec` above it; between two such operators the pair cancels, so a chain
@@ -18,8 +18,9 @@
 //! (`probe=device`). EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
-//! coalesces, so nothing comes between a transition and the operator it feeds. Only
-//! embedded sessions run it: the cluster codec does not ship transitions yet.
+//! coalesces, so nothing comes between a transition and the operator it feeds. Embedded
+//! sessions and the cluster's scheduler run it (the codec ships transitions to the
+//! executors; one that a stage split separates from its operators passes host batches).
 
 use std::sync::Arc;
 
@@ -188,9 +189,6 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let options = OxideOptions::from_config(config);
-        if !options.device_resident {
-            return Ok(plan);
-        }
         plan.transform_up(|node| {
             if let Some(joined) = join_reading_device_batches(&node, options.device_limit)? {
                 return Ok(Transformed::yes(joined));
@@ -257,12 +255,9 @@ mod tests {
         Arc::new(GpuFilterExec::try_new(input, vec![predicate], vec![0, 1], placement).unwrap())
     }
 
-    fn config(resident: bool) -> ConfigOptions {
+    fn config() -> ConfigOptions {
         let mut config = ConfigOptions::new();
-        config.extensions.insert(OxideOptions {
-            device_resident: resident,
-            ..OxideOptions::default()
-        });
+        config.extensions.insert(OxideOptions::default());
         config
     }
 
@@ -286,7 +281,7 @@ mod tests {
             filter(scan(DataType::Utf8), BackendKind::Cuda),
             BackendKind::Cuda,
         );
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -322,7 +317,7 @@ mod tests {
     #[test]
     fn a_device_projection_above_a_device_filter_shares_its_transitions() {
         let plan = projection(filter(scan(DataType::Utf8), BackendKind::Cuda));
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -372,7 +367,7 @@ mod tests {
             filter(scan(DataType::Utf8), BackendKind::Cuda),
             BackendKind::Cuda,
         );
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -387,14 +382,14 @@ mod tests {
         // Over host batches it keeps its host interface: no upload for it alone.
         let plain = partial_aggregate(scan(DataType::Utf8), BackendKind::Cuda);
         let before = shape(&plain);
-        let out = DeviceTransitionRule.optimize(plain, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plain, &config()).unwrap();
         assert_eq!(shape(&out), before);
         // Placed for the CPU above a device filter: the filter's download stays.
         let cpu = partial_aggregate(
             filter(scan(DataType::Utf8), BackendKind::Cuda),
             BackendKind::CpuSimd,
         );
-        let out = DeviceTransitionRule.optimize(cpu, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(cpu, &config()).unwrap();
         assert_eq!(shape(&out)[1], "  DeviceToHostExec[cuda]");
     }
 
@@ -409,7 +404,7 @@ mod tests {
             filter(scan(DataType::Utf8), BackendKind::Cuda),
             filter(scan(DataType::Utf8), BackendKind::Cuda),
         );
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -430,7 +425,7 @@ mod tests {
             scan(DataType::Utf8),
             filter(scan(DataType::Utf8), BackendKind::Cuda),
         );
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -449,7 +444,7 @@ mod tests {
             scan(DataType::UInt64),
             filter(scan(DataType::Utf8), BackendKind::Cuda),
         );
-        let out = DeviceTransitionRule.optimize(plan, &config(true)).unwrap();
+        let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
         assert_eq!(
             shape(&out),
             [
@@ -468,18 +463,28 @@ mod tests {
     }
 
     #[test]
-    fn without_the_option_or_on_the_cpu_or_with_a_column_the_device_cannot_hold_nothing_changes() {
+    fn on_the_cpu_or_with_a_column_the_device_cannot_hold_nothing_changes() {
         let cases = [
-            (filter(scan(DataType::Utf8), BackendKind::Cuda), false),
-            (filter(scan(DataType::Utf8), BackendKind::CpuSimd), true),
-            (filter(scan(DataType::UInt64), BackendKind::Cuda), true),
+            filter(scan(DataType::Utf8), BackendKind::CpuSimd),
+            filter(scan(DataType::UInt64), BackendKind::Cuda),
         ];
-        for (plan, resident) in cases {
+        for plan in cases {
             let before = shape(&plan);
-            let out = DeviceTransitionRule
-                .optimize(plan, &config(resident))
-                .unwrap();
+            let out = DeviceTransitionRule.optimize(plan, &config()).unwrap();
             assert_eq!(shape(&out), before);
         }
+    }
+
+    #[test]
+    fn a_gpu_filter_placed_for_cuda_gets_its_transitions_without_any_option() {
+        let plan = filter(scan(DataType::Utf8), BackendKind::Cuda);
+        let out = DeviceTransitionRule
+            .optimize(plan, &ConfigOptions::new())
+            .unwrap();
+        let text = displayable(out.as_ref()).indent(false).to_string();
+        assert!(
+            text.contains("DeviceToHostExec") && text.contains("HostToDeviceExec"),
+            "{text}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 mod cache_statement;
 mod catalog_queries;
+mod device_rerun;
 mod explain;
 mod hot_cache;
 mod query_stream;
@@ -163,7 +164,7 @@ impl OxideSession {
         state
             .config_mut()
             .options_mut()
-            .set("oxidelake.memory.device_limit", &value)?;
+            .set(oxidelake_compute::option_keys::DEVICE_LIMIT, &value)?;
         Ok(())
     }
 
@@ -215,7 +216,7 @@ impl OxideSession {
         if limited {
             config
                 .options_mut()
-                .set("oxidelake.memory.spill_joins", "true")?;
+                .set(oxidelake_compute::option_keys::SPILL_JOINS, "true")?;
         }
         *state = SessionStateBuilder::from(state.clone())
             .with_config(config)
@@ -302,7 +303,7 @@ impl OxideSession {
 
     /// The backend plans are placed for now (`None` = the CPU, no rewrites).
     pub fn placement_backend(&self) -> Option<BackendKind> {
-        self.placement_target().resolve(self.probe.as_ref())
+        self.probe.resolve(self.placement_target())
     }
 
     /// Registers a Parquet file or directory as a table.
@@ -344,7 +345,9 @@ impl OxideSession {
 
     /// Starts one SQL statement and returns its result as a stream of batches (the
     /// statements [`Self::sql`] takes, with the same EXPLAIN and CACHE handling).
-    /// Dropping the stream cancels the query.
+    /// Dropping the stream cancels the query. An embedded read-only query placed on a
+    /// device that fails there before its first row is run again on the CPU
+    /// ([`QueryStream::reran_on_cpu`]).
     pub async fn sql_stream(&self, sql: &str) -> Result<QueryStream, EngineError> {
         self.check_statement_depth(sql)?;
         let ready = |batches: Vec<RecordBatch>| -> Result<QueryStream, EngineError> {
@@ -373,10 +376,15 @@ impl OxideSession {
             self.install_pool(None)?;
         }
         let task = Arc::new(frame.task_ctx());
+        // Placed on a device, a read-only query that fails there before its first row
+        // runs again on the CPU (`device_rerun`); a cluster's stages fail on executors.
+        let target = OxideOptions::from_config(task.session_config().options()).placement_target;
+        let on_device = self.mode == SessionMode::Embedded && self.probe.resolve(target).is_some();
         let plan = frame.create_physical_plan().await.map_err(error)?;
         let stream =
             datafusion::physical_plan::execute_stream(Arc::clone(&plan), task).map_err(error)?;
-        Ok(QueryStream::running(plan, stream, self.mode.clone()))
+        let rerun = on_device.then(|| device_rerun::cpu_replan(frame)).flatten();
+        Ok(QueryStream::running(plan, stream, rerun, self.mode.clone()))
     }
 
     /// The physical plan of `query` as this session places it. In cluster mode the plan

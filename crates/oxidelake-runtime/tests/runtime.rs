@@ -11,6 +11,8 @@ mod runtime {
     pub mod data;
     pub mod demo;
     pub mod device_budget;
+    pub mod device_faults;
+    pub mod device_rerun;
     pub mod device_transitions;
     pub mod differential;
     pub mod fuzz;

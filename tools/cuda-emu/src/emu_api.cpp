@@ -28,6 +28,10 @@ EMU_EXPORT int oxide_emu_set_fault(const char* spec) {
     return ok ? 0 : -1;
 }
 
+EMU_EXPORT unsigned long long oxide_emu_fault_calls(const char* site) {
+    return site == nullptr ? 0 : fault_site_calls(site);
+}
+
 EMU_EXPORT unsigned long long oxide_emu_launch_count(const char* kernel) {
     const KernelEntry* k = kernel == nullptr ? nullptr : find_kernel(kernel);
     return k == nullptr ? 0 : k->launches.load(std::memory_order_relaxed);

@@ -7,6 +7,11 @@
 // Replaces the fault plan (grammar in faults.h), resets its counters and clears any
 // sticky error. Returns 0, or -1 when the spec does not parse (the plan is then empty).
 EMU_EXPORT int oxide_emu_set_fault(const char* spec);
+// Calls counted at fault site `site` ("alloc", "host_alloc", "copy", "launch", "kernel",
+// "module") since the fault plan was last set (an empty plan counts too); 0 for an
+// unknown site. A fault campaign runs a query once to learn how many calls each site
+// sees, then fails each of them in a run of its own.
+EMU_EXPORT unsigned long long oxide_emu_fault_calls(const char* site);
 // Launches of `kernel` that ran to completion since the process started (0 if unknown).
 EMU_EXPORT unsigned long long oxide_emu_launch_count(const char* kernel);
 // Writes `emulated launches: <kernel>=<count> ...` (every kernel, by name) to stderr.

@@ -131,6 +131,14 @@ CUresult fault_for(FaultSite site) {
     return CUDA_SUCCESS;
 }
 
+unsigned long long fault_site_calls(const std::string& site) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (size_t i = 0; i < static_cast<size_t>(FaultSite::Count); ++i) {
+        if (site == kSiteNames[i]) return g_plan.sites[i].calls;
+    }
+    return 0;
+}
+
 bool fault_oom_active() {
     std::lock_guard<std::mutex> lock(g_mutex);
     return g_plan.oom;

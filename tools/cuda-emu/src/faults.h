@@ -29,6 +29,10 @@ bool set_fault_plan(const std::string& spec, std::string* error);
 // Counts one call at `site`; returns the error to inject, or CUDA_SUCCESS.
 CUresult fault_for(FaultSite site);
 
+// Calls counted at the site named `site` (alloc, host_alloc, copy, launch, kernel,
+// module) since the plan was last set; 0 for an unknown name.
+unsigned long long fault_site_calls(const std::string& site);
+
 // Whether `oom` is active (cuMemGetInfo then reports no free memory).
 bool fault_oom_active();
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use oxidelake_runtime::{EngineError, OxideSession};
+use oxidelake_runtime::{EngineError, OxideSession, option_keys};
 use pyo3::prelude::*;
 
 use super::frame::DataFrame;
@@ -27,7 +27,7 @@ impl Session {
             inner: Arc::new(OxideSession::local()),
         };
         if placement != "auto" {
-            session.set(py, "oxidelake.placement.target", placement)?;
+            session.set(py, option_keys::PLACEMENT_TARGET, placement)?;
         }
         Ok(session)
     }
@@ -76,7 +76,10 @@ impl Session {
         if key.is_empty() || !key.chars().all(is_name) {
             let error = EngineError::InvalidArgument {
                 what: "option name",
-                detail: format!("{key:?} is not an option name such as oxidelake.placement.target"),
+                detail: format!(
+                    "{key:?} is not an option name such as {}",
+                    option_keys::PLACEMENT_TARGET
+                ),
             };
             return Err(super::error::to_py(py, &error));
         }

@@ -38,7 +38,7 @@ use oxidelake_runtime::cli::{arguments, demo, error_line, gen_data, logging, rep
 use oxidelake_runtime::cluster::TlsArgs;
 use oxidelake_runtime::memory::{HostBudget, parse_size};
 use oxidelake_runtime::{
-    DetectorProbe, OxideSession, PlacementTarget, query_runtime, run_dashboard,
+    DetectorProbe, OxideSession, PlacementTarget, option_keys, query_runtime, run_dashboard,
     run_with_planning_stack,
 };
 use oxidelake_sdk::commands::{
@@ -324,9 +324,8 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
         Some(url) => {
             let session = OxideSession::connect_with_tls(url, args.tls.load()?).await?;
             if target != PlacementTarget::Auto {
-                session
-                    .sql(&format!("SET oxidelake.placement.target = '{target}'"))
-                    .await?;
+                let key = option_keys::PLACEMENT_TARGET;
+                session.sql(&format!("SET {key} = '{target}'")).await?;
             }
             session
         }

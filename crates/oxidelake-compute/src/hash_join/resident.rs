@@ -8,8 +8,8 @@
 //! each probe batch's output is gathered from both sides on the device and handed on as
 //! a device batch. A probe batch the device cannot join is bridged: downloaded, probed
 //! by the host path (the build rows downloaded once, on first need) and its output
-//! uploaded. On the CPU backend the build batches are downloaded and built on the host,
-//! and every probe batch is bridged.
+//! uploaded. On the CPU backend the batches are host batches ([`SegmentBatch::Host`]):
+//! the side is built and every batch probed by the host path.
 //!
 //! **Stage 2: the probe on the device.**
 //! Where the probe input hands on device batches (a GPU filter or projection between
@@ -18,10 +18,15 @@
 //! back to the host: for an inner join each pair's build row (the build side lives on
 //! the host) and the probe columns the join outputs, gathered on the device; for a semi
 //! or anti join the probe rows with (without) a match. The join is then the way back to the host for its
-//! probe side. Any other batch is *bridged*: downloaded and probed by the host path
-//! (`bridged_batches`; every batch on the CPU backend, which keeps the host path the
-//! reference). A device error on a resident batch fails the query: there is no host copy
-//! to fall back to.
+//! probe side. Any other device batch is *bridged*: downloaded and probed by the host
+//! path (`bridged_batches`); a host batch is probed by the host path.
+//!
+//! **Device failures.** A probe batch the device fails is replayed on the CPU from its
+//! origin and probed by the host path (against a CPU copy of the table); a build side
+//! the device fails is built on the CPU from its batches' origins ([`crate::segment`]).
+//! The batches a join built on the device hands on have no origin: a failure above it
+//! fails the execution, and the session re-runs the query on the CPU before its first
+//! row (ADR-0015).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,6 +57,7 @@ use super::{
     record_build,
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
+use crate::segment::{SegmentBatch, is_device_failure, recover, replay_below, replay_if_degraded};
 use crate::transition::{ResidentExec, ResidentStream, as_resident};
 
 /// Joins one device batch (see the module docs).
@@ -70,6 +76,112 @@ pub(super) fn probe_device_batch(
     let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
     bridged.add(1);
     probe_batch(exec, metrics, side, &host, join, schema)
+}
+
+/// One probe batch of a segment and what joining it needs.
+pub(super) struct SegmentProbe<'a> {
+    pub(super) exec: &'a ExecBackend,
+    pub(super) metrics: &'a OperatorMetrics,
+    pub(super) bridged: &'a Count,
+    pub(super) side: &'a BuildSide,
+    /// The probe input (to replay a batch on the CPU).
+    pub(super) input: &'a Arc<dyn ExecutionPlan>,
+    pub(super) join: &'a ProbeSpec,
+    pub(super) schema: &'a SchemaRef,
+}
+
+impl SegmentProbe<'_> {
+    /// The joined host rows of `item` (stage 2, module docs): a host batch probed by the
+    /// host path, a device batch on the device (bridged where it cannot); a device batch
+    /// the device fails is replayed on the CPU ([`crate::segment`]) and probed there.
+    pub(super) fn rows(&self, item: SegmentBatch) -> Result<RecordBatch> {
+        let host = match self.device_or_replayed(item, |batch| {
+            probe_device_batch(
+                self.exec,
+                self.metrics,
+                self.bridged,
+                self.side,
+                batch,
+                self.join,
+                self.schema,
+            )
+        })? {
+            Ok(out) => return Ok(out),
+            Err(host) => host,
+        };
+        probe_batch(
+            self.exec,
+            self.metrics,
+            self.side,
+            &host,
+            self.join,
+            self.schema,
+        )
+    }
+
+    /// The joined batch of `item` (stage 3, module docs): on the device where both sides
+    /// are (without an origin: the output depends on the device's build side), host rows
+    /// for a host batch or one replayed after a device failure.
+    fn join(&self, item: SegmentBatch) -> Result<SegmentBatch> {
+        let host = match self.device_or_replayed(item, |batch| {
+            join_device_batch(
+                self.exec,
+                self.metrics,
+                self.bridged,
+                self.side,
+                batch,
+                self.join,
+                self.schema,
+            )
+        })? {
+            Ok(out) => {
+                return Ok(SegmentBatch::Device {
+                    batch: out,
+                    origin: None,
+                });
+            }
+            Err(host) => host,
+        };
+        let out = probe_batch(
+            self.exec,
+            self.metrics,
+            self.side,
+            &host,
+            self.join,
+            self.schema,
+        )?;
+        Ok(SegmentBatch::Host(out))
+    }
+
+    /// `on_device`'s output for a device batch (`Ok(Ok(_))`), or the host batch to probe
+    /// by the host path (`Ok(Err(_))`): a host batch, or a device batch replayed on the
+    /// CPU after the device failed it (or failed earlier in this execution).
+    fn device_or_replayed<T>(
+        &self,
+        item: SegmentBatch,
+        on_device: impl FnOnce(&DeviceBatch) -> Result<T>,
+    ) -> Result<std::result::Result<T, RecordBatch>> {
+        let (batch, origin) = match item {
+            SegmentBatch::Host(host) => return Ok(Err(host)),
+            SegmentBatch::Device { batch, origin } => (batch, origin),
+        };
+        if let Some(host) =
+            replay_if_degraded(origin.as_deref(), self.input, self.exec, self.metrics)
+        {
+            return Ok(Err(host?));
+        }
+        match on_device(&batch) {
+            Ok(out) => Ok(Ok(out)),
+            Err(err) => Ok(Err(recover(
+                err,
+                origin.as_deref(),
+                self.input,
+                self.exec,
+                self.metrics,
+                "GpuHashJoinExec",
+            )?)),
+        }
+    }
 }
 
 /// The join of `batch` on the device, or `None` where this join or backend cannot.
@@ -194,6 +306,7 @@ impl ResidentExec for GpuHashJoinExec {
             build,
         } = self.probing(partition, context, exec, Some(source));
         let batches = input.batches;
+        let probe = Arc::clone(&self.right);
         let joined = futures::stream::once(async move {
             let side = build.await?;
             Ok::<_, DataFusionError>(batches.then(move |batch| {
@@ -201,10 +314,20 @@ impl ResidentExec for GpuHashJoinExec {
                     (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
                 let (side, join, schema) =
                     (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
+                let probe = Arc::clone(&probe);
                 async move {
-                    let batch = batch?;
+                    let item = batch?;
                     tokio::task::spawn_blocking(move || {
-                        join_device_batch(&exec, &metrics, &bridged, &side, &batch, &join, &schema)
+                        let probing = SegmentProbe {
+                            exec: &exec,
+                            metrics: &metrics,
+                            bridged: &bridged,
+                            side: &side,
+                            input: &probe,
+                            join: &join,
+                            schema: &schema,
+                        };
+                        probing.join(item)
                     })
                     .await
                     .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -217,6 +340,14 @@ impl ResidentExec for GpuHashJoinExec {
             detected: input.detected,
             batches: Box::pin(joined),
         })
+    }
+
+    /// Never asked: the join hands on its device batches without an origin, since their
+    /// rows depend on the build side it holds on the device.
+    fn replay(&self, _origin: &RecordBatch) -> Result<RecordBatch> {
+        Err(DataFusionError::Internal(
+            "a join built on the device has no batch to replay".into(),
+        ))
     }
 }
 
@@ -240,10 +371,10 @@ pub(super) async fn collect_and_build(
     let parts = futures::future::try_join_all(
         streams
             .into_iter()
-            .map(|stream| stream.batches.try_collect::<Vec<DeviceBatch>>()),
+            .map(|stream| stream.batches.try_collect::<Vec<SegmentBatch>>()),
     )
     .await?;
-    let batches: Vec<DeviceBatch> = parts.into_iter().flatten().collect();
+    let items: Vec<SegmentBatch> = parts.into_iter().flatten().collect();
     let schema = inputs.left.schema();
     let BuildInputs {
         encoding,
@@ -253,38 +384,127 @@ pub(super) async fn collect_and_build(
         kept_on_host,
         ..
     } = inputs;
-    // The side's device bytes (its batches appended, then the table) claimed under the
-    // limit; refused, the side is kept on the host.
-    let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
-    let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>()
-        + crate::device_budget::table_bytes(rows, 1, 0);
-    let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
     // Copies, kernels and the host build's device table block: off the runtime's workers.
-    tokio::task::spawn_blocking(move || match table_on {
-        TableOn::Cpu => {
-            let host = downloaded(&exec, &batches)?;
-            build_side(
+    tokio::task::spawn_blocking(move || {
+        let on_device = items
+            .iter()
+            .all(|item| matches!(item, SegmentBatch::Device { .. }));
+        if !on_device {
+            // Host batches among them (the CPU backend's, or replayed after a device
+            // failure): the side is built from host batches.
+            let host = host_batches(&exec, &metrics, &source, items)?;
+            let table_on = super::claim_build(device_limit, 0, &kept_on_host);
+            return build_side(
                 &schema,
                 &host,
                 &encoding,
                 &exec,
                 &metrics,
                 reservation,
-                TableOn::Cpu,
-            )
+                table_on,
+            );
         }
-        TableOn::Backend(claim) => build_on_device(
-            &schema,
-            batches,
-            &encoding,
-            &exec,
-            &metrics,
-            reservation,
-            claim,
-        ),
+        let (batches, origins): (Vec<DeviceBatch>, Vec<Option<Arc<RecordBatch>>>) = items
+            .into_iter()
+            .filter_map(|item| match item {
+                SegmentBatch::Device { batch, origin } => Some((batch, origin)),
+                SegmentBatch::Host(_) => None,
+            })
+            .unzip();
+        // The side's device bytes (its batches appended, then the table) claimed under
+        // the limit; refused, the side is kept on the host.
+        let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
+        let bytes = batches.iter().map(DeviceBatch::bytes).sum::<usize>()
+            + crate::device_budget::table_bytes(rows, 1, 0);
+        let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
+        // For a replay's build, should the device fail this one.
+        let spare = reservation.new_empty();
+        let built = match table_on {
+            TableOn::Cpu => downloaded(&exec, &batches).and_then(|host| {
+                build_side(
+                    &schema,
+                    &host,
+                    &encoding,
+                    &exec,
+                    &metrics,
+                    reservation,
+                    TableOn::Cpu,
+                )
+            }),
+            TableOn::Backend(claim) => build_on_device(
+                &schema,
+                batches,
+                &encoding,
+                &exec,
+                &metrics,
+                reservation,
+                claim,
+            ),
+        };
+        match built {
+            Ok(side) => Ok(side),
+            Err(err) => {
+                // The device failed the build: from the batches' origins, replayed on the
+                // CPU, where every batch has one.
+                let origins: Option<Vec<Arc<RecordBatch>>> = origins.into_iter().collect();
+                let Some(origins) = origins.filter(|_| is_device_failure(&err)) else {
+                    return Err(err);
+                };
+                tracing::warn!(
+                    error = %err,
+                    "the device failed a join's build; the side is built on the CPU from its \
+                     batches replayed there"
+                );
+                exec.degrade();
+                metrics.device_errors.add(1);
+                let host = origins
+                    .iter()
+                    .map(|origin| replay_below(&source, origin))
+                    .collect::<Result<Vec<_>>>()?;
+                build_side(
+                    &schema,
+                    &host,
+                    &encoding,
+                    &exec,
+                    &metrics,
+                    spare,
+                    TableOn::Cpu,
+                )
+            }
+        }
     })
     .await
     .map_err(|e| DataFusionError::External(Box::new(e)))?
+}
+
+/// The host form of each of `items` (a device batch copied back, or replayed on the CPU
+/// from its origin where the copy fails).
+fn host_batches(
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    source: &Arc<dyn ExecutionPlan>,
+    items: Vec<SegmentBatch>,
+) -> Result<Vec<RecordBatch>> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            SegmentBatch::Host(host) => Ok(host),
+            SegmentBatch::Device { batch, origin } => {
+                resident::download(exec.backend.as_ref(), &exec.stream, &batch)
+                    .map_err(DataFusionError::from)
+                    .or_else(|err| {
+                        recover(
+                            err,
+                            origin.as_deref(),
+                            source,
+                            exec,
+                            metrics,
+                            "GpuHashJoinExec",
+                        )
+                    })
+            }
+        })
+        .collect()
 }
 
 /// The build side of device `batches` (see [`collect_and_build`]): appended on the

@@ -13,10 +13,12 @@
 //! aggregate exactly), COUNT(*) and
 //! COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and floats. An
 //! aggregate outside that (a cast the device would have to compute) makes the operator
-//! *bridge* every batch: download it and run the host path. So does a backend that refuses the batch (the CPU backend
-//! always, keeping the host path the reference; CUDA for a decimal column whose batch
-//! needs more than 64 bits). Once grouping stops reducing, batches are downloaded and
-//! pass through as their own states, as on the host path.
+//! *bridge* every batch: download it and run the host path. So does a backend that
+//! refuses the batch (CUDA for a decimal column whose batch needs more than 64 bits).
+//! Host batches (the CPU backend's, or replayed) run the host path; a batch the device
+//! fails is replayed on the CPU from its origin ([`crate::segment`]). Once grouping stops
+//! reducing, batches are downloaded and pass through as their own states, as on the host
+//! path.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -24,6 +26,7 @@ use std::time::Instant;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use oxidelake_core::EngineError;
 use oxidelake_device::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
@@ -34,6 +37,7 @@ use super::pass_through::{self, SkipProbe};
 use super::spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
 use super::{BatchPlan, StateFrom, state_columns};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
+use crate::segment::{SegmentBatch, recover, replay_if_degraded};
 
 /// The device aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
@@ -139,16 +143,51 @@ pub(super) struct ResidentBatches {
     pub(super) exec: ExecBackend,
     pub(super) metrics: OperatorMetrics,
     pub(super) bridged: Count,
+    /// The node handing on the batches (to replay one on the CPU).
+    pub(super) input: Arc<dyn ExecutionPlan>,
 }
 
 impl ResidentBatches {
-    /// The partial states of one device batch (see the module docs).
-    pub(super) fn states_of(&self, batch: &DeviceBatch) -> Result<RecordBatch> {
+    /// The partial states of one segment batch: a device batch on the device (module
+    /// docs), a host batch on the host path; a device batch the device fails is
+    /// replayed on the CPU from its origin ([`crate::segment`]).
+    pub(super) fn states_of(&self, item: SegmentBatch) -> Result<RecordBatch> {
         let started = Instant::now();
         let mut probe = self
             .probe
             .lock()
             .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
+        let (batch, origin) = match item {
+            SegmentBatch::Host(host) => {
+                return self.host_states(&mut probe, &host, true, started, 0);
+            }
+            SegmentBatch::Device { batch, origin } => (batch, origin),
+        };
+        let replayed =
+            match replay_if_degraded(origin.as_deref(), &self.input, &self.exec, &self.metrics) {
+                Some(host) => host,
+                None => match self.device_states(&mut probe, &batch, started) {
+                    Ok(out) => return Ok(out),
+                    Err(err) => recover(
+                        err,
+                        origin.as_deref(),
+                        &self.input,
+                        &self.exec,
+                        &self.metrics,
+                        "GpuPartialAggregateExec",
+                    ),
+                },
+            }?;
+        self.host_states(&mut probe, &replayed, false, started, 0)
+    }
+
+    /// The partial states of one device batch (see the module docs).
+    fn device_states(
+        &self,
+        probe: &mut SkipProbe,
+        batch: &DeviceBatch,
+        started: Instant,
+    ) -> Result<RecordBatch> {
         if probe.skipping() {
             // Grouping does not reduce here: each row is its own state.
             let host = self.download(batch)?;
@@ -199,12 +238,34 @@ impl ResidentBatches {
                     self.metrics.device_errors.add(1);
                     on_device = false;
                 }
-                // A batch the device failed otherwise cannot be trusted to read back.
+                // A batch the device failed otherwise cannot be trusted to read back: the
+                // caller replays it.
                 Err(err) => return Err(DataFusionError::from(err)),
             }
         }
         let host = self.download(batch)?;
         self.bridged.add(1);
+        let moved = self.exec.bytes_moved(|| batch.bytes());
+        self.host_states(probe, &host, on_device, started, moved)
+    }
+
+    /// The partial states of a host batch by the host path: on the backend when
+    /// `on_device` (the host-in/host-out call), on the CPU otherwise; `moved` counts the
+    /// bytes that brought the batch to the host.
+    fn host_states(
+        &self,
+        probe: &mut SkipProbe,
+        host: &RecordBatch,
+        on_device: bool,
+        started: Instant,
+        moved: usize,
+    ) -> Result<RecordBatch> {
+        if probe.skipping() {
+            let out = pass_through::row_states(host, &self.keys, &self.aggregates, &self.schema)?;
+            self.metrics
+                .record(host.num_rows(), out.num_rows(), started, moved);
+            return Ok(out);
+        }
         let plan = BatchPlan {
             keys: &self.keys,
             aggregates: &self.aggregates,
@@ -214,11 +275,12 @@ impl ResidentBatches {
         if !on_device {
             self.metrics.cpu_fallback_batches.add(1);
         }
-        let out = plan.run_where(&self.exec, &self.metrics, &host, on_device)?;
+        let out = plan.run_where(&self.exec, &self.metrics, host, on_device)?;
         probe.record(host.num_rows(), out.num_rows());
-        let moved = self.exec.bytes_moved(|| {
-            batch.bytes() + host.get_array_memory_size() + out.get_array_memory_size()
-        });
+        let moved = moved
+            + self
+                .exec
+                .bytes_moved(|| host.get_array_memory_size() + out.get_array_memory_size());
         self.metrics
             .record(host.num_rows(), out.num_rows(), started, moved);
         Ok(out)

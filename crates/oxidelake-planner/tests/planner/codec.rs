@@ -212,10 +212,8 @@ fn transitions(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
 #[tokio::test]
 async fn device_transitions_survive_encode_and_decode_and_the_plan_keeps_its_rows() {
     use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    // Placed for cuda, the GPU operators get their transitions (ADR-0014): no option.
     let ctx = session(PlacementTarget::Cuda, BackendKind::CpuSimd);
-    ctx.sql("SET oxidelake.execution.device_resident = true")
-        .await
-        .unwrap();
     let codec = OxidePhysicalCodec::default();
     for sql in [
         "SELECT k, SUM(a), COUNT(*) FROM t WHERE a < 500 GROUP BY k",

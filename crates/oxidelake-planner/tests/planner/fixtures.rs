@@ -13,7 +13,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_core::BackendKind;
 use oxidelake_planner::{
-    CpuTarget, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
+    BackendProbe, CpuTarget, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
     explain_with_placement, physical_optimizer_rules,
 };
 
@@ -125,7 +125,7 @@ pub async fn physical_plan(ctx: &SessionContext, sql: &str) -> Arc<dyn Execution
 pub async fn explain(target: PlacementTarget, local: BackendKind, sql: &str) -> String {
     let ctx = session(target, local);
     let plan = physical_plan(&ctx, sql).await;
-    let backend = match target.resolve(&FixedProbe(local)) {
+    let backend = match FixedProbe(local).resolve(target) {
         Some(kind) => Ok(kind),
         None if target == PlacementTarget::Cpu => Err(CpuTarget::Requested),
         None => Err(CpuTarget::NoGpuDetected),

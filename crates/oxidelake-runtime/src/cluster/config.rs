@@ -63,7 +63,7 @@ pub fn scheduler_session_state(
     let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(cluster_backend)));
     let mut rules = physical_optimizer_rules(rule);
     rules.insert(0, Arc::new(access.clone()));
-    // Last, as in embedded sessions: under `oxidelake.execution.device_resident` the
+    // Last, as in embedded sessions: the
     // transitions travel to the executors through the codec. A transition that Ballista's
     // stage split separates from its device operators hands host batches on unchanged.
     rules.push(Arc::new(DeviceTransitionRule));

@@ -17,10 +17,11 @@ use oxidelake_storage::{LakeWriterOptions, write_parquet_file};
 use super::data::{sorted_rows, write_lake};
 
 /// The query, what its EXPLAIN must show, whether the session asks DataFusion to
-/// partition joins (no build side small enough to collect) before it runs, and whether it
-/// turns on device-resident batches (ADR-0014) before it runs. The switches stay on: the
-/// first two queries run collected, the third partitioned, the last two partitioned with
-/// their transitions shipped to the executors by the codec.
+/// partition joins (no build side small enough to collect) before it runs, and whether
+/// its plan crosses to the device explicitly (ADR-0014: a GPU filter placed for cuda gets
+/// its transitions, which the codec ships to the executors). The partitioning switch
+/// stays on: the first two queries run collected, the third partitioned, the last two
+/// partitioned with their transitions shipped to the executors.
 const QUERIES: &[(&str, &str, bool, bool)] = &[
     (
         "SELECT k, SUM(a), COUNT(a), MIN(b), MAX(b) FROM t GROUP BY k",
@@ -82,13 +83,7 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
         .await
         .unwrap();
 
-    for (sql, tag, partitioned, resident) in QUERIES {
-        if *resident {
-            remote
-                .sql("SET oxidelake.execution.device_resident = true")
-                .await
-                .unwrap();
-        }
+    for (sql, tag, partitioned, transitions) in QUERIES {
         if *partitioned {
             for option in [
                 "hash_join_single_partition_threshold",
@@ -133,24 +128,24 @@ async fn a_two_executor_cluster_placed_for_cuda_equals_embedded_mode_and_stops_c
         );
         let received = cluster.gpu_nodes_received_by_executors() - before;
         assert!(received > 0, "{sql}: no GPU node reached an executor");
-        if *resident {
-            // Each transition the scheduler's plan holds reached an executor through the
-            // codec (a partial aggregate reading device batches brings back its own
-            // groups, so such a plan has no download).
-            let plan = remote.explain(sql).await.unwrap();
-            let shown: Vec<&str> = TRANSITIONS
-                .into_iter()
-                .filter(|name| plan.contains(name))
-                .collect();
+        // Each transition the scheduler's plan holds reached an executor through the
+        // codec, and no other (a partial aggregate reading device batches brings back its
+        // own groups, so such a plan has no download).
+        let plan = remote.explain(sql).await.unwrap();
+        let shown: Vec<&str> = TRANSITIONS
+            .into_iter()
+            .filter(|name| plan.contains(name))
+            .collect();
+        if *transitions {
             assert!(!shown.is_empty(), "{sql}: no transition in\n{plan}");
-            for (name, before) in TRANSITIONS.into_iter().zip(transitions_before) {
-                let arrived = cluster.nodes_received_by_executors(name) - before;
-                assert_eq!(
-                    arrived > 0,
-                    shown.contains(&name),
-                    "{sql}: {arrived} {name} decoded by executors\n{plan}"
-                );
-            }
+        }
+        for (name, before) in TRANSITIONS.into_iter().zip(transitions_before) {
+            let arrived = cluster.nodes_received_by_executors(name) - before;
+            assert_eq!(
+                arrived > 0,
+                shown.contains(&name),
+                "{sql}: {arrived} {name} decoded by executors\n{plan}"
+            );
         }
         let explain = remote.explain(sql).await.unwrap();
         assert!(explain.contains(tag), "{sql}\n{explain}");

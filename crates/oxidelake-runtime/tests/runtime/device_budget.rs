@@ -3,7 +3,9 @@
 //! table whose device state the budget refuses runs on the CPU, and the answer is the
 //! unlimited one. The CPU backend claims nothing (its state is host memory, accounted by
 //! the host pool); `scripts/test-cuda-emulated.sh` runs the test again with
-//! `OXIDE_BACKEND=cuda`, where every operator claims from the process's budget.
+//! `OXIDE_BACKEND=cuda`, where every operator claims from the process's budget, the
+//! operators between the device transitions included (ADR-0014: placed for cuda, the
+//! GPU operators always keep their batches on the device).
 
 use std::sync::Arc;
 
@@ -30,55 +32,47 @@ async fn gpu_operators_whose_device_state_passes_the_session_limit_run_on_the_cp
         let query = oxidelake_runtime::cli::tpch::tpch_query(n, 0.1)
             .unwrap()
             .remove(0);
-        for resident in [false, true] {
-            session
-                .sql(&format!(
-                    "SET oxidelake.execution.device_resident = {resident}"
-                ))
-                .await
-                .unwrap();
-            session
-                .sql("SET oxidelake.memory.device_limit = none")
-                .await
-                .unwrap();
-            let (unlimited, plan) = run(&session, &query).await;
-            let label = format!("Q{n}, device-resident batches {resident}");
-            assert_eq!(gpu_metric(&plan, "device_budget_cpu_batches"), 0, "{label}");
-            assert_eq!(gpu_metric(&plan, "device_budget_host_builds"), 0, "{label}");
-            // An executed join keeps its build side, and the side its claim, as long as
-            // the plan lives.
-            drop(plan);
-            // 64 KiB: less than any batch's state.
-            session
-                .sql("SET oxidelake.memory.device_limit = '64K'")
-                .await
-                .unwrap();
-            let (limited, plan) = run(&session, &query).await;
-            assert_eq!(limited, unlimited, "{label}: the answer under the limit");
-            let refused = gpu_metric(&plan, "device_budget_cpu_batches");
-            let host_builds = gpu_metric(&plan, "device_budget_host_builds");
-            println!(
-                "device budget: {label}: {refused} batches refused, {host_builds} build sides on the host"
+        session
+            .sql("SET oxidelake.memory.device_limit = none")
+            .await
+            .unwrap();
+        let (unlimited, plan) = run(&session, &query).await;
+        let label = format!("Q{n}");
+        assert_eq!(gpu_metric(&plan, "device_budget_cpu_batches"), 0, "{label}");
+        assert_eq!(gpu_metric(&plan, "device_budget_host_builds"), 0, "{label}");
+        // An executed join keeps its build side, and the side its claim, as long as
+        // the plan lives.
+        drop(plan);
+        // 64 KiB: less than any batch's state.
+        session
+            .sql("SET oxidelake.memory.device_limit = '64K'")
+            .await
+            .unwrap();
+        let (limited, plan) = run(&session, &query).await;
+        assert_eq!(limited, unlimited, "{label}: the answer under the limit");
+        let refused = gpu_metric(&plan, "device_budget_cpu_batches");
+        let host_builds = gpu_metric(&plan, "device_budget_host_builds");
+        println!(
+            "device budget: {label}: {refused} batches refused, {host_builds} build sides on the host"
+        );
+        if device {
+            assert!(refused > 0, "{label}: no batch refused under 64 KiB");
+            assert!(
+                gpu_metric(&plan, "cpu_fallback_batches") >= refused,
+                "{label}: a refused batch is a CPU batch"
             );
-            if device {
-                assert!(refused > 0, "{label}: no batch refused under 64 KiB");
-                assert!(
-                    gpu_metric(&plan, "cpu_fallback_batches") >= refused,
-                    "{label}: a refused batch is a CPU batch"
-                );
-                if n == 3 && resident {
-                    // Its joins build from device batches, each past 64 KiB.
-                    assert!(host_builds > 0, "{label}: no build side kept on the host");
-                }
-            } else {
-                assert_eq!(refused, 0, "{label}: the CPU backend claims nothing");
+            if n == 3 {
+                // Its joins build from device batches, each past 64 KiB.
+                assert!(host_builds > 0, "{label}: no build side kept on the host");
             }
-            drop(plan);
-            assert_eq!(
-                oxidelake_compute::DeviceBudget::global().claimed(),
-                0,
-                "{label}: every claim was returned"
-            );
+        } else {
+            assert_eq!(refused, 0, "{label}: the CPU backend claims nothing");
         }
+        drop(plan);
+        assert_eq!(
+            oxidelake_compute::DeviceBudget::global().claimed(),
+            0,
+            "{label}: every claim was returned"
+        );
     }
 }

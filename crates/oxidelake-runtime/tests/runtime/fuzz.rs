@@ -10,9 +10,12 @@
 //! that fails must fail on both placements with an overflow error of the same class (the
 //! checked SUM's, or another arithmetic overflow).
 //!
+//! The plans placed for cuda keep their GPU operators' batches on the device between
+//! the transitions (ADR-0014, the only device path since issue #45); on the CPU backend
+//! they stay host batches and the operators run their CPU paths.
+//!
 //! `OXIDE_FUZZ_QUERIES` (default 2000) and `OXIDE_FUZZ_SEED` (default 1) choose the run;
-//! `OXIDE_FUZZ_DEVICE_RESIDENT=1` runs the cuda session with device-resident batches
-//! (ADR-0014); the longer run is in docs/placement-coverage.md. A failure prints the seed, the query
+//! the longer run is in docs/placement-coverage.md. A failure prints the seed, the query
 //! number and the SQL, so it can be replayed. The run's counts (`fuzz: ...`, and `fuzz value
 //! classes: ...`, how many queries met each class) are also appended to the file
 //! `OXIDE_CONFORMANCE_LOG` names, which `.ci/run` prints.
@@ -554,12 +557,6 @@ async fn random_queries_placed_for_cuda_return_the_rows_or_overflow_errors_place
         }
         edges::register(session);
     }
-    let resident = std::env::var("OXIDE_FUZZ_DEVICE_RESIDENT").is_ok_and(|v| v == "1");
-    if resident {
-        cuda.sql("SET oxidelake.execution.device_resident = true")
-            .await
-            .unwrap();
-    }
     let tables = tables();
     let edge_table = edges::table();
     // The TPC-H queries are the sequence they were before the edge tables came (fewer
@@ -659,12 +656,11 @@ async fn random_queries_placed_for_cuda_return_the_rows_or_overflow_errors_place
         }
     }
     report(&format!(
-        "fuzz: seed {seed}, {count} queries{}, {rows} rows, {placed_filters} of {filters} \
+        "fuzz: seed {seed}, {count} queries, {rows} rows, {placed_filters} of {filters} \
          filters, {placed_joins} of {joins} joins ({kept_unswapped} kept stock rather than \
          swapped onto their larger input) and {placed_projections} of {projections} computed \
          projections of the TPC-H queries placed on GPU operators, the edge queries' {}, \
          no differences",
-        if resident { " (device-resident)" } else { "" },
         edge_coverage.summary()
     ));
     report(&format!(

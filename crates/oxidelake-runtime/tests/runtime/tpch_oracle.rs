@@ -14,8 +14,8 @@ use oxidelake_runtime::cli::tpch::tpch_query;
 use super::data::{cells, tpch_lake};
 
 /// Numbers equal within a cent plus a relative 1e-9 (DuckDB computes AVG in doubles,
-/// we in decimals); anything else equal as text.
-fn cell_equal(ours: &Option<String>, theirs: &Option<String>) -> bool {
+/// we in decimals); anything else equal as text. (Also `device_faults`'s comparison.)
+pub fn cell_equal(ours: &Option<String>, theirs: &Option<String>) -> bool {
     match (ours, theirs) {
         (None, None) => true,
         (Some(a), Some(b)) => match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
@@ -26,7 +26,14 @@ fn cell_equal(ours: &Option<String>, theirs: &Option<String>) -> bool {
     }
 }
 
-fn duckdb_rows(python_path: &str, data: &Path, statements: &[String]) -> Vec<Vec<Option<String>>> {
+/// DuckDB's rows for `statements` over the Parquet tables under `data`, with the `duckdb`
+/// package from `python_path` (`scripts/duckdb_query.py`): the rows of the last
+/// statement that returns rows.
+pub fn duckdb_rows(
+    python_path: &str,
+    data: &Path,
+    statements: &[String],
+) -> Vec<Vec<Option<String>>> {
     let sql = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(sql.path(), statements.join(";\n") + ";\n").unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/duckdb_query.py");
@@ -45,19 +52,14 @@ fn duckdb_rows(python_path: &str, data: &Path, statements: &[String]) -> Vec<Vec
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Placed for cuda, the GPU operators run between device transitions (ADR-0014, the
+/// only device path since issue #45): some plans must show a `HostToDeviceExec`. On the
+/// CPU backend the batches stay on the host and the operators run their CPU paths; on
+/// `CudaBackend` (`scripts/test-cuda-emulated.sh`) they work on the batches in place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
 async fn all_22_tpch_queries_placed_for_cuda_equal_duckdb() {
-    all_22_equal_duckdb("cuda", false).await;
-}
-
-/// Placed for cuda with device-resident batches (ADR-0014): the GPU filters and
-/// projections run between transitions (bridged through the host on the CPU backend, in
-/// place on `CudaBackend` under `scripts/test-cuda-emulated.sh`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
-async fn all_22_tpch_queries_placed_for_cuda_with_device_resident_batches_equal_duckdb() {
-    all_22_equal_duckdb("cuda", true).await;
+    all_22_equal_duckdb("cuda").await;
 }
 
 /// Placed for the CPU, the stock operators run, with the join filters of
@@ -65,12 +67,13 @@ async fn all_22_tpch_queries_placed_for_cuda_with_device_resident_batches_equal_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DuckDB: OXIDE_DUCKDB_PYTHONPATH=<dir with the duckdb package> (.ci/run sets it)"]
 async fn all_22_tpch_queries_placed_for_cpu_equal_duckdb() {
-    all_22_equal_duckdb("cpu", false).await;
+    all_22_equal_duckdb("cpu").await;
 }
 
-/// Runs the 22 queries placed for `placement` (with device-resident batches when
-/// `resident`) and compares each answer with DuckDB's.
-async fn all_22_equal_duckdb(placement: &str, resident: bool) {
+/// Runs the 22 queries placed for `placement` and compares each answer with DuckDB's;
+/// plans placed for cuda must cross to the device explicitly (some `HostToDeviceExec`),
+/// plans placed for the CPU never.
+async fn all_22_equal_duckdb(placement: &str) {
     let python_path = std::env::var("OXIDE_DUCKDB_PYTHONPATH")
         .expect("OXIDE_DUCKDB_PYTHONPATH names the folder holding the duckdb package");
     let sf: f64 = std::env::var("OXIDE_TPCH_SF")
@@ -80,12 +83,6 @@ async fn all_22_equal_duckdb(placement: &str, resident: bool) {
     let (dir, session) = tpch_lake(sf).await;
     session
         .sql(&format!("SET oxidelake.placement.target = '{placement}'"))
-        .await
-        .unwrap();
-    session
-        .sql(&format!(
-            "SET oxidelake.execution.device_resident = {resident}"
-        ))
         .await
         .unwrap();
     let mut compared = 0;
@@ -122,23 +119,22 @@ async fn all_22_equal_duckdb(placement: &str, resident: bool) {
             );
         }
         println!(
-            "tpch oracle: Q{query} placed {placement}{} equals DuckDB ({} rows)",
-            if resident { " (device-resident)" } else { "" },
+            "tpch oracle: Q{query} placed {placement} equals DuckDB ({} rows)",
             ours.len()
         );
         compared += 1;
     }
     assert_eq!(compared, 22);
     println!("tpch oracle: {with_transitions} of 22 plans cross to the device explicitly");
-    if resident {
+    if placement == "cuda" {
         assert!(
             with_transitions > 0,
-            "no plan had a HostToDeviceExec with device_resident on"
+            "no plan placed for cuda had a HostToDeviceExec"
         );
     } else {
         assert_eq!(
             with_transitions, 0,
-            "transitions only with device_resident on"
+            "transitions only in plans placed for a device"
         );
     }
 }

@@ -1,8 +1,8 @@
 //! SUM over integers and decimals whose result leaves its type (issue 44): the same
 //! overflow error placed for cpu (DataFusion's aggregates with OxideLake's checked
-//! `sum`), for cuda (the device partial aggregate under the stock final) and for cuda
-//! with device-resident batches, where DataFusion 55's `sum` wrapped to a negative
-//! number; and the same exact total where only partial sums leave the type. On this
+//! `sum`) and for cuda (the device partial aggregate, reading the device batches of the
+//! filter below it, under the stock final), where DataFusion 55's `sum` wrapped to a
+//! negative number; and the same exact total where only partial sums leave the type. On this
 //! machine the cuda placements run the GPU operators' CPU paths;
 //! `scripts/test-cuda-emulated.sh` runs these tests again with `OXIDE_BACKEND=cuda`
 //! (they sit under `differential`), where the device sums.
@@ -23,12 +23,11 @@ use crate::runtime::data::sorted_rows;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
     Cpu,
+    /// Cuda: GPU operators between device transitions (the only device path, issue #45).
     Cuda,
-    /// Cuda with `oxidelake.execution.device_resident` on.
-    CudaResident,
 }
 
-const PLACEMENTS: [Placement; 3] = [Placement::Cpu, Placement::Cuda, Placement::CudaResident];
+const PLACEMENTS: [Placement; 2] = [Placement::Cpu, Placement::Cuda];
 
 /// Writes `batch` as the one file of table `name` under `dir`; the table's directory.
 fn write_table(dir: &Path, name: &str, batch: &RecordBatch) -> String {
@@ -65,15 +64,9 @@ async fn session_with(
 ) -> OxideSession {
     let target = match placement {
         Placement::Cpu => PlacementTarget::Cpu,
-        Placement::Cuda | Placement::CudaResident => PlacementTarget::Cuda,
+        Placement::Cuda => PlacementTarget::Cuda,
     };
     let session = OxideSession::local_with(target, Arc::new(FixedProbe(BackendKind::CpuSimd)));
-    if placement == Placement::CudaResident {
-        session
-            .sql("SET oxidelake.execution.device_resident = true")
-            .await
-            .unwrap();
-    }
     for setting in settings {
         session.sql(setting).await.unwrap();
     }
@@ -97,7 +90,7 @@ async fn assert_overflow(
             "{placement:?}: {sql}\n{plan}"
         );
     }
-    if placement == Placement::CudaResident && reads_device_batches {
+    if placement == Placement::Cuda && reads_device_batches {
         assert!(
             plan.contains("input=device"),
             "{placement:?}: the partial aggregate reads device batches: {sql}\n{plan}"
@@ -221,12 +214,9 @@ async fn a_sum_whose_partial_sums_leave_int64_but_whose_total_fits_is_exact_on_e
             );
         } else {
             assert!(
-                plan.contains("GpuPartialAggregateExec[cuda]"),
-                "{placement:?}\n{plan}"
+                plan.contains("GpuPartialAggregateExec[cuda]") && plan.contains("input=device"),
+                "{placement:?}: the device partial aggregate reads device batches\n{plan}"
             );
-        }
-        if placement == Placement::CudaResident {
-            assert!(plan.contains("input=device"), "{placement:?}\n{plan}");
         }
         let rows = session.sql(grouped).await.unwrap();
         assert_eq!(sorted_rows(&rows), ["1|-4", "2|11"], "{placement:?}");

@@ -84,8 +84,8 @@ impl FromStr for CpuOperators {
                 Some(flag) => *flag = true,
                 None => {
                     return Err(format!(
-                        "oxidelake.placement.cpu_operators is none, all or a list of {}; \
-                         not {kind:?}",
+                        "{} is none, all or a list of {}; not {kind:?}",
+                        super::keys::CPU_OPERATORS,
                         KINDS.join(", ")
                     ));
                 }

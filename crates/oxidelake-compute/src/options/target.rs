@@ -1,9 +1,12 @@
-//! Where plans are placed: the `oxidelake.placement.target` setting and its resolution.
+//! `oxidelake.placement.target`: the backend plans are placed for.
+//!
+//! This is the setting only: its values, how they are spelled and parsed. What `auto`
+//! means on a machine is the planner's question (its `BackendProbe` resolves a target
+//! to a backend), so the probe stays there and this type can live with the options the
+//! operators read.
 
 use std::fmt;
 use std::str::FromStr;
-
-use oxidelake_core::BackendKind;
 
 /// The backend plans are placed for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,17 +24,6 @@ pub enum PlacementTarget {
 }
 
 impl PlacementTarget {
-    /// The backend this target means here; `Auto` asks `probe`. `None` = no rewrites.
-    pub fn resolve(self, probe: &dyn BackendProbe) -> Option<BackendKind> {
-        let kind = match self {
-            PlacementTarget::Auto => probe.local_backend(),
-            PlacementTarget::Cpu => return None,
-            PlacementTarget::Cuda => BackendKind::Cuda,
-            PlacementTarget::Metal => BackendKind::Metal,
-        };
-        matches!(kind, BackendKind::Cuda | BackendKind::Metal).then_some(kind)
-    }
-
     /// The setting's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -65,36 +57,22 @@ impl FromStr for PlacementTarget {
     }
 }
 
-/// What `auto` resolves to: the local hardware. The runtime implements it with the
-/// hardware detector; tests use a fixed answer.
-pub trait BackendProbe: Send + Sync + fmt::Debug {
-    /// The best backend this machine has.
-    fn local_backend(&self) -> BackendKind;
-}
-
-/// A probe with a fixed answer (tests, and cluster planning where `auto` means CPU).
-#[derive(Debug, Clone, Copy)]
-pub struct FixedProbe(pub BackendKind);
-
-impl BackendProbe for FixedProbe {
-    fn local_backend(&self) -> BackendKind {
-        self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn cpu_never_rewrites_and_auto_follows_the_probe() {
-        let gpu = FixedProbe(BackendKind::Cuda);
-        let cpu = FixedProbe(BackendKind::CpuSimd);
-        assert_eq!(PlacementTarget::Cpu.resolve(&gpu), None);
-        assert_eq!(PlacementTarget::Auto.resolve(&gpu), Some(BackendKind::Cuda));
-        assert_eq!(PlacementTarget::Auto.resolve(&cpu), None);
-        assert_eq!(PlacementTarget::Cuda.resolve(&cpu), Some(BackendKind::Cuda));
+    fn targets_parse_in_any_case_print_back_and_reject_unknown_names() {
         assert_eq!("METAL".parse(), Ok(PlacementTarget::Metal));
+        assert_eq!(" cuda ".parse(), Ok(PlacementTarget::Cuda));
         assert!("tpu".parse::<PlacementTarget>().is_err());
+        for target in [
+            PlacementTarget::Auto,
+            PlacementTarget::Cpu,
+            PlacementTarget::Cuda,
+            PlacementTarget::Metal,
+        ] {
+            assert_eq!(target.to_string().parse(), Ok(target));
+        }
     }
 }

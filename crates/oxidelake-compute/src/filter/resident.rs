@@ -1,0 +1,180 @@
+//! `GpuFilterExec` inside a device segment ([`crate::segment`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::{Count, MetricBuilder};
+use futures::StreamExt;
+use oxidelake_core::EngineError;
+use oxidelake_device::DeviceBatch;
+use oxidelake_device::ops::{FilterProjectArgs, Predicate};
+use oxidelake_device::resident::ResidentValues;
+
+use super::GpuFilterExec;
+use crate::exec_support::{ExecBackend, OperatorMetrics};
+use crate::segment::{SegmentBatch, on_cpu, recover, replay_below, replay_if_degraded};
+use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
+
+/// What one partition's filtering of segment batches needs.
+struct Filtering {
+    exec: ExecBackend,
+    metrics: OperatorMetrics,
+    bridged: Count,
+    input: Arc<dyn ExecutionPlan>,
+    predicates: Vec<Predicate>,
+    projection: Vec<usize>,
+}
+
+impl Filtering {
+    fn args<'a>(&'a self, batch: &'a RecordBatch) -> FilterProjectArgs<'a> {
+        FilterProjectArgs {
+            batch,
+            predicates: &self.predicates,
+            projection: &self.projection,
+        }
+    }
+
+    /// One segment batch filtered: a device batch on the device (bridged through the
+    /// host where the device refuses it), a host batch on the host; a device batch the
+    /// device fails is replayed on the CPU.
+    fn filter(&self, item: SegmentBatch) -> Result<SegmentBatch> {
+        let started = Instant::now();
+        let (batch, origin) = match item {
+            SegmentBatch::Host(host) => {
+                let out = self.exec.run(&self.metrics, |backend, stream| {
+                    backend.filter_project(stream, self.args(&host))
+                })?;
+                self.metrics
+                    .record(host.num_rows(), out.num_rows(), started, 0);
+                return Ok(SegmentBatch::Host(out));
+            }
+            SegmentBatch::Device { batch, origin } => (batch, origin),
+        };
+        let replayed =
+            match replay_if_degraded(origin.as_deref(), &self.input, &self.exec, &self.metrics) {
+                Some(host) => host,
+                None => match self.on_device(&batch, started) {
+                    Ok(kept) => {
+                        return Ok(SegmentBatch::Device {
+                            batch: kept,
+                            origin,
+                        });
+                    }
+                    Err(err) => recover(
+                        err,
+                        origin.as_deref(),
+                        &self.input,
+                        &self.exec,
+                        &self.metrics,
+                        "GpuFilterExec",
+                    ),
+                },
+            }?;
+        let out = on_cpu(|cpu, stream| cpu.filter_project(stream, self.args(&replayed)))?;
+        self.metrics
+            .record(replayed.num_rows(), out.num_rows(), started, 0);
+        Ok(SegmentBatch::Host(out))
+    }
+
+    /// `batch` filtered on the device into a device batch, or bridged through the host
+    /// where the backend refuses it.
+    fn on_device(&self, batch: &DeviceBatch, started: Instant) -> Result<DeviceBatch> {
+        let exec = &self.exec;
+        match exec.backend.filter_project_resident(
+            &exec.stream,
+            batch,
+            &self.predicates,
+            &self.projection,
+        ) {
+            Ok(kept) => {
+                // Read back: the kept count and each string column's byte total (the
+                // program's small uploads are not counted).
+                let strings = kept
+                    .columns()
+                    .iter()
+                    .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
+                    .count();
+                let moved = exec.bytes_moved(|| 4 * (1 + strings));
+                self.metrics
+                    .record(batch.num_rows(), kept.num_rows(), started, moved);
+                Ok(kept)
+            }
+            Err(EngineError::Unsupported { .. }) => {
+                bridge(exec, &self.metrics, &self.bridged, batch, started, |host| {
+                    let out = exec.run(&self.metrics, |backend, stream| {
+                        backend.filter_project(stream, self.args(host))
+                    })?;
+                    Ok((out, 0))
+                })
+            }
+            Err(err) => Err(DataFusionError::from(err)),
+        }
+    }
+}
+
+impl ResidentExec for GpuFilterExec {
+    /// Filters its input's segment batches: device batches on the device where the
+    /// backend can (`GpuBackend::filter_project_resident`: the CUDA backend), others
+    /// *bridged* (copied to the host, filtered by the host-in/host-out call, copied back:
+    /// `bridged_batches`); host batches on the host. A batch the device fails is
+    /// replayed on the CPU from its origin ([`crate::segment`]).
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let input = as_resident(&self.input)
+            .ok_or_else(|| {
+                DataFusionError::Internal("GpuFilterExec's input holds no device batches".into())
+            })?
+            .execute_resident(partition, context)?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        let metrics = OperatorMetrics::new(
+            &self.metrics,
+            partition,
+            "GpuFilterExec",
+            self.placement,
+            &exec,
+        );
+        let filtering = Arc::new(Filtering {
+            exec,
+            metrics,
+            bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
+            input: Arc::clone(&self.input),
+            predicates: self.predicates.clone(),
+            projection: self.projection.clone(),
+        });
+        let batches = input.batches.then(move |item| {
+            let filtering = Arc::clone(&filtering);
+            async move {
+                let item = item?;
+                tokio::task::spawn_blocking(move || filtering.filter(item))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?
+            }
+        });
+        Ok(ResidentStream {
+            backend: input.backend,
+            detected: input.detected,
+            batches: Box::pin(batches),
+        })
+    }
+
+    fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch> {
+        let host = replay_below(&self.input, origin)?;
+        on_cpu(|cpu, stream| {
+            cpu.filter_project(
+                stream,
+                FilterProjectArgs {
+                    batch: &host,
+                    predicates: &self.predicates,
+                    projection: &self.projection,
+                },
+            )
+        })
+    }
+}

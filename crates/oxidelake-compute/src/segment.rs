@@ -1,0 +1,137 @@
+//! The batches of a device segment, and how a segment keeps its answer when the device
+//! fails (issue #45).
+//!
+//! A *segment* is the part of a plan between a `HostToDeviceExec` and the operator that
+//! brings its batches back to the host (a `DeviceToHostExec`, a partial aggregate or a
+//! join probe reading device batches). Its operators hand each other
+//! [`SegmentBatch`]es:
+//!
+//! - [`SegmentBatch::Device`]: a [`DeviceBatch`] on the device, with its **origin**, the
+//!   host batch the segment's upload started from. The origin is kept (an `Arc`, no
+//!   copy: the scan's batch itself) until the batch leaves the segment, so that a device
+//!   failure on any operator of the segment (a launch, a copy, a sticky kernel fault, out
+//!   of memory) can **replay** that batch on the CPU: every operator below the failing
+//!   one runs its CPU path on the origin ([`ResidentExec::replay`]), the failing one
+//!   runs its own CPU path on the result, and the batch goes on as a host batch. The
+//!   failure is counted (`device_errors`, `cpu_fallback_batches`) and named in a
+//!   warning; the failing operator's backend is *degraded* (the rest of its execution
+//!   runs on the CPU, as a failed device fails every later batch the same way).
+//! - [`SegmentBatch::Host`]: a batch on the host. On the CPU backend every batch is one
+//!   (the upload would be a `memcpy` into images for nothing), so placing a plan for a
+//!   GPU on a machine without one costs the transitions nothing; on a device, a replayed
+//!   batch is one. Operators run their host path on it.
+//!
+//! A join whose build side lives on the device hands on batches without an origin: its
+//! output depends on device state a batch cannot replay. A device failure there fails
+//! the execution with a device error, and the session runs the query again on the CPU
+//! placement if no row was emitted yet (`oxidelake-runtime`, `device_rerun`).
+
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::ExecutionPlan;
+use oxidelake_core::EngineError;
+use oxidelake_device::{CpuBackend, DeviceBatch, DeviceStream, GpuBackend};
+
+use crate::exec_support::{ExecBackend, OperatorMetrics};
+use crate::transition::as_resident;
+
+/// One batch between a plan's transitions (see the module docs).
+#[derive(Debug)]
+pub enum SegmentBatch {
+    /// On the device, with the host batch the segment uploaded it from (`None` where no
+    /// replay is possible: the output of a join built on the device).
+    Device {
+        /// The batch.
+        batch: DeviceBatch,
+        /// The host batch the segment started from.
+        origin: Option<Arc<RecordBatch>>,
+    },
+    /// On the host: every batch on the CPU backend; a replayed one on a device.
+    Host(RecordBatch),
+}
+
+impl SegmentBatch {
+    /// Rows in the batch.
+    pub fn num_rows(&self) -> usize {
+        match self {
+            Self::Device { batch, .. } => batch.num_rows(),
+            Self::Host(batch) => batch.num_rows(),
+        }
+    }
+}
+
+/// Whether `err`, from an operator's device work on a batch, is the device failing (so
+/// a replay on the CPU keeps the answer) rather than a fault of the input or the plan:
+/// the one classification the engine uses ([`EngineError::is_device_failure_in`]), so
+/// a batch is replayed exactly where the session would otherwise re-run the query.
+pub(crate) fn is_device_failure(err: &DataFusionError) -> bool {
+    EngineError::is_device_failure_in(err)
+}
+
+/// The host form of the batch whose origin is `origin`, as `input` (a node handing on
+/// segment batches) would have handed it on: its operators' CPU paths over the origin.
+pub(crate) fn replay_below(
+    input: &Arc<dyn ExecutionPlan>,
+    origin: &RecordBatch,
+) -> Result<RecordBatch> {
+    as_resident(input)
+        .ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "{} hands on no device batches to replay",
+                input.name()
+            ))
+        })?
+        .replay(origin)
+}
+
+/// After `err` from `operator`'s device work on a batch of `input`'s with `origin`: the
+/// input's host form of that batch (replayed on the CPU), counted as a device failure
+/// and a CPU batch in `metrics` and named in a warning, with `exec` degraded; `err`
+/// itself where it is no device failure or the batch has no origin.
+pub(crate) fn recover(
+    err: DataFusionError,
+    origin: Option<&RecordBatch>,
+    input: &Arc<dyn ExecutionPlan>,
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+    operator: &str,
+) -> Result<RecordBatch> {
+    let Some(origin) = origin.filter(|_| is_device_failure(&err)) else {
+        return Err(err);
+    };
+    tracing::warn!(
+        error = %err,
+        operator,
+        "the device failed a batch of a device segment; it is replayed on the CPU and the \
+         rest of this operator's execution runs there"
+    );
+    exec.degrade();
+    metrics.device_errors.add(1);
+    metrics.cpu_fallback_batches.add(1);
+    replay_below(input, origin)
+}
+
+/// A batch whose device work `exec` should skip: its backend failed earlier in this
+/// execution and the batch can be replayed, so it is replayed on the CPU straight away
+/// (counted in `cpu_fallback_batches`); `None` to try the device.
+pub(crate) fn replay_if_degraded(
+    origin: Option<&RecordBatch>,
+    input: &Arc<dyn ExecutionPlan>,
+    exec: &ExecBackend,
+    metrics: &OperatorMetrics,
+) -> Option<Result<RecordBatch>> {
+    let origin = origin.filter(|_| exec.is_degraded())?;
+    metrics.cpu_fallback_batches.add(1);
+    Some(replay_below(input, origin))
+}
+
+/// Runs `op` on the CPU reference backend (a replay's work: no device is involved).
+pub(crate) fn on_cpu<T>(
+    op: impl FnOnce(&dyn GpuBackend, &DeviceStream) -> std::result::Result<T, EngineError>,
+) -> Result<T> {
+    let cpu = CpuBackend::new();
+    let stream = cpu.create_stream().map_err(DataFusionError::from)?;
+    op(&cpu, &stream).map_err(DataFusionError::from)
+}

@@ -1,0 +1,195 @@
+//! Fault injection on the emulated CUDA driver (tools/cuda-emu) at every device
+//! allocation, copy, kernel launch and kernel execution (a sticky fault) of TPC-H Q3 and
+//! Q18 with device-resident batches, one fault per run, and once with the device out of
+//! memory: every run must return DuckDB's answer, and every fault that struck must be
+//! counted (a batch replayed on the CPU: `device_errors` in the plan's metrics; or the
+//! query run again on the CPU placement: `QueryStream::reran_on_cpu`).
+//!
+//! A fault-free run first counts the calls each fault site sees; then call `N` of the
+//! site fails in run `N`. Runs are not perfectly repeatable (partitions race, and a
+//! fault changes what runs after it), so a run whose site saw fewer than `N` calls is
+//! counted as not struck; each site must be struck in most of its runs.
+//!
+//! Runs only under `scripts/test-cuda-emulated.sh` (`OXIDE_BACKEND=cuda`, the emulator as
+//! libcuda, DuckDB in `OXIDE_DUCKDB_PYTHONPATH`); on a real driver the emulator's hooks
+//! do not exist and the test says so and returns.
+
+use std::ffi::{CString, c_char, c_int};
+use std::sync::OnceLock;
+
+use oxidelake_runtime::cli::tpch::tpch_query;
+
+use super::data::{cells, metric_sum, tpch_lake};
+use super::tpch_oracle::{cell_equal, duckdb_rows};
+
+/// The scale factor: small enough that each query makes a few hundred driver calls.
+const SF: f64 = 0.01;
+
+/// The fault sites a query's device work reaches (`module`: kernels are loaded once
+/// per process, before the campaign; `host_alloc`: pinned staging falls back to pageable
+/// memory, which is no device failure).
+const SITES: [&str; 4] = ["alloc", "copy", "launch", "kernel"];
+
+type SetFault = unsafe extern "C" fn(*const c_char) -> c_int;
+type FaultCalls = unsafe extern "C" fn(*const c_char) -> u64;
+
+/// The loaded libcuda, kept for the life of the process.
+fn library() -> Option<&'static libloading::Library> {
+    static LIBRARY: OnceLock<Option<&'static libloading::Library>> = OnceLock::new();
+    *LIBRARY.get_or_init(|| {
+        // SAFETY: loading libcuda runs its initialisers; it is the library cudarc loads
+        // (the same name, so the same already-loaded object), and it stays loaded for the
+        // life of the process because the handle is leaked below.
+        let library = unsafe { libloading::Library::new("libcuda.so") }.ok()?;
+        Some(&*Box::leak(Box::new(library)))
+    })
+}
+
+/// The emulator's fault hooks: `oxide_emu_set_fault` and `oxide_emu_fault_calls`
+/// (tools/cuda-emu/src/emu_api.h); `None` on any other driver.
+fn hooks() -> Option<(SetFault, FaultCalls)> {
+    let library = library()?;
+    // SAFETY: emu_api.h: `int oxide_emu_set_fault(const char*)` and
+    // `unsigned long long oxide_emu_fault_calls(const char*)`.
+    unsafe {
+        let set = *library.get::<SetFault>(b"oxide_emu_set_fault\0").ok()?;
+        let calls = *library.get::<FaultCalls>(b"oxide_emu_fault_calls\0").ok()?;
+        Some((set, calls))
+    }
+}
+
+/// Arms the fault plan `spec` ("" clears it and any sticky error; the counters restart).
+fn arm(set: SetFault, spec: &str) {
+    let text = CString::new(spec).unwrap();
+    // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
+    assert_eq!(
+        unsafe { set(text.as_ptr()) },
+        0,
+        "fault spec {spec:?} refused"
+    );
+}
+
+/// Calls the site `site` counted since the plan was armed.
+fn calls(count: FaultCalls, site: &str) -> u64 {
+    let text = CString::new(site).unwrap();
+    // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
+    unsafe { count(text.as_ptr()) }
+}
+
+/// One run's answer and whether a device failure was counted in it.
+struct Run {
+    rows: Vec<Vec<Option<String>>>,
+    counted: bool,
+}
+
+async fn run(session: &oxidelake_runtime::OxideSession, statements: &[String]) -> Run {
+    let mut rows = Vec::new();
+    let mut counted = false;
+    for (i, statement) in statements.iter().enumerate() {
+        let mut stream = session.sql_stream(statement).await.unwrap();
+        let batches = stream
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("a device fault failed the query: {e}"));
+        let replayed = stream
+            .plan()
+            .map_or(0, |plan| metric_sum(plan, |_| true, "device_errors"));
+        counted |= stream.reran_on_cpu() || replayed > 0;
+        if statements.len() == 1 || i == 1 {
+            rows = cells(&batches);
+        }
+    }
+    Run { rows, counted }
+}
+
+fn assert_duckdbs(
+    query: i32,
+    spec: &str,
+    ours: &[Vec<Option<String>>],
+    theirs: &[Vec<Option<String>>],
+) {
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "Q{query} with fault {spec}: {} rows here, {} in DuckDB",
+        ours.len(),
+        theirs.len()
+    );
+    for (row, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        assert!(
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| cell_equal(x, y)),
+            "Q{query} with fault {spec}, row {row}: {a:?} here, {b:?} in DuckDB"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the emulated CUDA driver and DuckDB: scripts/test-cuda-emulated.sh"]
+async fn every_device_fault_in_resident_tpch_q3_and_q18_still_gives_duckdbs_answer_and_is_counted()
+{
+    let Some((set, count)) = hooks() else {
+        eprintln!("skipping: libcuda is not the emulated driver (no oxide_emu_fault_calls)");
+        return;
+    };
+    let python_path = std::env::var("OXIDE_DUCKDB_PYTHONPATH")
+        .expect("OXIDE_DUCKDB_PYTHONPATH names the folder holding the duckdb package");
+    let (dir, session) = tpch_lake(SF).await;
+    for query in [3, 18] {
+        let statements = tpch_query(query, SF).unwrap();
+        let theirs = duckdb_rows(&python_path, dir.path(), &statements);
+        let plan = session.physical_plan(&statements[0]).await.unwrap();
+        let text = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(false)
+            .to_string();
+        assert!(
+            text.contains("HostToDeviceExec"),
+            "Q{query} crosses to the device explicitly:\n{text}"
+        );
+        // A fault-free run: the answer, and the calls each site sees.
+        arm(set, "");
+        let clean = run(&session, &statements).await;
+        assert_duckdbs(query, "none", &clean.rows, &theirs);
+        assert!(
+            !clean.counted,
+            "Q{query}: no device failure without a fault"
+        );
+        let seen: Vec<u64> = SITES.iter().map(|site| calls(count, site)).collect();
+        for (site, &total) in SITES.iter().zip(&seen) {
+            assert!(total > 0, "Q{query} makes no {site} call on the device");
+            let (mut struck, mut counted) = (0u64, 0u64);
+            for n in 1..=total {
+                let spec = format!("{site}:{n}");
+                arm(set, &spec);
+                let faulted = run(&session, &statements).await;
+                let reached = calls(count, site) >= n;
+                arm(set, "");
+                assert_duckdbs(query, &spec, &faulted.rows, &theirs);
+                if reached {
+                    struck += 1;
+                    counted += u64::from(faulted.counted);
+                }
+            }
+            println!(
+                "device faults: Q{query} {site}: {total} calls, {struck} runs struck, \
+                 {counted} counted, every answer DuckDB's"
+            );
+            assert!(
+                struck * 10 >= total * 9,
+                "Q{query} {site}: only {struck} of {total} runs reached their faulted call"
+            );
+            assert_eq!(
+                counted, struck,
+                "Q{query} {site}: a fault that struck was not counted as a device failure"
+            );
+        }
+        arm(set, "oom");
+        let starved = run(&session, &statements).await;
+        arm(set, "");
+        assert_duckdbs(query, "oom", &starved.rows, &theirs);
+        assert!(
+            starved.counted,
+            "Q{query}: out of device memory was not counted"
+        );
+        println!("device faults: Q{query} out of device memory: DuckDB's answer, counted");
+    }
+}
