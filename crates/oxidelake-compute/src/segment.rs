@@ -28,14 +28,18 @@
 
 use std::sync::Arc;
 
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
-use oxidelake_core::EngineError;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::StreamExt;
+use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::{CpuBackend, DeviceBatch, DeviceStream, GpuBackend};
 
+use crate::device_batches::coalesce_small;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::transition::as_resident;
+use crate::transition::{SegmentBatches, as_resident};
 
 /// One batch between a plan's transitions (see the module docs).
 #[derive(Debug)]
@@ -125,6 +129,31 @@ pub(crate) fn replay_if_degraded(
     let origin = origin.filter(|_| exec.is_degraded())?;
     metrics.cpu_fallback_batches.add(1);
     Some(replay_below(input, origin))
+}
+
+/// `batches` of a segment on the CPU backend (every one a host batch) with the small ones
+/// merged up to `batch_size` rows, as [`coalesce_small`] merges a host operator's output;
+/// on a device, `batches` as they are (a host batch there is a rare replayed one).
+pub(crate) fn coalesce_host_items(
+    batches: SegmentBatches,
+    backend: BackendKind,
+    schema: SchemaRef,
+    batch_size: usize,
+) -> SegmentBatches {
+    if backend != BackendKind::CpuSimd {
+        return batches;
+    }
+    let host = batches.map(|item| match item? {
+        SegmentBatch::Host(batch) => Ok(batch),
+        SegmentBatch::Device { .. } => Err(DataFusionError::Internal(
+            "a device batch in a segment on the CPU backend".into(),
+        )),
+    });
+    let merged = coalesce_small(
+        Box::pin(RecordBatchStreamAdapter::new(schema, host)),
+        batch_size,
+    );
+    Box::pin(merged.map(|batch| batch.map(SegmentBatch::Host)))
 }
 
 /// Runs `op` on the CPU reference backend (a replay's work: no device is involved).

@@ -41,12 +41,12 @@ use oxidelake_core::BackendKind;
 use oxidelake_device::GpuBackend;
 use oxidelake_device::resident::{self, DeviceBatch, StagingPool};
 
-use crate::device_batches::gather;
+use crate::device_batches::{coalesce_small, gather};
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, RowsKept, rows_of_input, single_child,
 };
 use crate::placement_label;
-use crate::segment::{SegmentBatch, recover};
+use crate::segment::{SegmentBatch, recover, replay_if_degraded};
 
 /// A stream of a segment's batches.
 pub type SegmentBatches = Pin<Box<dyn Stream<Item = Result<SegmentBatch>> + Send>>;
@@ -370,11 +370,13 @@ fn upload_or_keep(
     pool: &StagingPool,
     batch: RecordBatch,
 ) -> SegmentBatch {
+    let started = Instant::now();
+    let rows = batch.num_rows();
     if exec.is_degraded() {
         metrics.operator.cpu_fallback_batches.add(1);
+        metrics.operator.record(rows, rows, started, 0);
         return SegmentBatch::Host(batch);
     }
-    let started = Instant::now();
     match resident::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
         Ok(resident) => {
             metrics.record(exec, batch.num_rows(), started, resident.bytes(), pool);
@@ -391,6 +393,7 @@ fn upload_or_keep(
             exec.degrade();
             metrics.operator.device_errors.add(1);
             metrics.operator.cpu_fallback_batches.add(1);
+            metrics.operator.record(rows, rows, started, 0);
             SegmentBatch::Host(batch)
         }
     }
@@ -494,6 +497,7 @@ impl ExecutionPlan for DeviceToHostExec {
             // Separated from its device operators by a rewrite: its input is host data.
             return self.input.execute(partition, context);
         };
+        let batch_size = context.session_config().batch_size();
         let ResidentStream {
             backend,
             detected,
@@ -527,32 +531,44 @@ impl ExecutionPlan for DeviceToHostExec {
                 };
                 blocking(move || {
                     let started = Instant::now();
-                    let host = resident::download_with(
-                        exec.backend.as_ref(),
-                        &exec.stream,
-                        &batch,
-                        Some(&pool),
-                    )
-                    .map_err(DataFusionError::from);
-                    match host {
-                        Ok(host) => {
-                            metrics.record(&exec, host.num_rows(), started, batch.bytes(), &pool);
-                            Ok(host)
-                        }
-                        Err(err) => recover(
-                            err,
-                            origin.as_deref(),
-                            &input,
-                            &exec,
-                            &metrics.operator,
-                            "DeviceToHostExec",
-                        ),
-                    }
+                    let replayed =
+                        replay_if_degraded(origin.as_deref(), &input, &exec, &metrics.operator);
+                    let host = match replayed {
+                        Some(host) => host?,
+                        None => match resident::download_with(
+                            exec.backend.as_ref(),
+                            &exec.stream,
+                            &batch,
+                            Some(&pool),
+                        ) {
+                            Ok(host) => {
+                                let rows = host.num_rows();
+                                metrics.record(&exec, rows, started, batch.bytes(), &pool);
+                                return Ok(host);
+                            }
+                            Err(err) => recover(
+                                DataFusionError::from(err),
+                                origin.as_deref(),
+                                &input,
+                                &exec,
+                                &metrics.operator,
+                                "DeviceToHostExec",
+                            )?,
+                        },
+                    };
+                    let rows = host.num_rows();
+                    metrics.operator.record(rows, rows, started, 0);
+                    Ok(host)
                 })
                 .await
             }
         });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        // A selective segment hands back small batches: they are merged, as a host
+        // operator's output is (`coalesce_small`).
+        Ok(coalesce_small(
+            Box::pin(RecordBatchStreamAdapter::new(schema, stream)),
+            batch_size,
+        ))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

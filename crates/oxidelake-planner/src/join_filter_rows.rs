@@ -50,6 +50,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
+use oxidelake_compute::resident::check_resident_schema;
 use oxidelake_compute::{GpuFilterExec, JoinFilterExec};
 use oxidelake_core::BackendKind;
 
@@ -62,6 +63,14 @@ pub struct JoinFilterRowsRule;
 impl JoinFilterRowsRule {
     /// The name DataFusion lists the rule under.
     pub const NAME: &'static str = "join_filter_rows";
+}
+
+/// Whether the transition rule will put `filter` between device transitions: placed on
+/// a device, over columns a device batch can hold (the rule's own test).
+fn between_transitions(filter: &GpuFilterExec) -> bool {
+    filter.placement() != BackendKind::CpuSimd
+        && check_resident_schema(&filter.input().schema()).is_ok()
+        && check_resident_schema(&filter.schema()).is_ok()
 }
 
 impl PhysicalOptimizerRule for JoinFilterRowsRule {
@@ -86,9 +95,7 @@ impl PhysicalOptimizerRule for JoinFilterRowsRule {
                 node.downcast_ref::<GpuFilterExec>(),
             ) {
                 (Some(filter), _) => Some(filter.input()),
-                (None, Some(filter)) if filter.placement() == BackendKind::CpuSimd => {
-                    Some(filter.input())
-                }
+                (None, Some(filter)) if !between_transitions(filter) => Some(filter.input()),
                 _ => None,
             };
             let scan = filtered.unwrap_or(&node);

@@ -9,14 +9,16 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
 use futures::StreamExt;
-use oxidelake_core::EngineError;
+use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate};
 use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{SegmentBatch, on_cpu, recover, replay_below, replay_if_degraded};
+use crate::segment::{
+    SegmentBatch, coalesce_host_items, on_cpu, recover, replay_below, replay_if_degraded,
+};
 use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
 
 /// What one partition's filtering of segment batches needs.
@@ -45,9 +47,16 @@ impl Filtering {
         let started = Instant::now();
         let (batch, origin) = match item {
             SegmentBatch::Host(host) => {
-                let out = self.exec.run(&self.metrics, |backend, stream| {
-                    backend.filter_project(stream, self.args(&host))
-                })?;
+                // On the CPU backend its own path; on a device, a host batch is one
+                // replayed below after a device failure, and stays on the CPU.
+                let out = if self.exec.kind() == BackendKind::CpuSimd {
+                    self.exec.run(&self.metrics, |backend, stream| {
+                        backend.filter_project(stream, self.args(&host))
+                    })?
+                } else {
+                    self.metrics.cpu_fallback_batches.add(1);
+                    on_cpu(|cpu, stream| cpu.filter_project(stream, self.args(&host)))?
+                };
                 self.metrics
                     .record(host.num_rows(), out.num_rows(), started, 0);
                 return Ok(SegmentBatch::Host(out));
@@ -127,6 +136,7 @@ impl ResidentExec for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<ResidentStream> {
+        let batch_size = context.session_config().batch_size();
         let input = as_resident(&self.input)
             .ok_or_else(|| {
                 DataFusionError::Internal("GpuFilterExec's input holds no device batches".into())
@@ -157,10 +167,18 @@ impl ResidentExec for GpuFilterExec {
                     .map_err(|e| DataFusionError::External(Box::new(e)))?
             }
         });
+        // What a selective predicate keeps of each host batch is merged into fuller
+        // batches, as the host path does (`coalesce_small`).
+        let batches = coalesce_host_items(
+            Box::pin(batches),
+            input.backend.kind(),
+            Arc::clone(&self.schema),
+            batch_size,
+        );
         Ok(ResidentStream {
             backend: input.backend,
             detected: input.detected,
-            batches: Box::pin(batches),
+            batches,
         })
     }
 

@@ -57,7 +57,9 @@ use super::{
     record_build,
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{SegmentBatch, is_device_failure, recover, replay_below, replay_if_degraded};
+use crate::segment::{
+    SegmentBatch, coalesce_host_items, is_device_failure, recover, replay_below, replay_if_degraded,
+};
 use crate::transition::{ResidentExec, ResidentStream, as_resident};
 
 /// Joins one device batch (see the module docs).
@@ -295,6 +297,7 @@ impl ResidentExec for GpuHashJoinExec {
                 "GpuHashJoinExec asked for device batches without device inputs".into(),
             ));
         };
+        let batch_size = context.session_config().batch_size();
         let input = probe.execute_resident(partition, Arc::clone(&context))?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
         let Probing {
@@ -335,10 +338,15 @@ impl ResidentExec for GpuHashJoinExec {
             }))
         })
         .try_flatten();
+        // Selective probes match few rows per batch: on the CPU backend they are merged,
+        // as the host path merges its output.
+        let kind = input.backend.kind();
+        let batches =
+            coalesce_host_items(Box::pin(joined), kind, Arc::clone(&self.schema), batch_size);
         Ok(ResidentStream {
             backend: input.backend,
             detected: input.detected,
-            batches: Box::pin(joined),
+            batches,
         })
     }
 
@@ -368,12 +376,24 @@ pub(super) async fn collect_and_build(
         .into_iter()
         .map(|p| resident.execute_resident(p, Arc::clone(&context)))
         .collect::<Result<Vec<_>>>()?;
-    let parts = futures::future::try_join_all(
-        streams
-            .into_iter()
-            .map(|stream| stream.batches.try_collect::<Vec<SegmentBatch>>()),
-    )
+    // What the collected items hold in host memory (host batches, and the origins kept
+    // for a replay) is reserved item by item, so a build side past the memory limit
+    // fails typed before it is all held.
+    let held = Arc::new(reservation);
+    let parts = futures::future::try_join_all(streams.into_iter().map(|stream| {
+        let held = Arc::clone(&held);
+        stream
+            .batches
+            .and_then(move |item| {
+                let grown = held.try_grow(host_bytes(&item));
+                async move { grown.map(|()| item) }
+            })
+            .try_collect::<Vec<SegmentBatch>>()
+    }))
     .await?;
+    let reservation = Arc::try_unwrap(held).map_err(|_| {
+        DataFusionError::Internal("a build side's reservation still shared after collection".into())
+    })?;
     let items: Vec<SegmentBatch> = parts.into_iter().flatten().collect();
     let schema = inputs.left.schema();
     let BuildInputs {
@@ -393,7 +413,9 @@ pub(super) async fn collect_and_build(
             // Host batches among them (the CPU backend's, or replayed after a device
             // failure): the side is built from host batches.
             let host = host_batches(&exec, &metrics, &source, items)?;
-            let table_on = super::claim_build(device_limit, 0, &kept_on_host);
+            let rows: usize = host.iter().map(RecordBatch::num_rows).sum();
+            let bytes = crate::device_budget::table_bytes(rows, 1, 0);
+            let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
             return build_side(
                 &schema,
                 &host,
@@ -477,6 +499,16 @@ pub(super) async fn collect_and_build(
     .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
+/// The host memory a segment item holds: a host batch's, or a device batch's origin.
+fn host_bytes(item: &SegmentBatch) -> usize {
+    match item {
+        SegmentBatch::Host(batch) => batch.get_array_memory_size(),
+        SegmentBatch::Device { origin, .. } => {
+            origin.as_ref().map_or(0, |o| o.get_array_memory_size())
+        }
+    }
+}
+
 /// The host form of each of `items` (a device batch copied back, or replayed on the CPU
 /// from its origin where the copy fails).
 fn host_batches(
@@ -542,7 +574,8 @@ fn build_on_device(
         Err(EngineError::Unsupported { .. }) => {
             return on_host(&batches, reservation, TableOn::Backend(claim));
         }
-        Err(EngineError::OutOfMemory { .. }) => {
+        Err(err @ EngineError::OutOfMemory { .. }) => {
+            out_of_device_memory(metrics, &err);
             return on_host(&batches, reservation, TableOn::Cpu);
         }
         Err(err) => return Err(DataFusionError::from(err)),
@@ -597,7 +630,8 @@ fn build_on_device(
                 TableOn::Backend(claim),
             );
         }
-        Err(EngineError::OutOfMemory { .. }) => {
+        Err(err @ EngineError::OutOfMemory { .. }) => {
+            out_of_device_memory(metrics, &err);
             return on_host(std::slice::from_ref(&batch), reservation, TableOn::Cpu);
         }
         Err(err) => return Err(DataFusionError::from(err)),
@@ -753,6 +787,13 @@ fn digits_over(columns: &[usize], digits: &[(i64, u64, i64)]) -> Vec<RadixDigit>
             stride: *stride,
         })
         .collect()
+}
+
+/// A build side the device had no memory for, built on the CPU instead: counted as a
+/// device failure and named in a warning, as every device failure the answer survives.
+fn out_of_device_memory(metrics: &OperatorMetrics, err: &EngineError) {
+    tracing::warn!(error = %err, "device out of memory for a join's build side; it is built on the CPU");
+    metrics.device_errors.add(1);
 }
 
 /// `batches` copied to the host.

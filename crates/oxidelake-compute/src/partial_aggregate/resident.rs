@@ -28,7 +28,7 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
-use oxidelake_core::EngineError;
+use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
 use oxidelake_device::resident::{self, DeviceBatch};
 
@@ -132,6 +132,17 @@ impl ResidentPlan {
     }
 }
 
+/// Where a host batch's partial states are computed.
+#[derive(Debug, Clone, Copy)]
+enum HostRun {
+    /// By the backend's host-in/host-out call (the CPU backend's own path; a device's
+    /// for a batch it refused in place).
+    Backend,
+    /// On the CPU; `counted` when the batch is already in `cpu_fallback_batches` (a
+    /// replay).
+    Cpu { counted: bool },
+}
+
 /// What every batch of one partition shares.
 pub(super) struct ResidentBatches {
     pub(super) keys: Vec<usize>,
@@ -158,8 +169,14 @@ impl ResidentBatches {
             .lock()
             .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
         let (batch, origin) = match item {
+            // On the CPU backend its own path; on a device, a host batch is one replayed
+            // below after a device failure, and stays on the CPU.
             SegmentBatch::Host(host) => {
-                return self.host_states(&mut probe, &host, true, started, 0);
+                let run = match self.exec.kind() {
+                    BackendKind::CpuSimd => HostRun::Backend,
+                    _ => HostRun::Cpu { counted: false },
+                };
+                return self.host_states(&mut probe, &host, run, started, 0);
             }
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
@@ -178,7 +195,14 @@ impl ResidentBatches {
                     ),
                 },
             }?;
-        self.host_states(&mut probe, &replayed, false, started, 0)
+        // The replay counted the batch as a CPU one already.
+        self.host_states(
+            &mut probe,
+            &replayed,
+            HostRun::Cpu { counted: true },
+            started,
+            0,
+        )
     }
 
     /// The partial states of one device batch (see the module docs).
@@ -246,20 +270,24 @@ impl ResidentBatches {
         let host = self.download(batch)?;
         self.bridged.add(1);
         let moved = self.exec.bytes_moved(|| batch.bytes());
-        self.host_states(probe, &host, on_device, started, moved)
+        let run = match on_device {
+            true => HostRun::Backend,
+            false => HostRun::Cpu { counted: false },
+        };
+        self.host_states(probe, &host, run, started, moved)
     }
 
-    /// The partial states of a host batch by the host path: on the backend when
-    /// `on_device` (the host-in/host-out call), on the CPU otherwise; `moved` counts the
-    /// bytes that brought the batch to the host.
+    /// The partial states of a host batch by the host path, where `run` says; `moved`
+    /// counts the bytes that brought the batch to the host.
     fn host_states(
         &self,
         probe: &mut SkipProbe,
         host: &RecordBatch,
-        on_device: bool,
+        run: HostRun,
         started: Instant,
         moved: usize,
     ) -> Result<RecordBatch> {
+        let on_device = matches!(run, HostRun::Backend);
         if probe.skipping() {
             let out = pass_through::row_states(host, &self.keys, &self.aggregates, &self.schema)?;
             self.metrics
@@ -272,7 +300,7 @@ impl ResidentBatches {
             encoding: &self.encoding,
             schema: &self.schema,
         };
-        if !on_device {
+        if let HostRun::Cpu { counted: false } = run {
             self.metrics.cpu_fallback_batches.add(1);
         }
         let out = plan.run_where(&self.exec, &self.metrics, host, on_device)?;

@@ -9,7 +9,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
 use futures::StreamExt;
-use oxidelake_core::EngineError;
+use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{EvaluateResidentArgs, ProjectedColumn, is_overflow};
 
@@ -37,9 +37,12 @@ impl Projecting {
         let started = Instant::now();
         let (batch, origin) = match item {
             SegmentBatch::Host(host) => {
+                // On the CPU backend its own path; on a device, a host batch is one
+                // replayed below after a device failure, and stays on the CPU.
+                let cpu_backend = self.exec.kind() == BackendKind::CpuSimd;
                 let (out, moved) =
                     self.projection
-                        .project(&self.exec, &self.metrics, &host, true)?;
+                        .project(&self.exec, &self.metrics, &host, cpu_backend)?;
                 self.metrics
                     .record(host.num_rows(), out.num_rows(), started, moved);
                 return Ok(SegmentBatch::Host(out));
