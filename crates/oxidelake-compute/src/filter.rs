@@ -23,11 +23,11 @@ use datafusion::physical_plan::{
 use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
 
-use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
     stock_child_stats,
 };
+use crate::gathering::{coalesce_small, map_batches};
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
 

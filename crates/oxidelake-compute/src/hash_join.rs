@@ -68,10 +68,10 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
-use crate::device_batches::{coalesce_small, map_batches};
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
+use crate::gathering::{coalesce_small, map_batches};
 use crate::placement_label;
-use crate::transition::as_resident;
+use crate::segment::replay::as_resident;
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
@@ -187,7 +187,7 @@ pub struct GpuHashJoinExec {
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
-    build: Arc<tokio::sync::OnceCell<Arc<BuildSide>>>,
+    build: Arc<tokio::sync::OnceCell<std::result::Result<Arc<BuildSide>, Arc<DataFusionError>>>>,
     /// The dynamic filter DataFusion's filter pushdown gave this join to fill from its
     /// build side (`dynamic_filter`), if any.
     build_filter: Option<Arc<BuildFilter>>,
@@ -593,8 +593,11 @@ impl GpuHashJoinExec {
             // Every left partition, collected and indexed once for all output partitions.
             _ => {
                 let once = Arc::clone(&self.build);
+                // A failed build is kept too and shared with every partition: trying
+                // again would execute the build input's partitions a second time, which
+                // DataFusion's repartitions do not allow (they panic).
                 async move {
-                    once.get_or_try_init(|| {
+                    once.get_or_init(|| {
                         let reservation = build_memory::reservation(&context, None);
                         let partitions = 0..build_with
                             .source()
@@ -604,13 +607,15 @@ impl GpuHashJoinExec {
                         async move {
                             let side = build_with
                                 .collect_and_build(partitions.collect(), context, reservation)
-                                .await?;
+                                .await
+                                .map_err(Arc::new)?;
                             side.fill(build_filter.as_deref(), &build_keys);
                             Ok(side)
                         }
                     })
                     .await
-                    .cloned()
+                    .clone()
+                    .map_err(DataFusionError::Shared)
                 }
                 .boxed()
             }
@@ -1204,7 +1209,7 @@ struct Probing {
 /// The probe side's batches: on the host, or on the device (see `resident`).
 enum ProbeInput {
     Host(SendableRecordBatchStream),
-    Device(crate::transition::SegmentBatches),
+    Device(crate::segment::SegmentBatches),
 }
 
 /// What each probe batch needs besides the build side.

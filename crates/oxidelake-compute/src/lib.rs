@@ -50,12 +50,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod checked_sum;
-mod device_batches;
 mod device_budget;
 mod embedded_projection;
 mod exec_support;
 mod filter;
 mod float_min_max;
+mod gathering;
 mod grace_join;
 mod hash_join;
 mod join_filter;
@@ -98,9 +98,8 @@ pub use partial_aggregate::{
 pub use placement::placement_label;
 pub use projection::{GpuProjectionExec, is_constant};
 pub use repartition_grant::{RepartitionGrantPool, is_repartition_channel};
-pub use segment::SegmentBatch;
-pub use transition::{
-    DeviceToHostExec, HostToDeviceExec, ResidentExec, ResidentStream, SegmentBatches, as_resident,
-};
+pub use segment::replay::as_resident;
+pub use segment::{ResidentExec, ResidentStream, SegmentBatch, SegmentBatches};
+pub use transition::{DeviceToHostExec, HostToDeviceExec};
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

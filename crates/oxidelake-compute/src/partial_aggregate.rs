@@ -69,10 +69,10 @@ use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
 
-use crate::device_batches::off_the_polling_thread;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::gathering::off_the_polling_thread;
 use crate::placement_label;
-use crate::transition::as_resident;
+use crate::segment::replay::as_resident;
 
 use keys::KeyEncoding;
 use limbs::{exact_sum_state, limb_states};

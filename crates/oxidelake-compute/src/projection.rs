@@ -40,11 +40,11 @@ use datafusion::physical_plan::{
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, ValueColumn, is_overflow};
 
-use crate::device_batches::map_batches;
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
     stock_child_stats,
 };
+use crate::gathering::map_batches;
 use crate::placement_label;
 use crate::value_expr::value_column;
 

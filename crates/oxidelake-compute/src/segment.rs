@@ -26,20 +26,22 @@
 //! the execution with a device error, and the session runs the query again on the CPU
 //! placement if no row was emitted yet (`oxidelake-runtime`, `device_rerun`).
 
+pub(crate) mod replay;
+
+use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::execution::TaskContext;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::{CpuBackend, DeviceBatch, DeviceStream, GpuBackend};
 
-use crate::device_batches::coalesce_small;
-use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::transition::{SegmentBatches, as_resident};
+use crate::gathering::coalesce_small;
 
 /// One batch between a plan's transitions (see the module docs).
 #[derive(Debug)]
@@ -66,69 +68,40 @@ impl SegmentBatch {
     }
 }
 
-/// Whether `err`, from an operator's device work on a batch, is the device failing (so
-/// a replay on the CPU keeps the answer) rather than a fault of the input or the plan:
-/// the one classification the engine uses ([`EngineError::is_device_failure_in`]), so
-/// a batch is replayed exactly where the session would otherwise re-run the query.
-pub(crate) fn is_device_failure(err: &DataFusionError) -> bool {
-    EngineError::is_device_failure_in(err)
+/// A stream of a segment's batches.
+pub type SegmentBatches = Pin<Box<dyn Stream<Item = Result<SegmentBatch>> + Send>>;
+
+/// Device batches of one partition, with the backend whose memory holds them.
+pub struct ResidentStream {
+    /// The backend that allocated the batches; consumers run on it.
+    pub backend: Arc<dyn GpuBackend>,
+    /// Whether the hardware detector chose that backend (for the `no_device` metric).
+    pub detected: bool,
+    /// The batches.
+    pub batches: SegmentBatches,
 }
 
-/// The host form of the batch whose origin is `origin`, as `input` (a node handing on
-/// segment batches) would have handed it on: its operators' CPU paths over the origin.
-pub(crate) fn replay_below(
-    input: &Arc<dyn ExecutionPlan>,
-    origin: &RecordBatch,
-) -> Result<RecordBatch> {
-    as_resident(input)
-        .ok_or_else(|| {
-            DataFusionError::Internal(format!(
-                "{} hands on no device batches to replay",
-                input.name()
-            ))
-        })?
-        .replay(origin)
+impl fmt::Debug for ResidentStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResidentStream")
+            .field("backend", &self.backend.kind())
+            .finish()
+    }
 }
 
-/// After `err` from `operator`'s device work on a batch of `input`'s with `origin`: the
-/// input's host form of that batch (replayed on the CPU), counted as a device failure
-/// and a CPU batch in `metrics` and named in a warning, with `exec` degraded; `err`
-/// itself where it is no device failure or the batch has no origin.
-pub(crate) fn recover(
-    err: DataFusionError,
-    origin: Option<&RecordBatch>,
-    input: &Arc<dyn ExecutionPlan>,
-    exec: &ExecBackend,
-    metrics: &OperatorMetrics,
-    operator: &str,
-) -> Result<RecordBatch> {
-    let Some(origin) = origin.filter(|_| is_device_failure(&err)) else {
-        return Err(err);
-    };
-    tracing::warn!(
-        error = %err,
-        operator,
-        "the device failed a batch of a device segment; it is replayed on the CPU and the \
-         rest of this operator's execution runs there"
-    );
-    exec.degrade();
-    metrics.device_errors.add(1);
-    metrics.cpu_fallback_batches.add(1);
-    replay_below(input, origin)
-}
+/// A node that can hand its output over as device batches.
+pub trait ResidentExec {
+    /// The output of `partition` as segment batches.
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream>;
 
-/// A batch whose device work `exec` should skip: its backend failed earlier in this
-/// execution and the batch can be replayed, so it is replayed on the CPU straight away
-/// (counted in `cpu_fallback_batches`); `None` to try the device.
-pub(crate) fn replay_if_degraded(
-    origin: Option<&RecordBatch>,
-    input: &Arc<dyn ExecutionPlan>,
-    exec: &ExecBackend,
-    metrics: &OperatorMetrics,
-) -> Option<Result<RecordBatch>> {
-    let origin = origin.filter(|_| exec.is_degraded())?;
-    metrics.cpu_fallback_batches.add(1);
-    Some(replay_below(input, origin))
+    /// The host batch this node hands on for the segment batch whose origin (the host
+    /// batch its segment uploaded) is `origin`, computed by the CPU paths of this node
+    /// and those below it in the segment ([`crate::segment`]).
+    fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch>;
 }
 
 /// `batches` of a segment on the CPU backend (every one a host batch) with the small ones

@@ -16,8 +16,8 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{DistanceMetric, VectorDistanceArgs};
 
-use crate::device_batches::map_batches;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
+use crate::gathering::map_batches;
 use crate::placement_label;
 
 /// Outputs every input column plus a nullable Float64 column with the L2 or cosine

@@ -41,7 +41,7 @@ pub trait GpuBackend: Send + Sync + Debug {
 
     /// The batch and chunk sizes the backend wants operators to hand it (`None`: any
     /// batch, as it arrives; the CPU backend's answer).
-    fn batching(&self) -> Option<crate::DeviceBatching> {
+    fn batching(&self) -> Option<crate::BatchSizes> {
         None
     }
 

@@ -17,7 +17,7 @@ use oxidelake_core::EngineError;
 
 /// A device's batch and chunk sizes, in rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceBatching {
+pub struct BatchSizes {
     /// Rows an operator gathers before one device call (the last batch may be smaller).
     pub batch_rows: usize,
     /// Rows per pipeline chunk; a multiple of 8, so a chunk's validity starts on a byte.
@@ -35,7 +35,7 @@ pub const DEFAULT_BATCH_ROWS: usize = 4 * DEFAULT_CHUNK_ROWS;
 /// The default byte bound of a gathered batch: 256 MiB.
 pub const DEFAULT_BATCH_BYTES: usize = 256 << 20;
 
-impl Default for DeviceBatching {
+impl Default for BatchSizes {
     fn default() -> Self {
         Self {
             batch_rows: DEFAULT_BATCH_ROWS,
@@ -45,7 +45,7 @@ impl Default for DeviceBatching {
     }
 }
 
-impl DeviceBatching {
+impl BatchSizes {
     /// Sizes checked: both at least 8, the chunk a multiple of 8, the batch at least one
     /// chunk.
     pub fn new(batch_rows: usize, chunk_rows: usize) -> Result<Self, EngineError> {
@@ -108,16 +108,16 @@ mod tests {
 
     #[test]
     fn the_default_batch_holds_two_chunks_per_stream() {
-        let b = DeviceBatching::default();
+        let b = BatchSizes::default();
         assert_eq!(b.batch_rows, 4 * b.chunk_rows);
-        assert_eq!(DeviceBatching::new(b.batch_rows, b.chunk_rows).unwrap(), b);
+        assert_eq!(BatchSizes::new(b.batch_rows, b.chunk_rows).unwrap(), b);
     }
 
     #[test]
     fn chunks_that_are_not_multiples_of_eight_or_exceed_the_batch_are_refused() {
-        assert!(DeviceBatching::new(1024, 100).is_err());
-        assert!(DeviceBatching::new(1024, 0).is_err());
-        assert!(DeviceBatching::new(512, 1024).is_err());
-        assert!(DeviceBatching::new(4096, 1024).is_ok());
+        assert!(BatchSizes::new(1024, 100).is_err());
+        assert!(BatchSizes::new(1024, 0).is_err());
+        assert!(BatchSizes::new(512, 1024).is_err());
+        assert!(BatchSizes::new(4096, 1024).is_ok());
     }
 }

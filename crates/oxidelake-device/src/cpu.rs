@@ -10,21 +10,12 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 
-#[cfg(feature = "cuda")]
-pub(crate) use aggregate::{
-    aggregate as aggregate_on_cpu, output_schema as aggregate_schema,
-    validate as validate_aggregate,
-};
 #[cfg(test)]
 pub(crate) use filter_project::mask as filter_mask;
-#[cfg(feature = "cuda")]
-pub(crate) use filter_project::validate as validate_filter_project;
 pub(crate) use hash_join::CpuJoinTable;
-#[cfg(feature = "cuda")]
-pub(crate) use vector_distance::validate as validate_vector_distance;
 
 use crate::backend::{check_copy_lengths, host_null_count};
-use crate::handles::{DeviceMem, JoinTableInner, StreamInner, foreign_handle};
+use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable, MemoryInfo};
 
@@ -207,12 +198,12 @@ impl GpuBackend for CpuBackend {
     ) -> Result<JoinTable, EngineError> {
         self.check_stream(stream)?;
         let table = CpuJoinTable::build(build_keys)?;
-        Ok(JoinTable {
-            device: DeviceId::CPU,
-            build_rows: build_keys.len(),
-            allocated_bytes: table.allocated_bytes(),
-            inner: JoinTableInner::Cpu(table),
-        })
+        Ok(JoinTable::new(
+            DeviceId::CPU,
+            build_keys.len(),
+            table.allocated_bytes(),
+            table,
+        ))
     }
 
     fn probe_join_table(
@@ -222,11 +213,9 @@ impl GpuBackend for CpuBackend {
         probe_keys: &Int64Array,
     ) -> Result<JoinMatches, EngineError> {
         self.check_stream(stream)?;
-        match &table.inner {
-            JoinTableInner::Cpu(t) if table.device == DeviceId::CPU => t.probe(probe_keys),
-            #[allow(unreachable_patterns)]
-            _ => Err(foreign_handle(DeviceId::CPU, table.device, "join table")),
-        }
+        table
+            .table_on::<CpuJoinTable>(DeviceId::CPU)?
+            .probe(probe_keys)
     }
 
     fn aggregate(

@@ -8,6 +8,7 @@
 
 mod evaluate;
 mod filter;
+mod gpu;
 mod lane_pool;
 mod launch;
 mod pipeline;
@@ -23,9 +24,7 @@ mod transfers;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, DevicePtr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, DevicePtr, LaunchConfig, PushKernelArg};
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::HostAllocator;
 
@@ -34,8 +33,6 @@ use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::kernels::CudaKernel;
 use crate::{CudaAvailability, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
 
-pub(crate) use launch::CudaJoinTable;
-
 /// Threads per block for the 1-D kernels (a multiple of the warp size).
 const BLOCK_THREADS: u32 = 256;
 /// Upper bound on blocks for grid-stride kernels.
@@ -43,15 +40,8 @@ const MAX_GRID_BLOCKS: u32 = 4096;
 
 /// One CUDA device.
 pub struct CudaBackend {
-    device: DeviceId,
-    ctx: Arc<CudaContext>,
-    arch: &'static str,
+    gpu: gpu::Gpu,
     host: HostAllocator,
-    modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
-    batching: crate::DeviceBatching,
-    lanes: lane_pool::LanePool,
-    /// Allocations of device batches, reused across batches (`resident::DevicePool`).
-    device_pool: Arc<crate::resident::DevicePool>,
 }
 
 pub use lane_pool::LanePoolStats;
@@ -69,8 +59,8 @@ const DEFAULT_DEVICE_POOL_BYTES: usize = 1 << 30;
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaBackend")
-            .field("device", &self.device)
-            .field("arch", &self.arch)
+            .field("device", &self.gpu.device)
+            .field("arch", &self.gpu.arch)
             .finish_non_exhaustive()
     }
 }
@@ -120,7 +110,7 @@ impl CudaBackend {
             .compute_capability()
             .map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
         let arch = crate::nvrtc::arch_for(major, minor);
-        let batching = crate::DeviceBatching::from_env()?;
+        let batching = crate::BatchSizes::from_env()?;
         let pool_bytes =
             crate::batching::env_count("OXIDE_CUDA_LANE_POOL_BYTES", "lane pool size")?
                 .unwrap_or(DEFAULT_LANE_POOL_BYTES);
@@ -129,109 +119,52 @@ impl CudaBackend {
                 .unwrap_or(DEFAULT_DEVICE_POOL_BYTES);
         tracing::info!(%device, major, minor, arch, ?batching, "CUDA backend ready");
         Ok(Self {
-            device,
             host: HostAllocator::pinned(Arc::clone(&ctx)),
-            ctx,
-            arch,
-            modules: Mutex::new(HashMap::new()),
-            batching,
-            lanes: lane_pool::LanePool::new(pool_bytes),
-            device_pool: Arc::new(crate::resident::DevicePool::new(device_pool_bytes)),
+            gpu: gpu::Gpu {
+                device,
+                ctx,
+                arch,
+                modules: Mutex::new(HashMap::new()),
+                batching,
+                lanes: lane_pool::LanePool::new(pool_bytes),
+                device_pool: Arc::new(crate::resident::DevicePool::new(device_pool_bytes)),
+            },
         })
     }
 
     /// The same backend with other batch and chunk sizes (tests, embedding applications).
-    pub fn with_batching(mut self, batching: crate::DeviceBatching) -> Self {
-        self.batching = batching;
+    pub fn with_batching(mut self, batching: crate::BatchSizes) -> Self {
+        self.gpu.batching = batching;
         self
     }
 
     /// The same backend with a lane pool that keeps at most `bytes` parked (0: every
     /// call allocates its lanes, as before the pool existed; for comparisons).
     pub fn with_lane_pool_bytes(mut self, bytes: usize) -> Self {
-        self.lanes = lane_pool::LanePool::new(bytes);
+        self.gpu.lanes = lane_pool::LanePool::new(bytes);
         self
     }
 
     /// The same backend with a device pool that keeps at most `bytes` of device-batch
     /// allocations parked (0: every device batch allocates; for comparisons).
     pub fn with_device_pool_bytes(mut self, bytes: usize) -> Self {
-        self.device_pool = Arc::new(crate::resident::DevicePool::new(bytes));
+        self.gpu.device_pool = Arc::new(crate::resident::DevicePool::new(bytes));
         self
     }
 
     /// The device pool's counters: allocations made and reused, bytes parked.
     pub fn device_pool_stats(&self) -> crate::resident::DevicePoolStats {
-        self.device_pool.stats()
+        self.gpu.device_pool.stats()
     }
 
     /// The lane pool's counters: lanes and streams created and reused.
     pub fn lane_pool_stats(&self) -> LanePoolStats {
-        self.lanes.stats()
+        self.gpu.lanes.stats()
     }
 
     /// The virtual architecture kernels are compiled for.
     pub fn arch(&self) -> &'static str {
-        self.arch
-    }
-
-    /// A driver error as an `EngineError`: out of device memory is `OutOfMemory` whatever
-    /// call ran out (an allocation, or a copy that allocates its destination), so that
-    /// operators treat it as such (a batch on the CPU, `ResourcesExhausted`); the
-    /// requested size is 0 where the caller does not know it ([`Self::sized_err`]).
-    fn driver_err(&self, operation: &str, e: cudarc::driver::DriverError) -> EngineError {
-        self.sized_err(operation, 0, e)
-    }
-
-    /// [`Self::driver_err`] for a call that asked for `bytes` of device memory.
-    fn sized_err(
-        &self,
-        operation: &str,
-        bytes: usize,
-        e: cudarc::driver::DriverError,
-    ) -> EngineError {
-        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return EngineError::OutOfMemory {
-                tier: oxidelake_core::MemoryTier::Device,
-                requested_bytes: bytes as u64,
-                available_bytes: self.memory_info().map(|m| m.free_bytes).unwrap_or(0),
-            };
-        }
-        EngineError::Device {
-            device: self.device,
-            operation: operation.to_string(),
-            detail: e.to_string(),
-        }
-    }
-
-    /// The function `entry` of `kernel`, compiling and loading the module on first use.
-    fn function(&self, kernel: CudaKernel, entry: &str) -> Result<CudaFunction, EngineError> {
-        // cuModuleGetFunction needs the context current on the calling thread, and
-        // operators call from whichever blocking-pool thread runs their batch.
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| self.driver_err("cuCtxSetCurrent", e))?;
-        let module = {
-            let mut modules = self
-                .modules
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match modules.get(&kernel) {
-                Some(m) => Arc::clone(m),
-                None => {
-                    let ptx = crate::nvrtc::compile(kernel, self.arch)?;
-                    let m = self
-                        .ctx
-                        .load_module(ptx)
-                        .map_err(|e| self.driver_err("cuModuleLoadData", e))?;
-                    modules.insert(kernel, Arc::clone(&m));
-                    m
-                }
-            }
-        };
-        module
-            .load_function(entry)
-            .map_err(|e| self.driver_err("cuModuleGetFunction", e))
+        self.gpu.arch
     }
 
     fn stream<'a>(
@@ -239,8 +172,8 @@ impl CudaBackend {
         stream: &'a DeviceStream,
     ) -> Result<&'a Arc<cudarc::driver::CudaStream>, EngineError> {
         match &stream.inner {
-            StreamInner::Cuda(s) if stream.device == self.device => Ok(s),
-            _ => Err(foreign_handle(self.device, stream.device, "stream")),
+            StreamInner::Cuda(s) if stream.device == self.gpu.device => Ok(s),
+            _ => Err(foreign_handle(self.gpu.device, stream.device, "stream")),
         }
     }
 
@@ -250,15 +183,16 @@ impl CudaBackend {
         &'a self,
         stream: &'a DeviceStream,
         batch: &crate::DeviceBatch,
-    ) -> Result<launch::Dev<'a>, EngineError> {
-        if batch.memory().device() != self.device {
+    ) -> Result<gpu::Dev<'a>, EngineError> {
+        if batch.memory().device() != self.gpu.device {
             return Err(foreign_handle(
-                self.device,
+                self.gpu.device,
                 batch.memory().device(),
                 "device batch",
             ));
         }
-        Ok(launch::Dev {
+        Ok(gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         })
@@ -271,18 +205,19 @@ impl GpuBackend for CudaBackend {
     }
 
     fn device(&self) -> DeviceId {
-        self.device
+        self.gpu.device
     }
 
-    fn batching(&self) -> Option<crate::DeviceBatching> {
-        Some(self.batching)
+    fn batching(&self) -> Option<crate::BatchSizes> {
+        Some(self.gpu.batching)
     }
 
     fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
         let (free, total) = self
+            .gpu
             .ctx
             .mem_get_info()
-            .map_err(|e| self.driver_err("cuMemGetInfo", e))?;
+            .map_err(|e| self.gpu.driver_err("cuMemGetInfo", e))?;
         Ok(MemoryInfo {
             total_bytes: total as u64,
             free_bytes: free as u64,
@@ -290,17 +225,17 @@ impl GpuBackend for CudaBackend {
     }
 
     fn alloc_device(&self, bytes: usize) -> Result<DeviceBuffer, EngineError> {
-        let stream = self.ctx.default_stream();
+        let stream = self.gpu.ctx.default_stream();
         // cuMemAlloc rejects zero bytes; an empty buffer still owns one byte.
         let slice = stream
             .alloc_zeros::<u8>(bytes.max(1))
-            .map_err(|e| self.sized_err("cuMemAlloc", bytes, e))?;
+            .map_err(|e| self.gpu.sized_err("cuMemAlloc", bytes, e))?;
         let address = {
             let (ptr, _sync) = slice.device_ptr(&stream);
             usize::try_from(ptr).unwrap_or(usize::MAX)
         };
         Ok(DeviceBuffer {
-            device: self.device,
+            device: self.gpu.device,
             len_bytes: bytes,
             address,
             mem: DeviceMem::Cuda(slice),
@@ -309,18 +244,19 @@ impl GpuBackend for CudaBackend {
 
     fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
         Ok(HostBuffer {
-            device: self.device,
+            device: self.gpu.device,
             mem: self.host.alloc(bytes)?,
         })
     }
 
     fn create_stream(&self) -> Result<DeviceStream, EngineError> {
         let stream = self
+            .gpu
             .ctx
             .new_stream()
-            .map_err(|e| self.driver_err("cuStreamCreate", e))?;
+            .map_err(|e| self.gpu.driver_err("cuStreamCreate", e))?;
         Ok(DeviceStream {
-            device: self.device,
+            device: self.gpu.device,
             inner: StreamInner::Cuda(stream),
         })
     }
@@ -335,7 +271,7 @@ impl GpuBackend for CudaBackend {
         check_copy_lengths(src.len(), dst.len())?;
         let len = dst.len_bytes;
         let DeviceMem::Cuda(slice) = &mut dst.mem else {
-            return Err(foreign_handle(self.device, dst.device, "device buffer"));
+            return Err(foreign_handle(self.gpu.device, dst.device, "device buffer"));
         };
         if len == 0 {
             return Ok(());
@@ -345,7 +281,7 @@ impl GpuBackend for CudaBackend {
             Some(pinned) => s.memcpy_htod(pinned, &mut view),
             None => s.memcpy_htod(src.as_slice()?, &mut view),
         };
-        result.map_err(|e| self.driver_err("cuMemcpyHtoDAsync", e))?;
+        result.map_err(|e| self.gpu.driver_err("cuMemcpyHtoDAsync", e))?;
         transfers::host_to_device(len);
         Ok(())
     }
@@ -360,7 +296,7 @@ impl GpuBackend for CudaBackend {
         check_copy_lengths(src.len(), dst.len())?;
         let len = src.len_bytes;
         let DeviceMem::Cuda(slice) = &src.mem else {
-            return Err(foreign_handle(self.device, src.device, "device buffer"));
+            return Err(foreign_handle(self.gpu.device, src.device, "device buffer"));
         };
         if len == 0 {
             return Ok(());
@@ -370,7 +306,7 @@ impl GpuBackend for CudaBackend {
             Some(pinned) => s.memcpy_dtoh(&view, pinned),
             None => s.memcpy_dtoh(&view, dst.as_mut_slice()?),
         };
-        result.map_err(|e| self.driver_err("cuMemcpyDtoHAsync", e))?;
+        result.map_err(|e| self.gpu.driver_err("cuMemcpyDtoHAsync", e))?;
         transfers::device_to_host(len);
         Ok(())
     }
@@ -378,7 +314,7 @@ impl GpuBackend for CudaBackend {
     fn synchronize(&self, stream: &DeviceStream) -> Result<(), EngineError> {
         self.stream(stream)?
             .synchronize()
-            .map_err(|e| self.driver_err("cuStreamSynchronize", e))
+            .map_err(|e| self.gpu.driver_err("cuStreamSynchronize", e))
     }
 
     fn null_count(
@@ -392,7 +328,7 @@ impl GpuBackend for CudaBackend {
         check_bitmap_range(validity.len(), offset_bits, len_bits)?;
         let DeviceMem::Cuda(bitmap) = &validity.mem else {
             return Err(foreign_handle(
-                self.device,
+                self.gpu.device,
                 validity.device,
                 "device buffer",
             ));
@@ -400,10 +336,12 @@ impl GpuBackend for CudaBackend {
         if len_bits == 0 {
             return Ok(0);
         }
-        let function = self.function(CudaKernel::NullCount, "count_unset_bits")?;
+        let function = self
+            .gpu
+            .function(CudaKernel::NullCount, "count_unset_bits")?;
         let mut out = s
             .alloc_zeros::<u64>(1)
-            .map_err(|e| self.driver_err("cuMemAlloc", e))?;
+            .map_err(|e| self.gpu.driver_err("cuMemAlloc", e))?;
         let blocks = u32::try_from(len_bits.div_ceil(BLOCK_THREADS as usize))
             .unwrap_or(MAX_GRID_BLOCKS)
             .clamp(1, MAX_GRID_BLOCKS);
@@ -428,10 +366,10 @@ impl GpuBackend for CudaBackend {
         // size is a multiple of 32 as the warp reduction requires.
         #[allow(unsafe_code)]
         unsafe { launch.launch(config) }
-            .map_err(|e| self.driver_err("cuLaunchKernel(count_unset_bits)", e))?;
+            .map_err(|e| self.gpu.driver_err("cuLaunchKernel(count_unset_bits)", e))?;
         let result = s
             .clone_dtoh(&out)
-            .map_err(|e| self.driver_err("cuMemcpyDtoH", e))?;
+            .map_err(|e| self.gpu.driver_err("cuMemcpyDtoH", e))?;
         transfers::device_to_host(std::mem::size_of::<u64>());
         result
             .first()
@@ -444,7 +382,8 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::FilterProjectArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
@@ -467,7 +406,8 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::EvaluateArgs<'_>,
     ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
@@ -497,17 +437,18 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         build_keys: &arrow::array::Int64Array,
     ) -> Result<crate::JoinTable, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
         let table = launch::build_join_table(&dev, build_keys)?;
-        Ok(crate::JoinTable {
-            device: self.device,
-            build_rows: arrow::array::Array::len(build_keys),
-            allocated_bytes: table.allocated_bytes(),
-            inner: crate::handles::JoinTableInner::Cuda(table),
-        })
+        Ok(crate::JoinTable::new(
+            self.gpu.device,
+            arrow::array::Array::len(build_keys),
+            table.allocated_bytes(),
+            table,
+        ))
     }
 
     fn probe_join_table(
@@ -516,16 +457,13 @@ impl GpuBackend for CudaBackend {
         table: &crate::JoinTable,
         probe_keys: &arrow::array::Int64Array,
     ) -> Result<crate::ops::JoinMatches, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
-        match &table.inner {
-            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
-                launch::probe_join_table(&dev, t, probe_keys)
-            }
-            _ => Err(foreign_handle(self.device, table.device, "join table")),
-        }
+        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
+        launch::probe_join_table(&dev, t, probe_keys)
     }
 
     fn probe_join_table_resident(
@@ -535,16 +473,12 @@ impl GpuBackend for CudaBackend {
         args: crate::ops::ProbeResidentArgs<'_>,
     ) -> Result<crate::ops::ResidentMatches, EngineError> {
         let dev = self.resident_dev(stream, args.batch)?;
-        match &table.inner {
-            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
-                resident_probe::probe_resident(&dev, stream, t, args)
-            }
-            _ => Err(foreign_handle(self.device, table.device, "join table")),
-        }
+        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
+        resident_probe::probe_resident(&dev, stream, t, args)
     }
 
     fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
-        Some(Arc::clone(&self.device_pool))
+        Some(Arc::clone(&self.gpu.device_pool))
     }
 
     fn append_resident(
@@ -556,7 +490,8 @@ impl GpuBackend for CudaBackend {
         for batch in batches {
             self.resident_dev(stream, batch)?;
         }
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
@@ -581,12 +516,12 @@ impl GpuBackend for CudaBackend {
     ) -> Result<crate::JoinTable, EngineError> {
         let dev = self.resident_dev(stream, batch)?;
         let table = resident_build::build_table(&dev, batch, key)?;
-        Ok(crate::JoinTable {
-            device: self.device,
-            build_rows: batch.num_rows(),
-            allocated_bytes: table.allocated_bytes(),
-            inner: crate::handles::JoinTableInner::Cuda(table),
-        })
+        Ok(crate::JoinTable::new(
+            self.gpu.device,
+            batch.num_rows(),
+            table.allocated_bytes(),
+            table,
+        ))
     }
 
     fn join_resident(
@@ -597,12 +532,8 @@ impl GpuBackend for CudaBackend {
     ) -> Result<crate::DeviceBatch, EngineError> {
         self.resident_dev(stream, args.build)?;
         let dev = self.resident_dev(stream, args.probe)?;
-        match &table.inner {
-            crate::handles::JoinTableInner::Cuda(t) if table.device == self.device => {
-                resident_probe::join_resident(&dev, t, args)
-            }
-            _ => Err(foreign_handle(self.device, table.device, "join table")),
-        }
+        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
+        resident_probe::join_resident(&dev, t, args)
     }
 
     fn aggregate(
@@ -610,7 +541,8 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::AggregateArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };
@@ -622,7 +554,8 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::VectorDistanceArgs<'_>,
     ) -> Result<arrow::array::Float64Array, EngineError> {
-        let dev = launch::Dev {
+        let dev = gpu::Dev {
+            gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         };

@@ -16,7 +16,7 @@ pub(crate) enum DeviceMem {
     Cuda(cudarc::driver::CudaSlice<u8>),
     /// Metal backend: a shared-storage buffer on unified memory.
     #[cfg(all(feature = "metal", target_os = "macos"))]
-    Metal(crate::metal::SharedBuffer),
+    Metal(crate::metal::objects::SharedBuffer),
 }
 
 /// Memory on a device.
@@ -112,7 +112,7 @@ pub(crate) enum StreamInner {
     #[cfg(feature = "cuda")]
     Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
     #[cfg(all(feature = "metal", target_os = "macos"))]
-    Metal(crate::metal::MetalQueue),
+    Metal(crate::metal::objects::MetalQueue),
 }
 
 /// An in-order queue of copies and kernels on one device.
@@ -144,21 +144,42 @@ pub(crate) fn foreign_handle(expected: DeviceId, found: DeviceId, what: &str) ->
     }
 }
 
-pub(crate) enum JoinTableInner {
-    Cpu(crate::cpu::CpuJoinTable),
-    #[cfg(feature = "cuda")]
-    Cuda(crate::cuda::CudaJoinTable),
-}
-
 /// A hash table over the build side of a join, owned by the backend that built it.
+///
+/// The table itself is the backend's own type, held opaquely: the handle names no backend
+/// type (so this module imports no backend), and the backend takes its table back by
+/// type and device ([`JoinTable::table_on`]).
 pub struct JoinTable {
-    pub(crate) device: DeviceId,
-    pub(crate) build_rows: usize,
-    pub(crate) allocated_bytes: usize,
-    pub(crate) inner: JoinTableInner,
+    device: DeviceId,
+    build_rows: usize,
+    allocated_bytes: usize,
+    table: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl JoinTable {
+    /// `table`, built on `device` over `build_rows` rows, holding `allocated_bytes`.
+    pub(crate) fn new<T: std::any::Any + Send + Sync>(
+        device: DeviceId,
+        build_rows: usize,
+        allocated_bytes: usize,
+        table: T,
+    ) -> Self {
+        Self {
+            device,
+            build_rows,
+            allocated_bytes,
+            table: Box::new(table),
+        }
+    }
+
+    /// The backend's table, when `device` built it as a `T`; a foreign handle otherwise.
+    pub(crate) fn table_on<T: std::any::Any>(&self, device: DeviceId) -> Result<&T, EngineError> {
+        match self.table.downcast_ref::<T>() {
+            Some(table) if self.device == device => Ok(table),
+            _ => Err(foreign_handle(device, self.device, "join table")),
+        }
+    }
+
     /// The device holding the table.
     pub fn device(&self) -> DeviceId {
         self.device

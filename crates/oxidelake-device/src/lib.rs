@@ -42,7 +42,7 @@ pub mod resident;
 mod value;
 
 pub use backend::{GpuBackend, MemoryInfo};
-pub use batching::DeviceBatching;
+pub use batching::BatchSizes;
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaBackend, LanePoolStats};

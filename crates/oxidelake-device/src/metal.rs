@@ -14,54 +14,18 @@
 //! feature, and no machine the project has used is a Mac, so it has never been
 //! compiled, let alone run (see STATUS.md).
 
-use std::ptr::NonNull;
-
 use objc2::rc::Retained;
 use objc2::runtime::ProtocolObject;
-use objc2_metal::{
-    MTLBuffer, MTLCommandQueue, MTLCreateSystemDefaultDevice, MTLDevice, MTLResourceOptions,
-};
+use objc2_metal::{MTLCreateSystemDefaultDevice, MTLDevice, MTLResourceOptions};
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::HostAllocator;
+
+pub(crate) mod objects;
 
 use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
-
-/// A shared-storage Metal buffer.
-pub(crate) struct SharedBuffer(Retained<ProtocolObject<dyn MTLBuffer>>);
-
-// SAFETY: Metal resources may be retained, released and used from any thread (Apple's
-// Metal threading guide); the bytes are only reached through `&`/`&mut` methods of the
-// owning `DeviceBuffer`, which Rust's borrow rules serialise.
-#[allow(unsafe_code)]
-unsafe impl Send for SharedBuffer {}
-// SAFETY: as above; shared references only read the contents.
-#[allow(unsafe_code)]
-unsafe impl Sync for SharedBuffer {}
-
-impl SharedBuffer {
-    fn bytes(&self, len: usize) -> &[u8] {
-        let ptr: NonNull<std::ffi::c_void> = self.0.contents();
-        // SAFETY: `contents()` of a shared-storage buffer is a CPU pointer to at least
-        // `length()` bytes, and `len <= length()` (allocated with max(len, 1) bytes). The
-        // memory lives as long as the retained buffer, i.e. as long as `self`.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts(ptr.as_ptr().cast::<u8>(), len)
-        }
-    }
-
-    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
-        let ptr: NonNull<std::ffi::c_void> = self.0.contents();
-        // SAFETY: as in `bytes`, and `&mut self` gives exclusive access from the CPU side;
-        // no command buffer is encoded against this buffer while a copy runs.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts_mut(ptr.as_ptr().cast::<u8>(), len)
-        }
-    }
-}
+use objects::{MetalQueue, SharedBuffer};
 
 /// The system default Metal device.
 pub struct MetalBackend {
@@ -288,6 +252,3 @@ impl GpuBackend for MetalBackend {
         ))
     }
 }
-
-/// A Metal command queue (the backend's stream).
-pub(crate) struct MetalQueue(#[allow(dead_code)] Retained<ProtocolObject<dyn MTLCommandQueue>>);

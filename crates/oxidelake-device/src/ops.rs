@@ -8,6 +8,8 @@
 //! [`oxidelake_core::EngineError::Unsupported`] before any work starts, and the operator
 //! falls back to the CPU for that batch.
 
+pub(crate) mod validate;
+
 use arrow::array::{Float64Array, UInt32Array};
 
 pub use crate::predicate::{

@@ -158,13 +158,17 @@ impl OxideSession {
                 ),
             });
         }
-        let value = bytes.map_or_else(|| "none".to_string(), |b| b.to_string());
+        // Typed, as the operators read it: no text to format here and parse there.
         let state_ref = self.ctx.state_ref();
         let mut state = state_ref.write();
-        state
-            .config_mut()
-            .options_mut()
-            .set(oxidelake_compute::option_keys::DEVICE_LIMIT, &value)?;
+        let extensions = &mut state.config_mut().options_mut().extensions;
+        match extensions.get_mut::<OxideOptions>() {
+            Some(options) => options.device_limit = bytes,
+            None => extensions.insert(OxideOptions {
+                device_limit: bytes,
+                ..OxideOptions::default()
+            }),
+        }
         Ok(())
     }
 

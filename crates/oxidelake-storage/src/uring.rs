@@ -24,6 +24,7 @@
 //! allows `unsafe_code`; each block says why its invariant holds.
 #![allow(unsafe_code)]
 
+mod channel;
 mod error;
 mod fs;
 mod io;

@@ -16,10 +16,8 @@ use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{
-    SegmentBatch, coalesce_host_items, on_cpu, recover, replay_below, replay_if_degraded,
-};
-use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
+use crate::segment::replay::{Replay, as_resident, bridge, replay_below};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, on_cpu};
 
 /// What one partition's filtering of segment batches needs.
 struct Filtering {
@@ -63,26 +61,18 @@ impl Filtering {
             }
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
-        let replayed =
-            match replay_if_degraded(origin.as_deref(), &self.input, &self.exec, &self.metrics) {
-                Some(host) => host,
-                None => match self.on_device(&batch, started) {
-                    Ok(kept) => {
-                        return Ok(SegmentBatch::Device {
-                            batch: kept,
-                            origin,
-                        });
-                    }
-                    Err(err) => recover(
-                        err,
-                        origin.as_deref(),
-                        &self.input,
-                        &self.exec,
-                        &self.metrics,
-                        "GpuFilterExec",
-                    ),
-                },
-            }?;
+        let replay = Replay {
+            input: &self.input,
+            exec: &self.exec,
+            metrics: &self.metrics,
+            operator: "GpuFilterExec",
+        };
+        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
+            self.on_device(batch, started)
+        })? {
+            Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
+            Err(host) => host,
+        };
         let out = on_cpu(|cpu, stream| cpu.filter_project(stream, self.args(&replayed)))?;
         self.metrics
             .record(replayed.num_rows(), out.num_rows(), started, 0);

@@ -57,10 +57,8 @@ use super::{
     record_build,
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{
-    SegmentBatch, coalesce_host_items, is_device_failure, recover, replay_below, replay_if_degraded,
-};
-use crate::transition::{ResidentExec, ResidentStream, as_resident};
+use crate::segment::replay::{Replay, as_resident, is_device_failure, recover, replay_below};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items};
 
 /// Joins one device batch (see the module docs).
 pub(super) fn probe_device_batch(
@@ -167,22 +165,13 @@ impl SegmentProbe<'_> {
             SegmentBatch::Host(host) => return Ok(Err(host)),
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
-        if let Some(host) =
-            replay_if_degraded(origin.as_deref(), self.input, self.exec, self.metrics)
-        {
-            return Ok(Err(host?));
+        Replay {
+            input: self.input,
+            exec: self.exec,
+            metrics: self.metrics,
+            operator: "GpuHashJoinExec",
         }
-        match on_device(&batch) {
-            Ok(out) => Ok(Ok(out)),
-            Err(err) => Ok(Err(recover(
-                err,
-                origin.as_deref(),
-                self.input,
-                self.exec,
-                self.metrics,
-                "GpuHashJoinExec",
-            )?)),
-        }
+        .device_or_replayed(&batch, origin.as_deref(), on_device)
     }
 }
 

@@ -37,7 +37,8 @@ use super::pass_through::{self, SkipProbe};
 use super::spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
 use super::{BatchPlan, StateFrom, state_columns};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{SegmentBatch, recover, replay_if_degraded};
+use crate::segment::SegmentBatch;
+use crate::segment::replay::Replay;
 
 /// The device aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
@@ -180,21 +181,18 @@ impl ResidentBatches {
             }
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
-        let replayed =
-            match replay_if_degraded(origin.as_deref(), &self.input, &self.exec, &self.metrics) {
-                Some(host) => host,
-                None => match self.device_states(&mut probe, &batch, started) {
-                    Ok(out) => return Ok(out),
-                    Err(err) => recover(
-                        err,
-                        origin.as_deref(),
-                        &self.input,
-                        &self.exec,
-                        &self.metrics,
-                        "GpuPartialAggregateExec",
-                    ),
-                },
-            }?;
+        let replay = Replay {
+            input: &self.input,
+            exec: &self.exec,
+            metrics: &self.metrics,
+            operator: "GpuPartialAggregateExec",
+        };
+        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
+            self.device_states(&mut probe, batch, started)
+        })? {
+            Ok(out) => return Ok(out),
+            Err(host) => host,
+        };
         // The replay counted the batch as a CPU one already.
         self.host_states(
             &mut probe,

@@ -15,8 +15,8 @@ use oxidelake_device::ops::{EvaluateResidentArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::{SegmentBatch, recover, replay_below, replay_if_degraded};
-use crate::transition::{ResidentExec, ResidentStream, as_resident, bridge};
+use crate::segment::replay::{Replay, as_resident, bridge, replay_below};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch};
 
 /// What one partition's projection of segment batches needs.
 struct Projecting {
@@ -49,21 +49,18 @@ impl Projecting {
             }
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
-        let replayed =
-            match replay_if_degraded(origin.as_deref(), &self.input, &self.exec, &self.metrics) {
-                Some(host) => host,
-                None => match self.on_device(&batch, started) {
-                    Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
-                    Err(err) => recover(
-                        err,
-                        origin.as_deref(),
-                        &self.input,
-                        &self.exec,
-                        &self.metrics,
-                        "GpuProjectionExec",
-                    ),
-                },
-            }?;
+        let replay = Replay {
+            input: &self.input,
+            exec: &self.exec,
+            metrics: &self.metrics,
+            operator: "GpuProjectionExec",
+        };
+        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
+            self.on_device(batch, started)
+        })? {
+            Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
+            Err(host) => host,
+        };
         let out = self.projection.on_cpu(&replayed)?;
         self.metrics
             .record(replayed.num_rows(), out.num_rows(), started, 0);

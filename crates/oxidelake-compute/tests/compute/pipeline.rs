@@ -21,7 +21,7 @@ use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
 use oxidelake_compute::{BackendChoice, GpuFilterExec};
 use oxidelake_core::{BackendKind, TelemetryHub};
-use oxidelake_device::{CpuBackend, CudaBackend, DeviceBatching};
+use oxidelake_device::{BatchSizes, CpuBackend, CudaBackend};
 
 use super::emu;
 use super::plans::gpu_projection;
@@ -111,7 +111,7 @@ fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
 fn cuda(pool_bytes: Option<usize>) -> Arc<CudaBackend> {
     let backend = CudaBackend::try_new(0)
         .unwrap()
-        .with_batching(DeviceBatching::new(BATCH_ROWS, CHUNK_ROWS).unwrap());
+        .with_batching(BatchSizes::new(BATCH_ROWS, CHUNK_ROWS).unwrap());
     Arc::new(match pool_bytes {
         Some(bytes) => backend.with_lane_pool_bytes(bytes),
         None => backend,
@@ -771,7 +771,7 @@ async fn device_batches_reuse_their_device_allocations_across_hundreds_of_batche
     let unpooled = Arc::new(
         CudaBackend::try_new(0)
             .unwrap()
-            .with_batching(DeviceBatching::new(BATCH_ROWS, CHUNK_ROWS).unwrap())
+            .with_batching(BatchSizes::new(BATCH_ROWS, CHUNK_ROWS).unwrap())
             .with_device_pool_bytes(0),
     );
     let (_, each, _) = transition_allocations(unpooled, 400).await;

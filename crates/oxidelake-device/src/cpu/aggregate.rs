@@ -6,65 +6,13 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, PrimitiveArray};
 use arrow::buffer::NullBuffer;
+use arrow::datatypes::DataType;
 use arrow::datatypes::{ArrowPrimitiveType, Float64Type, Int64Type};
-use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use hashbrown::HashMap;
 use oxidelake_core::EngineError;
 
 use crate::ops::{AggFunc, AggSpec, AggregateArgs};
-
-/// Checks column types against the v1 coverage.
-pub(crate) fn validate(args: &AggregateArgs<'_>) -> Result<(), EngineError> {
-    let schema = args.batch.schema();
-    let column_type = |i: usize| {
-        schema
-            .fields()
-            .get(i)
-            .map(|f| f.data_type().clone())
-            .ok_or_else(|| EngineError::InvalidArgument {
-                what: "aggregate column",
-                detail: format!("index {i} out of {} columns", schema.fields().len()),
-            })
-    };
-    if column_type(args.group_column)? != DataType::Int64 {
-        return Err(EngineError::unsupported(
-            "group-by key",
-            "only a single Int64 key is covered in v1",
-        ));
-    }
-    for spec in args.aggregates {
-        let dt = column_type(spec.column)?;
-        if !matches!(dt, DataType::Int64 | DataType::Float64) {
-            return Err(EngineError::unsupported(
-                "aggregate input",
-                format!(
-                    "{}({dt}) is outside the Int64/Float64 coverage",
-                    spec.func.name()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The layout of [`aggregate`]'s output: the key, then `func(column)` per aggregate.
-pub(crate) fn output_schema(
-    args: &AggregateArgs<'_>,
-) -> Result<arrow::datatypes::SchemaRef, EngineError> {
-    let schema = args.batch.schema();
-    let key_field = schema.field(args.group_column);
-    let mut fields = vec![Field::new(key_field.name(), DataType::Int64, true)];
-    for AggSpec { func, column } in args.aggregates {
-        let input_field = schema.field(*column);
-        fields.push(Field::new(
-            format!("{}({})", func.name(), input_field.name()),
-            func.output_type(input_field.data_type()),
-            *func != AggFunc::Count,
-        ));
-    }
-    Ok(Arc::new(Schema::new(fields)))
-}
 
 /// Keys spanning at most this many values are numbered through a lookup table instead
 /// of a hash map (the common case for the low-cardinality keys v1 covers).
@@ -276,7 +224,7 @@ fn accumulate_f64(func: AggFunc, values: &Float64Array, groups: &Groups) -> Arra
 
 /// Aggregates one batch on the CPU (see [`AggregateArgs`] for the output layout).
 pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineError> {
-    validate(&args)?;
+    crate::ops::validate::aggregate(&args)?;
     let batch = args.batch;
     let keys = batch
         .column(args.group_column)
@@ -304,12 +252,16 @@ pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineEr
         })?;
         columns.push(out);
     }
-    Ok(RecordBatch::try_new(output_schema(&args)?, columns)?)
+    Ok(RecordBatch::try_new(
+        crate::ops::validate::aggregate_schema(&args)?,
+        columns,
+    )?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::datatypes::{Field, Schema};
 
     fn batch() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

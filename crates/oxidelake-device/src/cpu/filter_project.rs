@@ -12,22 +12,8 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
-use crate::ops::{CmpOp, FilterProjectArgs, Literal, Predicate, check_predicates, literal_array};
+use crate::ops::{CmpOp, FilterProjectArgs, Literal, Predicate, literal_array};
 use crate::predicate::canonical_float_zeros;
-
-/// Checks the predicates and projection against the batch's schema.
-pub(crate) fn validate(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> {
-    let schema = args.batch.schema();
-    let fields = schema.fields();
-    check_predicates(&schema, args.predicates)?;
-    if let Some(bad) = args.projection.iter().find(|i| **i >= fields.len()) {
-        return Err(EngineError::InvalidArgument {
-            what: "projection",
-            detail: format!("index {bad} out of {} columns", fields.len()),
-        });
-    }
-    Ok(())
-}
 
 /// `column op rhs`, `rhs` a one-element literal array when `literal`, else a column.
 /// Arrow's kernels order floats by IEEE total order, where `-0.0 < +0.0`; SQL and
@@ -132,7 +118,7 @@ pub(crate) fn mask(
 
 /// Runs the fused filter + projection on the CPU.
 pub(crate) fn filter_project(args: FilterProjectArgs<'_>) -> Result<RecordBatch, EngineError> {
-    validate(&args)?;
+    crate::ops::validate::filter_project(&args)?;
     let projected = args.batch.project(args.projection)?;
     match mask(args.batch, args.predicates)? {
         None => Ok(projected),

@@ -11,36 +11,6 @@ use crate::ops::{DistanceMetric, VectorDistanceArgs};
 /// Batches with at least this many rows are split across rayon workers.
 const PARALLEL_ROWS: usize = 1 << 14;
 
-/// Checks the list type and the query length.
-pub(crate) fn validate(args: &VectorDistanceArgs<'_>) -> Result<(), EngineError> {
-    let dim = args.vectors.value_length() as usize;
-    if args
-        .vectors
-        .values()
-        .as_any()
-        .downcast_ref::<Float32Array>()
-        .is_none()
-    {
-        return Err(EngineError::unsupported(
-            "vector distance",
-            format!(
-                "vectors of {} (only FixedSizeList<Float32> is covered)",
-                args.vectors.value_type()
-            ),
-        ));
-    }
-    if args.query.len() != dim {
-        return Err(EngineError::InvalidArgument {
-            what: "query vector",
-            detail: format!(
-                "length {} does not match the column's list size {dim}",
-                args.query.len()
-            ),
-        });
-    }
-    Ok(())
-}
-
 fn distance(metric: DistanceMetric, row: &[f32], query: &[f32]) -> Option<f64> {
     match metric {
         DistanceMetric::L2 => {
@@ -66,7 +36,7 @@ fn distance(metric: DistanceMetric, row: &[f32], query: &[f32]) -> Option<f64> {
 
 /// Distances of every row to the query.
 pub(crate) fn vector_distance(args: VectorDistanceArgs<'_>) -> Result<Float64Array, EngineError> {
-    validate(&args)?;
+    crate::ops::validate::vector_distance(&args)?;
     let list = args.vectors;
     let dim = list.value_length() as usize;
     let values = list

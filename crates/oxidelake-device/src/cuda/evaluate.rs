@@ -11,7 +11,7 @@ use arrow::buffer::NullBuffer;
 use cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::launch::{Dev, grid, unsupported};
+use super::gpu::{Dev, grid, unsupported};
 use crate::kernels::CudaKernel;
 use crate::ops::{EvaluateArgs, ValueProgram, load_images, output_array, overflow_error};
 
@@ -58,9 +58,7 @@ pub(super) fn evaluate(
         .map(|v| v.as_ref().map_or(0, |v| v.device_ptr(dev.stream).0))
         .collect();
     let (d_columns, d_validity) = (dev.upload(&column_ptrs)?, dev.upload(&validity_ptrs)?);
-    let kernel = dev
-        .backend
-        .function(CudaKernel::FilterProject, "eval_values")?;
+    let kernel = dev.gpu.function(CudaKernel::FilterProject, "eval_values")?;
     let mut out = Vec::with_capacity(programs.len());
     for (program, column) in programs.iter().zip(args.columns) {
         let (d_codes, d_slots, d_args, d_lits) = (

@@ -20,8 +20,8 @@ use arrow::record_batch::RecordBatch;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 use oxidelake_core::EngineError;
 
+use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::lane_pool::{LaneBytes, LaneKey, LaneState};
-use super::launch::{BLOCK, Dev, grid, one_block, unsupported};
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, FilterProjectArgs, ValueClass, string_column, write_images};
@@ -90,6 +90,7 @@ impl ProgramBuffers {
         slot_types: &[i32],
     ) -> Result<Self, EngineError> {
         let on = Dev {
+            gpu: dev.gpu,
             backend: dev.backend,
             stream,
         };
@@ -209,7 +210,7 @@ pub(super) fn filter_project(
     dev: &Dev<'_>,
     args: FilterProjectArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
-    crate::cpu::validate_filter_project(&args)?;
+    crate::ops::validate::filter_project(&args)?;
     let batch = args.batch;
     let rows = batch.num_rows();
     let projected = batch.project(args.projection)?;
@@ -224,7 +225,7 @@ pub(super) fn filter_project(
         .map(|(column, class)| SlotInput::new(batch.column(*column), *class))
         .collect::<Result<Vec<_>, _>>()?;
     // The largest chunk of string bytes per slot, so each lane's staging fits any chunk.
-    let chunk_rows = dev.backend.batching.chunk_rows;
+    let chunk_rows = dev.gpu.batching.chunk_rows;
     let chunk_bytes: Vec<usize> = inputs
         .iter()
         .map(|input| input.max_chunk_bytes(rows, chunk_rows).next_power_of_two())
@@ -241,16 +242,14 @@ pub(super) fn filter_project(
     let num_instrs =
         i32::try_from(program.len()).map_err(|_| unsupported("predicate program too long"))?;
     let eval = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "eval_predicates")?;
-    let count = dev
-        .backend
-        .function(CudaKernel::FilterProject, "count_flags")?;
+    let count = dev.gpu.function(CudaKernel::FilterProject, "count_flags")?;
     let scan = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
     let compact = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "compact_rows")?;
     let mut kept_rows: Vec<u32> = Vec::new();
     pipeline::double_buffered(

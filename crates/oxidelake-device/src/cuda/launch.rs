@@ -14,117 +14,18 @@ use arrow::array::{
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use cudarc::driver::{
-    CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::CudaBackend;
+use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::lane_pool::{LaneBytes, LaneKey, LaneState};
 use super::pipeline::{self, Staging};
 use crate::kernels::CudaKernel;
 use crate::ops::{AggFunc, AggregateArgs, DistanceMetric, JoinMatches, VectorDistanceArgs};
 
-/// Threads per block; a multiple of the warp size, and `FP_BLOCK` in filter_project.cu.
-pub(super) const BLOCK: u32 = 256;
 /// Slots of the first device group table of a batch; one with more keys gets a table of
 /// twice its rows.
 const AGG_CAPACITY: usize = 1 << 12;
-
-/// One block of [`BLOCK`] threads: the single-block scans.
-pub(super) fn one_block() -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-pub(super) fn grid(rows: usize) -> LaunchConfig {
-    let blocks = u32::try_from(rows.div_ceil(BLOCK as usize))
-        .unwrap_or(u32::MAX)
-        .max(1);
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-/// Device-side helpers bound to one backend and stream.
-pub(super) struct Dev<'a> {
-    pub(super) backend: &'a CudaBackend,
-    pub(super) stream: &'a Arc<CudaStream>,
-}
-
-impl Dev<'_> {
-    pub(super) fn err(&self, op: &str) -> impl Fn(cudarc::driver::DriverError) -> EngineError + '_ {
-        let op = op.to_string();
-        move |e| self.backend.driver_err(&op, e)
-    }
-
-    pub(super) fn upload<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
-        values: &[T],
-    ) -> Result<CudaSlice<T>, EngineError> {
-        if values.is_empty() {
-            // Zero-byte allocations are rejected by the driver; kernels never read it.
-            return self.zeros::<T>(1);
-        }
-        let bytes = std::mem::size_of_val(values);
-        let slice = self
-            .stream
-            .clone_htod(values)
-            .map_err(|e| self.backend.sized_err("cuMemcpyHtoD", bytes, e))?;
-        super::transfers::host_to_device(bytes);
-        Ok(slice)
-    }
-
-    pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
-        len: usize,
-    ) -> Result<CudaSlice<T>, EngineError> {
-        let bytes = len.max(1) * std::mem::size_of::<T>();
-        self.stream
-            .alloc_zeros::<T>(len.max(1))
-            .map_err(|e| self.backend.sized_err("cuMemAlloc", bytes, e))
-    }
-
-    pub(super) fn download<T: DeviceRepr>(
-        &self,
-        slice: &CudaSlice<T>,
-    ) -> Result<Vec<T>, EngineError> {
-        let values = self
-            .stream
-            .clone_dtoh(slice)
-            .map_err(self.err("cuMemcpyDtoH"))?;
-        super::transfers::device_to_host(std::mem::size_of_val(values.as_slice()));
-        Ok(values)
-    }
-
-    /// A packed validity bitmap starting at bit 0 (all ones when there are no NULLs).
-    pub(super) fn validity(
-        &self,
-        nulls: Option<&NullBuffer>,
-        rows: usize,
-    ) -> Result<CudaSlice<u8>, EngineError> {
-        let bytes: Vec<u8> = match nulls {
-            Some(n) => n.inner().sliced().as_slice().to_vec(),
-            None => vec![0xFF; rows.div_ceil(8)],
-        };
-        self.upload(&bytes)
-    }
-
-    pub(super) fn sync(&self) -> Result<(), EngineError> {
-        self.stream
-            .synchronize()
-            .map_err(self.err("cuStreamSynchronize"))
-    }
-}
-
-pub(super) fn unsupported(detail: impl Into<String>) -> EngineError {
-    EngineError::unsupported("CUDA operator input", detail)
-}
 
 /// Device state of a built join table.
 pub(crate) struct CudaJoinTable {
@@ -177,7 +78,7 @@ pub(super) fn build_join_table_at(
     let capacity_u64 = capacity as u64;
     if rows > 0 {
         let rows_u64 = rows as u64;
-        let f = dev.backend.function(CudaKernel::HashJoin, "join_build")?;
+        let f = dev.gpu.function(CudaKernel::HashJoin, "join_build")?;
         let mut launch = dev.stream.launch_builder(&f);
         launch
             .arg(&keys)
@@ -261,9 +162,7 @@ pub(super) fn probe_pairs(
     let rows_u64 = rows as u64;
     let len = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
     let (mut build, mut probe) = (dev.zeros::<u32>(len)?, dev.zeros::<u32>(len)?);
-    let f = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_probe_write")?;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_probe_write")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
         .arg(&keys)
@@ -298,9 +197,7 @@ fn scan_counts(
     let (rows_u64, blocks_u64) = (rows as u64, blocks as u64);
     let mut offsets = dev.zeros::<u64>(rows)?;
     let mut totals = dev.zeros::<u64>(blocks + 1)?;
-    let per_block = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_scan_counts")?;
+    let per_block = dev.gpu.function(CudaKernel::HashJoin, "join_scan_counts")?;
     let mut launch = dev.stream.launch_builder(&per_block);
     launch
         .arg(counts)
@@ -312,9 +209,7 @@ fn scan_counts(
     // (the kernel's JOIN_BLOCK), every row index bounded by rows.
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_scan_counts"))?;
-    let across = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_scan_totals")?;
+    let across = dev.gpu.function(CudaKernel::HashJoin, "join_scan_totals")?;
     let mut launch = dev.stream.launch_builder(&across);
     launch.arg(&mut totals).arg(&blocks_u64);
     // SAFETY: join_scan_totals(u64*, u64) runs as one block of BLOCK threads and touches
@@ -322,7 +217,7 @@ fn scan_counts(
     #[allow(unsafe_code)]
     unsafe { launch.launch(one_block()) }.map_err(dev.err("launch join_scan_totals"))?;
     let add = dev
-        .backend
+        .gpu
         .function(CudaKernel::HashJoin, "join_add_block_offsets")?;
     let mut launch = dev.stream.launch_builder(&add);
     launch.arg(&mut offsets).arg(&rows_u64).arg(&totals);
@@ -349,9 +244,7 @@ pub(super) fn probe_counts(
 ) -> Result<CudaSlice<u32>, EngineError> {
     let rows_u64 = rows as u64;
     let mut counts = dev.zeros::<u32>(rows)?;
-    let f = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_probe_count")?;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_probe_count")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
         .arg(&keys)
@@ -394,7 +287,7 @@ fn assign_groups(
     let (mut group_of_row, mut overflow) = (dev.zeros::<u32>(rows)?, dev.zeros::<u32>(1)?);
     let (rows_u64, capacity_u64) = (rows as u64, capacity as u64);
     let f = dev
-        .backend
+        .gpu
         .function(CudaKernel::Aggregation, "agg_assign_groups")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
@@ -426,11 +319,14 @@ pub(super) fn aggregate(
     dev: &Dev<'_>,
     args: AggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
-    crate::cpu::validate_aggregate(&args)?;
+    crate::ops::validate::aggregate(&args)?;
     let batch = args.batch;
     let rows = batch.num_rows();
     if rows == 0 {
-        return crate::cpu::aggregate_on_cpu(args);
+        // No rows, no groups.
+        return Ok(RecordBatch::new_empty(
+            crate::ops::validate::aggregate_schema(&args)?,
+        ));
     }
     let keys = batch
         .column(args.group_column)
@@ -504,7 +400,7 @@ pub(super) fn aggregate(
                 .ok_or_else(|| unsupported("not Float64"))?;
             let d_values = dev.upload(values.values())?;
             let f = dev
-                .backend
+                .gpu
                 .function(CudaKernel::Aggregation, "agg_update_f64")?;
             let mut launch = dev.stream.launch_builder(&f);
             launch
@@ -529,7 +425,7 @@ pub(super) fn aggregate(
                 .ok_or_else(|| unsupported("not Int64"))?;
             let d_values = dev.upload(values.values())?;
             let f = dev
-                .backend
+                .gpu
                 .function(CudaKernel::Aggregation, "agg_update_i64")?;
             let mut launch = dev.stream.launch_builder(&f);
             launch
@@ -580,7 +476,7 @@ pub(super) fn aggregate(
         };
         out_columns.push(column);
     }
-    let schema = crate::cpu::aggregate_schema(&args)?;
+    let schema = crate::ops::validate::aggregate_schema(&args)?;
     Ok(RecordBatch::try_new(schema, out_columns)?)
 }
 
@@ -602,7 +498,7 @@ pub(super) fn vector_distance(
     dev: &Dev<'_>,
     args: VectorDistanceArgs<'_>,
 ) -> Result<Float64Array, EngineError> {
-    crate::cpu::validate_vector_distance(&args)?;
+    crate::ops::validate::vector_distance(&args)?;
     let list: &FixedSizeListArray = args.vectors;
     let rows = list.len();
     if rows == 0 {
@@ -626,7 +522,7 @@ pub(super) fn vector_distance(
         DistanceMetric::L2 => "l2_distance",
         DistanceMetric::Cosine => "cosine_distance",
     };
-    let f = dev.backend.function(CudaKernel::VectorDistance, entry)?;
+    let f = dev.gpu.function(CudaKernel::VectorDistance, entry)?;
     let nulls = list.nulls();
     let (mut distances, mut validity) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     pipeline::double_buffered(

@@ -1,12 +1,12 @@
 //! Double-buffered H2D / kernel / D2H pipelining for row-independent CUDA work.
 //!
-//! A batch is cut into chunks of the backend's chunk size (`DeviceBatching::chunk_rows`)
+//! A batch is cut into chunks of the backend's chunk size (`BatchSizes::chunk_rows`)
 //! that alternate between two lanes. Each lane owns a CUDA stream and its own pinned host
 //! staging and device buffers, so while lane A copies chunk `c` to the device, runs its
 //! kernels and copies the result back, lane B's chunk `c - 1` is in flight on the other
 //! stream, and the host fills lane A's staging for chunk `c + 2` only after lane A's
 //! previous chunk was collected. Operators coalesce their input to the backend's batch
-//! size (`DeviceBatching::batch_rows`, several chunks), so both lanes carry work.
+//! size (`BatchSizes::batch_rows`, several chunks), so both lanes carry work.
 //!
 //! Ordering needs no explicit stream synchronisation: every pinned buffer carries the
 //! event of its last asynchronous copy (cudarc records it), and reading or writing it
@@ -22,8 +22,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 use oxidelake_core::EngineError;
 
+use super::gpu::Dev;
 use super::lane_pool::{LaneBytes, LaneKey, LaneState, Tracked};
-use super::launch::Dev;
 
 /// A pinned host buffer paired with a device buffer of the same length.
 pub(super) struct Staging<T: DeviceRepr + ValidAsZeroBits> {
@@ -43,7 +43,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> Staging<T> {
         // host may read it back quickly); the memory is only reached through the
         // returned PinnedHostSlice, which tracks its length and pending copies.
         #[allow(unsafe_code)]
-        let host = unsafe { dev.backend.ctx.alloc_pinned_with_flags::<T>(len, 0) }
+        let host = unsafe { dev.gpu.ctx.alloc_pinned_with_flags::<T>(len, 0) }
             .map_err(dev.err("cuMemHostAlloc"))?;
         let device = stream
             .alloc_zeros::<T>(len)
@@ -134,11 +134,11 @@ pub(super) fn double_buffered<L: LaneState>(
     mut issue: impl FnMut(&mut L, &Arc<CudaStream>, Range<usize>) -> Result<(), EngineError>,
     mut collect: impl FnMut(&mut L, Range<usize>) -> Result<(), EngineError>,
 ) -> Result<(), EngineError> {
-    let chunk_rows = dev.backend.batching.chunk_rows;
+    let chunk_rows = dev.gpu.batching.chunk_rows;
     let chunks = rows.div_ceil(chunk_rows);
     let lane_rows = chunk_rows.min(rows);
     let key = key(lane_rows);
-    let pool = &dev.backend.lanes;
+    let pool = &dev.gpu.lanes;
     let mut lanes: Vec<Lane<L>> = Vec::with_capacity(2);
     for c in 0..chunks {
         let i = c % 2;

@@ -24,7 +24,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::device_ptr_table;
-use super::launch::{Dev, grid, unsupported};
+use super::gpu::{Dev, grid, unsupported};
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
 use crate::DeviceStream;
@@ -151,7 +151,7 @@ fn assign(
     let mut overflow = dev.zeros::<u32>(1)?;
     let (rows_u64, capacity_u64) = (rows as u64, capacity as u64);
     let f = dev
-        .backend
+        .gpu
         .function(CudaKernel::Aggregation, "agg_assign_groups_rows")?;
     let mut launch = stream.launch_builder(&f);
     launch
@@ -194,7 +194,7 @@ fn used_slots(dev: &Dev<'_>, groups: &Groups) -> Result<(CudaSlice<u32>, usize),
     let slots_u64 = slots as u64;
     let mut flags = dev.zeros::<u8>(slots)?;
     let f = dev
-        .backend
+        .gpu
         .function(CudaKernel::Aggregation, "agg_slot_flags")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
@@ -277,7 +277,7 @@ fn fold(
             _ => None,
         };
         if let Some(init) = init {
-            let fill = dev.backend.function(CudaKernel::Aggregation, "agg_fill")?;
+            let fill = dev.gpu.function(CudaKernel::Aggregation, "agg_fill")?;
             let mut launch = stream.launch_builder(&fill);
             launch.arg(&acc).arg(&capacity_u64).arg(&init);
             // SAFETY: agg_fill(i64*, u64, i64): `acc` addresses word column 2i of the
@@ -290,7 +290,7 @@ fn fold(
         } else {
             "agg_update_i64"
         };
-        let f = dev.backend.function(CudaKernel::Aggregation, kernel)?;
+        let f = dev.gpu.function(CudaKernel::Aggregation, kernel)?;
         let mut launch = stream.launch_builder(&f);
         launch
             .arg(&values)
@@ -352,7 +352,7 @@ pub(super) fn aggregate_resident(
     let count_u64 = count as u64;
     let mut group_rows = dev.zeros::<u32>(count)?;
     let f = dev
-        .backend
+        .gpu
         .function(CudaKernel::Aggregation, "agg_group_rows")?;
     let mut launch = dev.stream.launch_builder(&f);
     let capacity_u64 = groups.capacity as u64;
@@ -401,7 +401,7 @@ pub(super) fn aggregate_resident(
     )?;
     if words > 0 {
         let f = dev
-            .backend
+            .gpu
             .function(CudaKernel::Aggregation, "agg_compact_words")?;
         let mut launch = dev.stream.launch_builder(&f);
         let (table_at, out_at, words_u64) = (

@@ -16,7 +16,8 @@ use arrow::datatypes::SchemaRef;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::launch::{CudaJoinTable, Dev, build_join_table_at, grid, slice_address, unsupported};
+use super::gpu::{Dev, grid, unsupported};
+use super::launch::{CudaJoinTable, build_join_table_at, slice_address};
 use super::resident_memory::{
     SyncOnExit, address, alloc_on_stream, batch_pool, copy_span, download_span,
 };
@@ -97,9 +98,7 @@ fn radix_keys(
     let mut keys = dev.zeros::<i64>(rows)?;
     let mut bits = dev.zeros::<u8>(rows.div_ceil(8))?;
     let rows_u64 = rows as u64;
-    let f = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_radix_keys")?;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_radix_keys")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
         .arg(&d_cols)
@@ -305,7 +304,7 @@ fn shift_offsets(
     let base = i32::try_from(base).map_err(|_| unsupported("string offsets past 2^31"))?;
     let n_u64 = n as u64;
     let f = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "shift_offsets")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch.arg(&src).arg(&n_u64).arg(&base).arg(&dst);
@@ -338,9 +337,7 @@ fn append_bits(
         )));
     }
     let (rows_u64, at_u64, out) = (rows as u64, at as u64, address(memory, dst.offset));
-    let f = dev
-        .backend
-        .function(CudaKernel::FilterProject, "append_bits")?;
+    let f = dev.gpu.function(CudaKernel::FilterProject, "append_bits")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch.arg(&src).arg(&rows_u64).arg(&out).arg(&at_u64);
     // SAFETY: append_bits(const u8*, u64, u8*, u64): `src` is 0 or a bitmap of

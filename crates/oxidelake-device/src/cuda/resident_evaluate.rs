@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::evaluate::BAD_PROGRAM;
-use super::launch::{Dev, grid, unsupported};
+use super::gpu::{Dev, grid, unsupported};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream, batch_pool, copy_span};
 use crate::kernels::CudaKernel;
 use crate::ops::{EvaluateResidentArgs, ProjectedColumn, ValueProgram, overflow_error};
@@ -168,12 +168,8 @@ pub(super) fn evaluate_resident(
     if rows > 0 && !programs.is_empty() {
         let rows_u64 = rows as u64;
         let (d_columns, d_validity) = (dev.upload(&image_ptrs)?, dev.upload(&validity_ptrs)?);
-        let eval = dev
-            .backend
-            .function(CudaKernel::FilterProject, "eval_values")?;
-        let pack = dev
-            .backend
-            .function(CudaKernel::FilterProject, "pack_bits")?;
+        let eval = dev.gpu.function(CudaKernel::FilterProject, "eval_values")?;
+        let pack = dev.gpu.function(CudaKernel::FilterProject, "pack_bits")?;
         let mut valid: CudaSlice<u8> = dev.zeros(rows)?;
         let mut flag: CudaSlice<u32> = dev.zeros(1)?;
         // Kept alive until the stream is synchronised: the launches read them.

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::{ProgramBuffers, device_ptr_table};
-use super::launch::{Dev, grid, unsupported};
+use super::gpu::{Dev, grid, unsupported};
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
 use crate::kernels::CudaKernel;
@@ -112,7 +112,7 @@ pub(super) fn filter_project_resident(
         .map_err(dev.err("cuMemAlloc"))?;
 
     let eval = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "eval_predicates")?;
     let mut launch = stream.launch_builder(&eval);
     launch

@@ -13,7 +13,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
-use super::launch::{BLOCK, Dev, grid, one_block, unsupported};
+use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::resident_memory::address;
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
@@ -34,7 +34,7 @@ pub(super) fn scan_one_block(
         )));
     }
     let scan = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "exclusive_scan_blocks")?;
     let mut launch = dev.stream.launch_builder(&scan);
     launch.arg(values).arg(&len);
@@ -68,7 +68,7 @@ pub(super) fn scan_any_length(
         u32::try_from(blocks).map_err(|_| unsupported("batch too large for one launch"))?;
     let mut totals: CudaSlice<u32> = dev.zeros(blocks + 1)?;
     let per_block = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "scan_blocks_u32")?;
     let mut launch = dev.stream.launch_builder(&per_block);
     launch.arg(&mut *values).arg(&len).arg(&mut totals);
@@ -79,7 +79,7 @@ pub(super) fn scan_any_length(
     unsafe { launch.launch(grid(n + 1)) }.map_err(dev.err("launch scan_blocks_u32"))?;
     scan_one_block(dev, &mut totals, blocks_u32)?;
     let add = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "add_block_offsets_u32")?;
     let mut launch = dev.stream.launch_builder(&add);
     launch
@@ -116,9 +116,7 @@ pub(super) fn list_flagged(
     let n_u64 = n as u64;
     let mut block_counts = dev.zeros::<u32>(blocks + 1)?;
     let mut listed = dev.zeros::<u32>(n)?;
-    let count = dev
-        .backend
-        .function(CudaKernel::FilterProject, "count_flags")?;
+    let count = dev.gpu.function(CudaKernel::FilterProject, "count_flags")?;
     let mut launch = stream.launch_builder(&count);
     launch
         .arg(flags)
@@ -131,7 +129,7 @@ pub(super) fn list_flagged(
     unsafe { launch.launch(grid(n)) }.map_err(dev.err("launch count_flags"))?;
     scan_one_block(dev, &mut block_counts, blocks_u32)?;
     let compact = dev
-        .backend
+        .gpu
         .function(CudaKernel::FilterProject, "compact_rows")?;
     let mut launch = stream.launch_builder(&compact);
     launch
@@ -189,7 +187,7 @@ pub(super) fn string_extents(
         if rows > 0 {
             let in_offsets = address(batch.memory(), offsets.offset);
             let kernel = dev
-                .backend
+                .gpu
                 .function(CudaKernel::FilterProject, "gather_string_lengths")?;
             let mut launch = stream.launch_builder(&kernel);
             launch
@@ -252,7 +250,7 @@ pub(super) fn gather_columns(
                 let values = address(batch.memory(), from.offset);
                 let out_values = address(memory, to.offset);
                 let kernel = dev
-                    .backend
+                    .gpu
                     .function(CudaKernel::FilterProject, "gather_8byte")?;
                 let mut launch = stream.launch_builder(&kernel);
                 launch
@@ -289,7 +287,7 @@ pub(super) fn gather_columns(
                     address(memory, out_bytes.offset),
                 );
                 let kernel = dev
-                    .backend
+                    .gpu
                     .function(CudaKernel::FilterProject, "gather_string_bytes")?;
                 let mut launch = stream.launch_builder(&kernel);
                 launch
@@ -319,9 +317,7 @@ pub(super) fn gather_columns(
         }
         if let Some(to) = out.validity {
             let out_bits = address(memory, to.offset);
-            let kernel = dev
-                .backend
-                .function(CudaKernel::FilterProject, "gather_bits")?;
+            let kernel = dev.gpu.function(CudaKernel::FilterProject, "gather_bits")?;
             let mut launch = stream.launch_builder(&kernel);
             launch
                 .arg(&in_validity)

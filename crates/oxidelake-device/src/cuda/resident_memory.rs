@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use oxidelake_core::EngineError;
 
-use super::launch::Dev;
+use super::gpu::Dev;
 use crate::DeviceBuffer;
 use crate::handles::DeviceMem;
 use crate::resident::Span;
@@ -23,7 +23,7 @@ pub(super) fn address(memory: &DeviceBuffer, offset: usize) -> u64 {
 /// cleared on the stream, or a new one. The batch gives it back when dropped
 /// ([`batch_pool`]).
 pub(super) fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer, EngineError> {
-    let pool = &dev.backend.device_pool;
+    let pool = &dev.gpu.device_pool;
     if let Some(mut parked) = pool.take(bytes.max(1))
         && let DeviceMem::Cuda(slice) = &mut parked.mem
     {
@@ -38,7 +38,7 @@ pub(super) fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffe
 
 /// The device pool a device batch built on `dev` gives its allocation back to.
 pub(super) fn batch_pool(dev: &Dev<'_>) -> Option<Arc<crate::resident::DevicePool>> {
-    Some(Arc::clone(&dev.backend.device_pool))
+    Some(Arc::clone(&dev.gpu.device_pool))
 }
 
 /// `bytes` of zeroed device memory on `dev`'s stream, outside the pool: for scratch
@@ -53,7 +53,7 @@ pub(super) fn alloc_scratch(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffer,
         ptr
     };
     Ok(DeviceBuffer {
-        device: dev.backend.device,
+        device: dev.gpu.device,
         len_bytes: bytes,
         address: usize::try_from(base).unwrap_or(usize::MAX),
         mem: DeviceMem::Cuda(slice),

@@ -20,7 +20,8 @@ use oxidelake_core::EngineError;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::launch::{CudaJoinTable, Dev, grid, probe_counts, probe_pairs, unsupported};
+use super::gpu::{Dev, grid, unsupported};
+use super::launch::{CudaJoinTable, probe_counts, probe_pairs};
 use super::resident_build::key_images;
 use super::resident_gather::{gather_columns, list_flagged, string_extents};
 use super::resident_memory::{SyncOnExit, alloc_on_stream, batch_pool};
@@ -302,9 +303,7 @@ fn match_flags(
 ) -> Result<CudaSlice<u8>, EngineError> {
     let mut flags = dev.zeros::<u8>(rows)?;
     let (rows_u64, matched) = (rows as u64, i32::from(matched));
-    let f = dev
-        .backend
-        .function(CudaKernel::HashJoin, "join_match_flags")?;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_match_flags")?;
     let mut launch = dev.stream.launch_builder(&f);
     launch
         .arg(counts)

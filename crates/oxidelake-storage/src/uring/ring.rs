@@ -3,40 +3,19 @@
 
 use std::io::{PipeWriter, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::channel::{QUEUE_DEPTH_ENTRIES, Request, Shared};
 use super::error::UringError;
 use super::op::{Completion, Op};
 use super::probe::open_ring;
 use super::worker::Worker;
 
-/// Submission-queue entries of the store's ring (the completion queue gets twice as many).
-pub(crate) const QUEUE_DEPTH_ENTRIES: u32 = 64;
-
 /// Requests that may wait for the ring thread before `submit` itself waits for room.
 const REQUEST_QUEUE_BOUND_REQUESTS: usize = 256;
-
-/// One operation for the ring thread and where to send its completion.
-#[derive(Debug)]
-pub(crate) struct Request {
-    /// The operation, owning its buffers.
-    pub(crate) op: Op,
-    /// Where the completion goes; dropped unsent if the ring fails.
-    pub(crate) reply: oneshot::Sender<Completion>,
-}
-
-/// State the handle and the ring thread share.
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    /// Set by the submitter that wrote a wake-up byte; cleared by the thread when it
-    /// consumes the bytes, before it looks at the channel again.
-    pub(crate) wake_pending: AtomicBool,
-    /// Data operations the kernel has completed.
-    pub(crate) ops_completed: AtomicU64,
-}
 
 /// A cloneable handle on the ring thread; the thread stops when the last clone drops.
 #[derive(Clone, Debug)]

@@ -13,8 +13,8 @@ use io_uring::{IoUring, opcode, types};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::sync::oneshot;
 
+use super::channel::{QUEUE_DEPTH_ENTRIES, Request, Shared};
 use super::op::{Completion, Op};
-use super::ring::{QUEUE_DEPTH_ENTRIES, Request, Shared};
 
 /// `user_data` of the wake-up read; data ops use their slot index.
 const WAKE_TOKEN: u64 = u64::MAX;

@@ -1,5 +1,5 @@
 //! Gathering an operator's input into the batch size its device backend asks for
-//! ([`oxidelake_device::DeviceBatching`]) before the batches cross to the device.
+//! ([`oxidelake_device::BatchSizes`]) before the batches cross to the device.
 //!
 //! DataFusion's scans hand out 8,192-row batches; one device call per such batch would
 //! pay a transfer and several launches for little work and would never fill the second
@@ -23,7 +23,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
-use oxidelake_device::DeviceBatching;
+use oxidelake_device::BatchSizes;
 
 /// Where the gathering stands.
 struct Gather {
@@ -136,7 +136,7 @@ fn regather(
 pub(crate) fn map_batches<F>(
     input: SendableRecordBatchStream,
     schema: SchemaRef,
-    batching: Option<DeviceBatching>,
+    batching: Option<BatchSizes>,
     work: F,
 ) -> SendableRecordBatchStream
 where
