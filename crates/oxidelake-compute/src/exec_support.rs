@@ -347,7 +347,7 @@ pub(crate) struct OperatorMetrics {
     pub(crate) device_budget_cpu_batches: Count,
     /// Placed for a GPU but executing where the detector found none (the `no_device`
     /// metric is 1 per such partition).
-    no_device: bool,
+    pub(crate) no_device: bool,
     pub(crate) telemetry: Arc<OperatorTelemetry>,
 }
 

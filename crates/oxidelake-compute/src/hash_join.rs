@@ -608,7 +608,10 @@ impl GpuHashJoinExec {
                             let side = build_with
                                 .collect_and_build(partitions.collect(), context, reservation)
                                 .await
-                                .map_err(Arc::new)?;
+                                .map_err(|e| match e {
+                                    DataFusionError::Shared(shared) => shared,
+                                    e => Arc::new(e),
+                                })?;
                             side.fill(build_filter.as_deref(), &build_keys);
                             Ok(side)
                         }

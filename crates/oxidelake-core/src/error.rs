@@ -251,6 +251,12 @@ impl From<DataFusionError> for EngineError {
                 engine => engine,
             },
             DataFusionError::ArrowError(inner, None) => EngineError::Arrow(*inner),
+            // A shared error (one a failed build hands every partition): unwrapped when
+            // this is its last holder; otherwise kept shared, its class unchanged.
+            DataFusionError::Shared(shared) => match std::sync::Arc::try_unwrap(shared) {
+                Ok(inner) => EngineError::from(inner),
+                Err(shared) => EngineError::DataFusion(DataFusionError::Shared(shared)),
+            },
             other => EngineError::DataFusion(other),
         }
     }

@@ -14,7 +14,8 @@
 //!
 //! The node goes on a `FilterExec` (or a `GpuFilterExec` placed for the CPU) right above
 //! the scan when there is one, so the static filter runs first and the dynamic one sees
-//! fewer rows; otherwise on the scan. Under a `GpuFilterExec` placed on a device it
+//! fewer rows; otherwise on the scan. Under a `GpuFilterExec` the transition rule puts
+//! between device transitions (placed on a device, over columns a device batch holds) it
 //! stays on the scan, so that the rows it drops are not uploaded and
 //! no batch crosses back to the host between the GPU filter and the next GPU operator
 //! (device-resident batches are the only device path, issue #45). The cost: where the

@@ -385,13 +385,14 @@ impl OxideSession {
         let target = OxideOptions::from_config(task.session_config().options()).placement_target;
         let on_device = self.mode == SessionMode::Embedded && self.probe.resolve(target).is_some();
         let plan = frame.create_physical_plan().await.map_err(error)?;
+        let rerun = on_device.then(|| device_rerun::cpu_replan(frame)).flatten();
         let stream: datafusion::execution::SendableRecordBatchStream =
             match datafusion::physical_plan::execute_stream(Arc::clone(&plan), task) {
                 Ok(stream) => stream,
                 // A device that fails as the plan starts (a stream created on a failed
-                // device) fails before the first row too: the error is the stream's first
-                // item, and the rerun below takes it.
-                Err(e) if on_device && EngineError::is_device_failure_in(&e) => {
+                // device) fails before the first row too: where the query may run
+                // again, the error is the stream's first item, and the rerun takes it.
+                Err(e) if rerun.is_some() && EngineError::is_device_failure_in(&e) => {
                     let failed = futures::stream::once(async move { Err(e) });
                     Box::pin(
                         datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
@@ -402,7 +403,6 @@ impl OxideSession {
                 }
                 Err(e) => return Err(error(e)),
             };
-        let rerun = on_device.then(|| device_rerun::cpu_replan(frame)).flatten();
         Ok(QueryStream::running(plan, stream, rerun, self.mode.clone()))
     }
 

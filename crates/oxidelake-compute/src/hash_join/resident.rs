@@ -36,6 +36,7 @@ use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::JoinType;
+use datafusion::common::utils::memory::RecordBatchMemoryCounter;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
@@ -371,10 +372,12 @@ pub(super) async fn collect_and_build(
     let held = Arc::new(reservation);
     let parts = futures::future::try_join_all(streams.into_iter().map(|stream| {
         let held = Arc::clone(&held);
+        // Each allocation once, as `build_memory::collect_reserved` counts host batches.
+        let mut counter = RecordBatchMemoryCounter::new();
         stream
             .batches
             .and_then(move |item| {
-                let grown = held.try_grow(host_bytes(&item));
+                let grown = held.try_grow(host_bytes(&item, &mut counter));
                 async move { grown.map(|()| item) }
             })
             .try_collect::<Vec<SegmentBatch>>()
@@ -402,8 +405,9 @@ pub(super) async fn collect_and_build(
             // Host batches among them (the CPU backend's, or replayed after a device
             // failure): the side is built from host batches.
             let host = host_batches(&exec, &metrics, &source, items)?;
+            // As the host path claims: the key images and the table.
             let rows: usize = host.iter().map(RecordBatch::num_rows).sum();
-            let bytes = crate::device_budget::table_bytes(rows, 1, 0);
+            let bytes = rows * 8 + crate::device_budget::table_bytes(rows, 1, 0);
             let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
             return build_side(
                 &schema,
@@ -488,12 +492,13 @@ pub(super) async fn collect_and_build(
     .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
-/// The host memory a segment item holds: a host batch's, or a device batch's origin.
-fn host_bytes(item: &SegmentBatch) -> usize {
+/// The host memory a segment item adds (a host batch's, or a device batch's origin),
+/// each allocation counted once across the items `counter` has seen.
+fn host_bytes(item: &SegmentBatch, counter: &mut RecordBatchMemoryCounter) -> usize {
     match item {
-        SegmentBatch::Host(batch) => batch.get_array_memory_size(),
+        SegmentBatch::Host(batch) => counter.count_batch(batch),
         SegmentBatch::Device { origin, .. } => {
-            origin.as_ref().map_or(0, |o| o.get_array_memory_size())
+            origin.as_ref().map_or(0, |o| counter.count_batch(o))
         }
     }
 }

@@ -151,6 +151,9 @@ impl ExecutionPlan for DeviceToHostExec {
                 let (batch, origin) = match batch? {
                     SegmentBatch::Host(host) => {
                         let rows = host.num_rows();
+                        if metrics.operator.no_device {
+                            metrics.operator.cpu_fallback_batches.add(1);
+                        }
                         metrics.operator.record(rows, rows, Instant::now(), 0);
                         return Ok(host);
                     }

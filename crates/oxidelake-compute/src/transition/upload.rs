@@ -161,6 +161,11 @@ impl ResidentExec for HostToDeviceExec {
             let batches = input.map(move |batch| {
                 let batch = batch?;
                 let rows = batch.num_rows();
+                if metrics.operator.no_device {
+                    // Placed for a GPU where there is none: every batch stays on the CPU,
+                    // and EXPLAIN ANALYZE says so, as for every operator placed so.
+                    metrics.operator.cpu_fallback_batches.add(1);
+                }
                 metrics.operator.record(rows, rows, Instant::now(), 0);
                 Ok(SegmentBatch::Host(batch))
             });
