@@ -23,8 +23,9 @@
 #      over ±0.0, NaN, ±inf and integer and decimal extremes). Plans placed for cuda keep
 #      their batches on the device between transitions (the only device path, issue #45),
 #      so every one of these runs exercises it; and fault injection at every device
-#      allocation, copy, launch and kernel of TPC-H Q3 and Q18 (one fault per run, then
-#      the device out of memory): DuckDB's answer each time, the failure counted;
+#      allocation, copy and launch of TPC-H Q3 and Q18 and at 16 of their kernels (one
+#      fault per run, then the device out of memory): DuckDB's answer each time, the
+#      failure counted, no thread panicking;
 #   4. prints `emulated launches: <kernel>=<count> ...` summed over every process, and
 #      fails if any kernel never ran.
 #
@@ -135,7 +136,7 @@ OXIDE_BACKEND=cuda OXIDE_TPCH_SF=0.01 OXIDE_DUCKDB_PYTHONPATH="$duckdb_dir" \
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "TPC-H on the emulated driver failed (exit $rc)"; exit "$rc"; }
 
-echo "== device faults: every allocation, copy, launch and kernel of TPC-H Q3 and Q18 fails in a run of its own"
+echo "== device faults: every allocation, copy and launch of TPC-H Q3 and Q18, and 16 of their kernels, fail in a run of their own"
 # One fault plan at a time (the plan is process-wide): one test, its runs in sequence.
 OXIDE_BACKEND=cuda OXIDE_DUCKDB_PYTHONPATH="$duckdb_dir" \
   cargo test --workspace --features "$FEATURES" --test runtime \
