@@ -71,6 +71,7 @@ use oxidelake_device::JoinTable;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::gathering::{coalesce_small, map_batches};
 use crate::placement_label;
+use crate::segment::each_blocking;
 use crate::segment::replay::as_resident;
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
@@ -894,30 +895,16 @@ impl ExecutionPlan for GpuHashJoinExec {
                     probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
                 }),
                 ProbeInput::Device(device_batches) => {
-                    let joined = device_batches.then(move |batch| {
-                        let (exec, metrics, bridged) =
-                            (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
-                        let (side, join, schema) =
-                            (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
-                        let input = Arc::clone(&probe_plan);
-                        async move {
-                            let item = batch?;
-                            tokio::task::spawn_blocking(move || {
-                                resident::SegmentProbe {
-                                    exec: &exec,
-                                    metrics: &metrics,
-                                    bridged: &bridged,
-                                    side: &side,
-                                    input: &input,
-                                    join: &join,
-                                    schema: &schema,
-                                }
-                                .rows(item)
-                            })
-                            .await
-                            .map_err(|e| DataFusionError::External(Box::new(e)))?
-                        }
-                    });
+                    let probing = resident::SegmentProbe {
+                        exec,
+                        metrics,
+                        bridged,
+                        side,
+                        input: probe_plan,
+                        join,
+                        schema,
+                    };
+                    let joined = each_blocking(device_batches, move |item| probing.rows(item));
                     Box::pin(RecordBatchStreamAdapter::new(output, joined))
                 }
             };

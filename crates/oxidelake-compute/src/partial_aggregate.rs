@@ -65,14 +65,14 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
     PlanProperties, Statistics, StatisticsArgs, statistics::ChildStats,
 };
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::gathering::off_the_polling_thread;
 use crate::placement_label;
-use crate::segment::replay::as_resident;
+use crate::segment::each_blocking;
+use crate::segment::replay::{as_resident, resident_input};
 
 use keys::KeyEncoding;
 use limbs::{exact_sum_state, limb_states};
@@ -604,16 +604,10 @@ impl GpuPartialAggregateExec {
     ) -> Result<SendableRecordBatchStream> {
         let probe = pass_through::SkipProbe::new(context.session_config().options());
         let config = context.session_config().clone();
-        let input = as_resident(&self.input)
-            .ok_or_else(|| {
-                DataFusionError::Internal(
-                    "GpuPartialAggregateExec's input holds no device batches".into(),
-                )
-            })?
-            .execute_resident(partition, context)?;
+        let input = resident_input(&self.input, "GpuPartialAggregateExec", partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let metrics = self.partition_metrics(partition, &exec);
-        let shared = Arc::new(resident::ResidentBatches {
+        let shared = resident::ResidentBatches {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
             encoding: Arc::clone(&self.encoding),
@@ -624,16 +618,8 @@ impl GpuPartialAggregateExec {
             metrics,
             bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
-        });
-        let batches = input.batches.then(move |batch| {
-            let shared = Arc::clone(&shared);
-            async move {
-                let batch = batch?;
-                tokio::task::spawn_blocking(move || shared.states_of(batch))
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?
-            }
-        });
+        };
+        let batches = each_blocking(input.batches, move |item| shared.states_of(item));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             batches,

@@ -104,6 +104,32 @@ pub trait ResidentExec {
     fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch>;
 }
 
+/// Runs `work` on tokio's blocking pool: a device call blocks on its copies and kernels,
+/// and would otherwise hold a runtime worker that other tasks need.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+}
+
+/// `work` over each of `batches`, one at a time and in order, on tokio's blocking pool
+/// ([`blocking`]): how a segment's operators run their batches.
+pub(crate) fn each_blocking<T: Send + 'static>(
+    batches: SegmentBatches,
+    work: impl Fn(SegmentBatch) -> Result<T> + Send + Sync + 'static,
+) -> impl Stream<Item = Result<T>> + Send + 'static {
+    let work = Arc::new(work);
+    batches.then(move |item| {
+        let work = Arc::clone(&work);
+        async move {
+            let item = item?;
+            blocking(move || work(item)).await
+        }
+    })
+}
+
 /// `batches` of a segment on the CPU backend (every one a host batch) with the small ones
 /// merged up to `batch_size` rows, as [`coalesce_small`] merges a host operator's output;
 /// on a device, `batches` as they are (a host batch there is a rare replayed one).

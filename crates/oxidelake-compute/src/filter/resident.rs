@@ -8,7 +8,6 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{FilterProjectArgs, Predicate};
@@ -16,8 +15,10 @@ use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, as_resident, bridge, replay_below};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, on_cpu};
+use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
+use crate::segment::{
+    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_blocking, on_cpu,
+};
 
 /// What one partition's filtering of segment batches needs.
 struct Filtering {
@@ -127,11 +128,7 @@ impl ResidentExec for GpuFilterExec {
         context: Arc<TaskContext>,
     ) -> Result<ResidentStream> {
         let batch_size = context.session_config().batch_size();
-        let input = as_resident(&self.input)
-            .ok_or_else(|| {
-                DataFusionError::Internal("GpuFilterExec's input holds no device batches".into())
-            })?
-            .execute_resident(partition, context)?;
+        let input = resident_input(&self.input, "GpuFilterExec", partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
@@ -140,23 +137,15 @@ impl ResidentExec for GpuFilterExec {
             self.placement,
             &exec,
         );
-        let filtering = Arc::new(Filtering {
+        let filtering = Filtering {
             exec,
             metrics,
             bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
             predicates: self.predicates.clone(),
             projection: self.projection.clone(),
-        });
-        let batches = input.batches.then(move |item| {
-            let filtering = Arc::clone(&filtering);
-            async move {
-                let item = item?;
-                tokio::task::spawn_blocking(move || filtering.filter(item))
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?
-            }
-        });
+        };
+        let batches = each_blocking(input.batches, move |item| filtering.filter(item));
         // What a selective predicate keeps of each host batch is merged into fuller
         // batches, as the host path does (`coalesce_small`).
         let batches = coalesce_host_items(

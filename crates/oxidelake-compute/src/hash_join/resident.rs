@@ -44,7 +44,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::PartitionMode;
 use datafusion::physical_plan::metrics::Count;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use oxidelake_core::EngineError;
 use oxidelake_device::ops::{
     JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, RadixDigit, ResidentKey,
@@ -59,10 +59,12 @@ use super::{
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::replay::{Replay, as_resident, is_device_failure, recover, replay_below};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items};
+use crate::segment::{
+    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_blocking,
+};
 
 /// Joins one device batch (see the module docs).
-pub(super) fn probe_device_batch(
+fn probe_device_batch(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
     bridged: &Count,
@@ -80,43 +82,43 @@ pub(super) fn probe_device_batch(
 }
 
 /// One probe batch of a segment and what joining it needs.
-pub(super) struct SegmentProbe<'a> {
-    pub(super) exec: &'a ExecBackend,
-    pub(super) metrics: &'a OperatorMetrics,
-    pub(super) bridged: &'a Count,
-    pub(super) side: &'a BuildSide,
+pub(super) struct SegmentProbe {
+    pub(super) exec: Arc<ExecBackend>,
+    pub(super) metrics: Arc<OperatorMetrics>,
+    pub(super) bridged: Count,
+    pub(super) side: Arc<BuildSide>,
     /// The probe input (to replay a batch on the CPU).
-    pub(super) input: &'a Arc<dyn ExecutionPlan>,
-    pub(super) join: &'a ProbeSpec,
-    pub(super) schema: &'a SchemaRef,
+    pub(super) input: Arc<dyn ExecutionPlan>,
+    pub(super) join: Arc<ProbeSpec>,
+    pub(super) schema: SchemaRef,
 }
 
-impl SegmentProbe<'_> {
+impl SegmentProbe {
     /// The joined host rows of `item` (stage 2, module docs): a host batch probed by the
     /// host path, a device batch on the device (bridged where it cannot); a device batch
     /// the device fails is replayed on the CPU ([`crate::segment`]) and probed there.
     pub(super) fn rows(&self, item: SegmentBatch) -> Result<RecordBatch> {
         let host = match self.device_or_replayed(item, |batch| {
             probe_device_batch(
-                self.exec,
-                self.metrics,
-                self.bridged,
-                self.side,
+                &self.exec,
+                &self.metrics,
+                &self.bridged,
+                &self.side,
                 batch,
-                self.join,
-                self.schema,
+                &self.join,
+                &self.schema,
             )
         })? {
             Ok(out) => return Ok(out),
             Err(host) => host,
         };
         probe_batch(
-            self.exec,
-            self.metrics,
-            self.side,
+            &self.exec,
+            &self.metrics,
+            &self.side,
             &host,
-            self.join,
-            self.schema,
+            &self.join,
+            &self.schema,
         )
     }
 
@@ -126,13 +128,13 @@ impl SegmentProbe<'_> {
     fn join(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         let host = match self.device_or_replayed(item, |batch| {
             join_device_batch(
-                self.exec,
-                self.metrics,
-                self.bridged,
-                self.side,
+                &self.exec,
+                &self.metrics,
+                &self.bridged,
+                &self.side,
                 batch,
-                self.join,
-                self.schema,
+                &self.join,
+                &self.schema,
             )
         })? {
             Ok(out) => {
@@ -144,12 +146,12 @@ impl SegmentProbe<'_> {
             Err(host) => host,
         };
         let out = probe_batch(
-            self.exec,
-            self.metrics,
-            self.side,
+            &self.exec,
+            &self.metrics,
+            &self.side,
             &host,
-            self.join,
-            self.schema,
+            &self.join,
+            &self.schema,
         )?;
         Ok(SegmentBatch::Host(out))
     }
@@ -167,9 +169,9 @@ impl SegmentProbe<'_> {
             SegmentBatch::Device { batch, origin } => (batch, origin),
         };
         Replay {
-            input: self.input,
-            exec: self.exec,
-            metrics: self.metrics,
+            input: &self.input,
+            exec: &self.exec,
+            metrics: &self.metrics,
             operator: "GpuHashJoinExec",
         }
         .device_or_replayed(&batch, origin.as_deref(), on_device)
@@ -301,31 +303,16 @@ impl ResidentExec for GpuHashJoinExec {
         let batches = input.batches;
         let probe = Arc::clone(&self.right);
         let joined = futures::stream::once(async move {
-            let side = build.await?;
-            Ok::<_, DataFusionError>(batches.then(move |batch| {
-                let (exec, metrics, bridged) =
-                    (Arc::clone(&exec), Arc::clone(&metrics), bridged.clone());
-                let (side, join, schema) =
-                    (Arc::clone(&side), Arc::clone(&join), Arc::clone(&schema));
-                let probe = Arc::clone(&probe);
-                async move {
-                    let item = batch?;
-                    tokio::task::spawn_blocking(move || {
-                        let probing = SegmentProbe {
-                            exec: &exec,
-                            metrics: &metrics,
-                            bridged: &bridged,
-                            side: &side,
-                            input: &probe,
-                            join: &join,
-                            schema: &schema,
-                        };
-                        probing.join(item)
-                    })
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?
-                }
-            }))
+            let probing = SegmentProbe {
+                exec,
+                metrics,
+                bridged,
+                side: build.await?,
+                input: probe,
+                join,
+                schema,
+            };
+            Ok::<_, DataFusionError>(each_blocking(batches, move |item| probing.join(item)))
         })
         .try_flatten();
         // Selective probes match few rows per batch: on the CPU backend they are merged,

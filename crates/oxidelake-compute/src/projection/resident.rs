@@ -8,15 +8,14 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
-use futures::StreamExt;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{EvaluateResidentArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, as_resident, bridge, replay_below};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch};
+use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, each_blocking};
 
 /// What one partition's projection of segment batches needs.
 struct Projecting {
@@ -111,13 +110,7 @@ impl ResidentExec for GpuProjectionExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<ResidentStream> {
-        let input = as_resident(&self.input)
-            .ok_or_else(|| {
-                DataFusionError::Internal(
-                    "GpuProjectionExec's input holds no device batches".into(),
-                )
-            })?
-            .execute_resident(partition, context)?;
+        let input = resident_input(&self.input, "GpuProjectionExec", partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
         let metrics = OperatorMetrics::new(
             &self.metrics,
@@ -126,23 +119,15 @@ impl ResidentExec for GpuProjectionExec {
             self.placement,
             &exec,
         );
-        let projecting = Arc::new(Projecting {
+        let projecting = Projecting {
             exec,
             metrics,
             bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
             outputs: self.projection.resident_outputs(),
             projection: self.projection.clone(),
-        });
-        let batches = input.batches.then(move |item| {
-            let projecting = Arc::clone(&projecting);
-            async move {
-                let item = item?;
-                tokio::task::spawn_blocking(move || projecting.project(item))
-                    .await
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?
-            }
-        });
+        };
+        let batches = each_blocking(input.batches, move |item| projecting.project(item));
         Ok(ResidentStream {
             backend: input.backend,
             detected: input.detected,

@@ -6,12 +6,13 @@ use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use oxidelake_core::EngineError;
 use oxidelake_device::resident::{self, DeviceBatch};
 
-use super::ResidentExec;
+use super::{ResidentExec, ResidentStream};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::transition::upload::HostToDeviceExec;
 
@@ -34,6 +35,21 @@ pub fn as_resident(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn ResidentExec> {
             .then_some(join as &dyn ResidentExec);
     }
     None
+}
+
+/// The segment batches of `partition` that `input` hands on to `operator` (a node the
+/// transition rule placed above a node that hands on device batches).
+pub(crate) fn resident_input(
+    input: &Arc<dyn ExecutionPlan>,
+    operator: &str,
+    partition: usize,
+    context: Arc<TaskContext>,
+) -> Result<ResidentStream> {
+    as_resident(input)
+        .ok_or_else(|| {
+            DataFusionError::Internal(format!("{operator}'s input holds no device batches"))
+        })?
+        .execute_resident(partition, context)
 }
 
 /// Runs a resident operator's host path on `batch` (a *bridged* batch): copies it to the

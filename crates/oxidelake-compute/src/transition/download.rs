@@ -19,12 +19,12 @@ use futures::StreamExt;
 use oxidelake_core::BackendKind;
 use oxidelake_device::resident::{self, StagingPool};
 
-use super::metrics::{PARKED_STAGING, TransitionMetrics, blocking};
+use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
 use crate::segment::replay::{as_resident, recover, replay_if_degraded};
-use crate::segment::{ResidentStream, SegmentBatch};
+use crate::segment::{ResidentStream, SegmentBatch, blocking};
 
 /// Copies device batches back to the host for the CPU operator above.
 #[derive(Debug)]
@@ -150,11 +150,8 @@ impl ExecutionPlan for DeviceToHostExec {
             async move {
                 let (batch, origin) = match batch? {
                     SegmentBatch::Host(host) => {
-                        let rows = host.num_rows();
-                        if metrics.operator.no_device {
-                            metrics.operator.cpu_fallback_batches.add(1);
-                        }
-                        metrics.operator.record(rows, rows, Instant::now(), 0);
+                        let no_device = metrics.operator.no_device;
+                        metrics.host_batch(host.num_rows(), Instant::now(), no_device);
                         return Ok(host);
                     }
                     SegmentBatch::Device { batch, origin } => (batch, origin),
@@ -186,8 +183,8 @@ impl ExecutionPlan for DeviceToHostExec {
                             )?,
                         },
                     };
-                    let rows = host.num_rows();
-                    metrics.operator.record(rows, rows, started, 0);
+                    // The replay counted the batch as a CPU one already.
+                    metrics.host_batch(host.num_rows(), started, false);
                     Ok(host)
                 })
                 .await

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use oxidelake_core::BackendKind;
 use oxidelake_device::resident::StagingPool;
@@ -61,13 +60,14 @@ impl TransitionMetrics {
         let moved = exec.bytes_moved(|| bytes);
         self.operator.record(rows, rows, started, moved);
     }
-}
 
-/// Runs `work` on tokio's blocking pool (a copy blocks until the device has it).
-pub(super) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))?
+    /// One batch that passed on the host, without a copy: on the CPU backend, or kept on
+    /// (or replayed onto) the host after a device failure. `on_cpu` counts it in
+    /// `cpu_fallback_batches` (a batch that ran on the CPU where a GPU was wanted).
+    pub(super) fn host_batch(&self, rows: usize, started: Instant, on_cpu: bool) {
+        if on_cpu {
+            self.operator.cpu_fallback_batches.add(1);
+        }
+        self.operator.record(rows, rows, started, 0);
+    }
 }

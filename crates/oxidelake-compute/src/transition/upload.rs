@@ -19,11 +19,11 @@ use futures::StreamExt;
 use oxidelake_core::BackendKind;
 use oxidelake_device::resident::{self, StagingPool};
 
-use super::metrics::{PARKED_STAGING, TransitionMetrics, blocking};
+use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{BackendChoice, ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::gather;
 use crate::placement_label;
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, blocking};
 
 /// Batches a `HostToDeviceExec` uploads ahead of the one its consumer works on, so the
 /// next copy overlaps that work instead of waiting for it.
@@ -160,13 +160,10 @@ impl ResidentExec for HostToDeviceExec {
             // (counted as rows through the node, without a copy).
             let batches = input.map(move |batch| {
                 let batch = batch?;
-                let rows = batch.num_rows();
-                if metrics.operator.no_device {
-                    // Placed for a GPU where there is none: every batch stays on the CPU,
-                    // and EXPLAIN ANALYZE says so, as for every operator placed so.
-                    metrics.operator.cpu_fallback_batches.add(1);
-                }
-                metrics.operator.record(rows, rows, Instant::now(), 0);
+                // Placed for a GPU where there is none: every batch stays on the CPU, and
+                // EXPLAIN ANALYZE says so, as for every operator placed so.
+                let no_device = metrics.operator.no_device;
+                metrics.host_batch(batch.num_rows(), Instant::now(), no_device);
                 Ok(SegmentBatch::Host(batch))
             });
             return Ok(ResidentStream {
@@ -214,10 +211,8 @@ fn upload_or_keep(
     batch: RecordBatch,
 ) -> SegmentBatch {
     let started = Instant::now();
-    let rows = batch.num_rows();
     if exec.is_degraded() {
-        metrics.operator.cpu_fallback_batches.add(1);
-        metrics.operator.record(rows, rows, started, 0);
+        metrics.host_batch(batch.num_rows(), started, true);
         return SegmentBatch::Host(batch);
     }
     match resident::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
@@ -235,8 +230,7 @@ fn upload_or_keep(
             );
             exec.degrade();
             metrics.operator.device_errors.add(1);
-            metrics.operator.cpu_fallback_batches.add(1);
-            metrics.operator.record(rows, rows, started, 0);
+            metrics.host_batch(batch.num_rows(), started, true);
             SegmentBatch::Host(batch)
         }
     }
