@@ -98,7 +98,6 @@ const char* kFakePtx = R"(
 .visible .entry join_scan_totals() { ret; }
 .visible .entry join_add_block_offsets() { ret; }
 .visible .entry join_radix_keys() { ret; }
-.visible .entry agg_assign_groups() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
 .visible .entry agg_assign_groups_rows() { ret; }
@@ -714,21 +713,6 @@ void radix_keys_match_reference(Env& e) {
     for (CUdeviceptr p : {da, db, dbv, dcols, dvalids, dmins, dspans, dstrides, keys, bits}) d.cuMemFree_v2(p);
 }
 
-struct Groups {
-    uint64_t capacity;
-    CUdeviceptr slot_state, slot_keys, group_of_row, overflow;
-};
-
-Groups assign_groups(Env& e, CUdeviceptr keys, CUdeviceptr valid, uint64_t rows, uint64_t capacity) {
-    Driver& d = e.d;
-    Groups g{capacity, zeros<uint32_t>(d, capacity + 1), zeros<int64_t>(d, capacity + 1), zeros<uint32_t>(d, rows),
-             zeros<uint32_t>(d, 1)};
-    CHECK_CU(d, e.launch("agg_assign_groups", blocks_for(rows), kBlock, 0,
-                         {&keys, &valid, &rows, &capacity, &g.slot_state, &g.slot_keys, &g.group_of_row, &g.overflow}),
-             CUDA_SUCCESS);
-    return g;
-}
-
 void aggregation_matches_reference(Env& e) {
     Driver& d = e.d;
     const size_t rows = 20000;
@@ -744,20 +728,18 @@ void aggregation_matches_reference(Env& e) {
     const CUdeviceptr d_keys = upload(d, keys), d_key_valid = upload(d, key_valid);
     const CUdeviceptr d_ints = upload(d, ints), d_floats = upload(d, floats), d_valid = upload(d, value_valid);
     const uint64_t capacity = 4096, slots = capacity + 1;
-    Groups g = assign_groups(e, d_keys, d_key_valid, rows, capacity);
-    const auto state = download<uint32_t>(d, g.slot_state, slots);
-    const auto slot_keys = download<int64_t>(d, g.slot_keys, slots);
-    CHECK(download<uint32_t>(d, g.overflow, 1) == std::vector<uint32_t>{0});
-    // slot -> key (INT64_MIN stands for the NULL group).
-    std::map<size_t, int64_t> slot_key;
-    for (size_t s = 0; s < slots && s < state.size(); ++s) {
-        if (state[s] == 2) slot_key[s] = s < capacity ? slot_keys[s] : INT64_MIN;
-    }
     auto key_of_row = [&](size_t i) { return bit(key_valid, i) ? keys[i] : INT64_MIN; };
-    std::map<int64_t, int> distinct, found;
-    for (size_t i = 0; i < rows; ++i) distinct[key_of_row(i)] = 1;
-    for (const auto& entry : slot_key) found[entry.second]++;
-    CHECK(found == distinct);  // each group in exactly one slot, the NULL group included
+    // Each row's group, numbered on the host (the grouping kernels are tested with the
+    // resident aggregation below): the NULL group (INT64_MIN here) in slot `capacity`.
+    std::map<int64_t, uint32_t> slot_of;
+    for (size_t i = 0; i < rows; ++i) slot_of.emplace(key_of_row(i), 0u);
+    uint32_t next = 0;
+    for (auto& entry : slot_of) entry.second = entry.first == INT64_MIN ? static_cast<uint32_t>(capacity) : next++;
+    std::vector<uint32_t> group_of_row(rows);
+    for (size_t i = 0; i < rows; ++i) group_of_row[i] = slot_of[key_of_row(i)];
+    std::map<size_t, int64_t> slot_key;
+    for (const auto& entry : slot_of) slot_key[entry.second] = entry.first;
+    const CUdeviceptr d_group_of_row = upload(d, group_of_row);
 
     uint64_t n = rows, groups = slots;
     for (int op = 0; op < 4; ++op) {  // SUM COUNT MIN MAX over Int64
@@ -765,7 +747,7 @@ void aggregation_matches_reference(Env& e) {
         const CUdeviceptr acc = upload(d, std::vector<int64_t>(slots, init));
         const CUdeviceptr counts = zeros<uint64_t>(d, slots);
         CHECK_CU(d, e.launch("agg_update_i64", blocks_for(rows), kBlock, 0,
-                             {&d_ints, &d_valid, &g.group_of_row, &n, &groups, &op, &acc, &counts}), CUDA_SUCCESS);
+                             {&d_ints, &d_valid, &d_group_of_row, &n, &groups, &op, &acc, &counts}), CUDA_SUCCESS);
         const auto got = download<int64_t>(d, acc, slots);
         const auto got_counts = download<uint64_t>(d, counts, slots);
         std::map<int64_t, std::pair<int64_t, uint64_t>> want;  // key -> (acc, count)
@@ -795,7 +777,7 @@ void aggregation_matches_reference(Env& e) {
         const CUdeviceptr acc = upload(d, std::vector<int64_t>(slots, init));
         const CUdeviceptr counts = zeros<uint64_t>(d, slots);
         CHECK_CU(d, e.launch("agg_update_f64", blocks_for(rows), kBlock, 0,
-                             {&d_floats, &d_valid, &g.group_of_row, &n, &groups, &op, &acc_sum, &acc, &counts}),
+                             {&d_floats, &d_valid, &d_group_of_row, &n, &groups, &op, &acc_sum, &acc, &counts}),
                  CUDA_SUCCESS);
         const auto sums = download<double>(d, acc_sum, slots);
         const auto ordered = download<int64_t>(d, acc, slots);
@@ -823,11 +805,7 @@ void aggregation_matches_reference(Env& e) {
         CHECK(same);
         for (CUdeviceptr p : {acc_sum, acc, counts}) d.cuMemFree_v2(p);
     }
-    // More distinct keys than slots: the kernel raises the overflow flag for the host.
-    Groups small = assign_groups(e, d_keys, d_key_valid, rows, 16);
-    CHECK(download<uint32_t>(d, small.overflow, 1) == std::vector<uint32_t>{1});
-    for (CUdeviceptr p : {g.slot_state, g.slot_keys, g.group_of_row, g.overflow, small.slot_state, small.slot_keys,
-                          small.group_of_row, small.overflow, d_keys, d_key_valid, d_ints, d_floats, d_valid}) {
+    for (CUdeviceptr p : {d_group_of_row, d_keys, d_key_valid, d_ints, d_floats, d_valid}) {
         d.cuMemFree_v2(p);
     }
 }
@@ -1199,7 +1177,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "agg_assign_groups",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);

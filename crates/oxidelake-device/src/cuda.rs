@@ -6,20 +6,16 @@
 //! architecture the device supports, and the loaded module is cached per kernel (each
 //! backend instance drives one device, so that is per (kernel, device)).
 
+mod aggregate;
 mod evaluate;
 mod filter;
+mod gather;
 mod gpu;
-mod lane_pool;
-mod launch;
-mod pipeline;
-mod resident_aggregate;
-mod resident_build;
-mod resident_evaluate;
-mod resident_filter;
-mod resident_gather;
-mod resident_memory;
-mod resident_probe;
+mod join_build;
+mod join_probe;
+mod memory;
 mod transfers;
+mod vector_distance;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,13 +39,6 @@ pub struct CudaBackend {
     gpu: gpu::Gpu,
     host: HostAllocator,
 }
-
-pub use lane_pool::LanePoolStats;
-
-/// Most bytes (pinned plus device) the lane pool keeps parked, unless
-/// `OXIDE_CUDA_LANE_POOL_BYTES` says otherwise: room for a few operators' lanes at the
-/// default chunk size.
-const DEFAULT_LANE_POOL_BYTES: usize = 512 << 20;
 
 /// Most bytes of device-batch allocations the device pool keeps parked, unless
 /// `OXIDE_CUDA_DEVICE_POOL_BYTES` says otherwise: a few device-sized batches per
@@ -111,9 +100,6 @@ impl CudaBackend {
             .map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
         let arch = crate::nvrtc::arch_for(major, minor);
         let batching = crate::BatchSizes::from_env()?;
-        let pool_bytes =
-            crate::batching::env_count("OXIDE_CUDA_LANE_POOL_BYTES", "lane pool size")?
-                .unwrap_or(DEFAULT_LANE_POOL_BYTES);
         let device_pool_bytes =
             crate::batching::env_count("OXIDE_CUDA_DEVICE_POOL_BYTES", "device pool size")?
                 .unwrap_or(DEFAULT_DEVICE_POOL_BYTES);
@@ -126,7 +112,6 @@ impl CudaBackend {
                 arch,
                 modules: Mutex::new(HashMap::new()),
                 batching,
-                lanes: lane_pool::LanePool::new(pool_bytes),
                 device_pool: Arc::new(crate::resident::DevicePool::new(device_pool_bytes)),
             },
         })
@@ -135,13 +120,6 @@ impl CudaBackend {
     /// The same backend with other batch and chunk sizes (tests, embedding applications).
     pub fn with_batching(mut self, batching: crate::BatchSizes) -> Self {
         self.gpu.batching = batching;
-        self
-    }
-
-    /// The same backend with a lane pool that keeps at most `bytes` parked (0: every
-    /// call allocates its lanes, as before the pool existed; for comparisons).
-    pub fn with_lane_pool_bytes(mut self, bytes: usize) -> Self {
-        self.gpu.lanes = lane_pool::LanePool::new(bytes);
         self
     }
 
@@ -155,11 +133,6 @@ impl CudaBackend {
     /// The device pool's counters: allocations made and reused, bytes parked.
     pub fn device_pool_stats(&self) -> crate::resident::DevicePoolStats {
         self.gpu.device_pool.stats()
-    }
-
-    /// The lane pool's counters: lanes and streams created and reused.
-    pub fn lane_pool_stats(&self) -> LanePoolStats {
-        self.gpu.lanes.stats()
     }
 
     /// The virtual architecture kernels are compiled for.
@@ -382,12 +355,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::FilterProjectArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        filter::filter_project(&dev, args)
+        crate::edge::filter_project(self, stream, args)
     }
 
     fn filter_project_resident(
@@ -398,7 +366,7 @@ impl GpuBackend for CudaBackend {
         projection: &[usize],
     ) -> Result<crate::DeviceBatch, EngineError> {
         let dev = self.resident_dev(stream, batch)?;
-        resident_filter::filter_project_resident(&dev, batch, predicates, projection)
+        filter::filter_project_resident(&dev, batch, predicates, projection)
     }
 
     fn evaluate(
@@ -406,12 +374,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::EvaluateArgs<'_>,
     ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        evaluate::evaluate(&dev, args)
+        crate::edge::evaluate(self, stream, args)
     }
 
     fn evaluate_resident(
@@ -420,7 +383,7 @@ impl GpuBackend for CudaBackend {
         args: crate::ops::EvaluateResidentArgs<'_>,
     ) -> Result<crate::DeviceBatch, EngineError> {
         let dev = self.resident_dev(stream, args.batch)?;
-        resident_evaluate::evaluate_resident(&dev, args)
+        evaluate::evaluate_resident(&dev, args)
     }
 
     fn aggregate_resident(
@@ -429,7 +392,7 @@ impl GpuBackend for CudaBackend {
         args: crate::ops::AggregateResidentArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
         let dev = self.resident_dev(stream, args.batch)?;
-        resident_aggregate::aggregate_resident(&dev, stream, args)
+        aggregate::aggregate_resident(&dev, stream, args)
     }
 
     fn build_join_table(
@@ -442,7 +405,7 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        let table = launch::build_join_table(&dev, build_keys)?;
+        let table = join_build::build_join_table(&dev, build_keys)?;
         Ok(crate::JoinTable::new(
             self.gpu.device,
             arrow::array::Array::len(build_keys),
@@ -462,8 +425,8 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
-        launch::probe_join_table(&dev, t, probe_keys)
+        let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
+        join_probe::probe_join_table(&dev, t, probe_keys)
     }
 
     fn probe_join_table_resident(
@@ -473,8 +436,8 @@ impl GpuBackend for CudaBackend {
         args: crate::ops::ProbeResidentArgs<'_>,
     ) -> Result<crate::ops::ResidentMatches, EngineError> {
         let dev = self.resident_dev(stream, args.batch)?;
-        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
-        resident_probe::probe_resident(&dev, stream, t, args)
+        let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
+        join_probe::probe_resident(&dev, stream, t, args)
     }
 
     fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
@@ -495,7 +458,7 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        resident_build::append(&dev, batches, schema)
+        join_build::append(&dev, batches, schema)
     }
 
     fn download_columns(
@@ -505,7 +468,7 @@ impl GpuBackend for CudaBackend {
         columns: &[usize],
     ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
         let dev = self.resident_dev(stream, batch)?;
-        resident_build::download_columns(&dev, batch, columns)
+        join_build::download_columns(&dev, batch, columns)
     }
 
     fn build_join_table_resident(
@@ -515,7 +478,7 @@ impl GpuBackend for CudaBackend {
         key: crate::ops::ResidentKey<'_>,
     ) -> Result<crate::JoinTable, EngineError> {
         let dev = self.resident_dev(stream, batch)?;
-        let table = resident_build::build_table(&dev, batch, key)?;
+        let table = join_build::build_table(&dev, batch, key)?;
         Ok(crate::JoinTable::new(
             self.gpu.device,
             batch.num_rows(),
@@ -532,8 +495,8 @@ impl GpuBackend for CudaBackend {
     ) -> Result<crate::DeviceBatch, EngineError> {
         self.resident_dev(stream, args.build)?;
         let dev = self.resident_dev(stream, args.probe)?;
-        let t = table.table_on::<launch::CudaJoinTable>(self.gpu.device)?;
-        resident_probe::join_resident(&dev, t, args)
+        let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
+        join_probe::join_resident(&dev, t, args)
     }
 
     fn aggregate(
@@ -541,12 +504,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::AggregateArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        launch::aggregate(&dev, args)
+        crate::edge::aggregate(self, stream, args)
     }
 
     fn vector_distance(
@@ -559,7 +517,7 @@ impl GpuBackend for CudaBackend {
             backend: self,
             stream: self.stream(stream)?,
         };
-        launch::vector_distance(&dev, args)
+        vector_distance::vector_distance(&dev, args)
     }
 }
 

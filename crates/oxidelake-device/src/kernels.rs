@@ -81,7 +81,7 @@ impl CudaKernel {
                 "join_probe_write",
                 "join_radix_keys",
             ],
-            CudaKernel::Aggregation => &["agg_assign_groups", "agg_update_i64", "agg_update_f64"],
+            CudaKernel::Aggregation => &["agg_update_i64", "agg_update_f64"],
             CudaKernel::VectorDistance => &["l2_distance", "cosine_distance"],
         }
     }

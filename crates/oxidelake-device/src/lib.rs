@@ -30,6 +30,8 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod detector;
+#[cfg(feature = "cuda")]
+mod edge;
 mod handles;
 pub mod kernels;
 #[cfg(all(feature = "metal", target_os = "macos"))]
@@ -45,7 +47,7 @@ pub use backend::{GpuBackend, MemoryInfo};
 pub use batching::BatchSizes;
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
-pub use cuda::{CudaBackend, LanePoolStats};
+pub use cuda::CudaBackend;
 pub use detector::HardwareDetector;
 pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 #[cfg(all(feature = "metal", target_os = "macos"))]

@@ -177,6 +177,38 @@ impl Predicate {
         }
     }
 
+    /// The same predicate reading column `map(c)` wherever this one reads column `c`
+    /// (for a batch holding only the columns a predicate reads).
+    pub fn with_columns(&self, map: &dyn Fn(usize) -> usize) -> Predicate {
+        match self {
+            Predicate::Compare(p) => Predicate::Compare(ColumnPredicate {
+                column: map(p.column),
+                ..p.clone()
+            }),
+            Predicate::CompareColumns { left, op, right } => Predicate::CompareColumns {
+                left: map(*left),
+                op: *op,
+                right: map(*right),
+            },
+            Predicate::Like {
+                column,
+                pattern,
+                negated,
+            } => Predicate::Like {
+                column: map(*column),
+                pattern: pattern.clone(),
+                negated: *negated,
+            },
+            Predicate::IsNull { column, negated } => Predicate::IsNull {
+                column: map(*column),
+                negated: *negated,
+            },
+            Predicate::And(c) => Predicate::And(c.iter().map(|p| p.with_columns(map)).collect()),
+            Predicate::Or(c) => Predicate::Or(c.iter().map(|p| p.with_columns(map)).collect()),
+            Predicate::Not(p) => Predicate::Not(Box::new(p.with_columns(map))),
+        }
+    }
+
     /// The predicate as SQL-like text, naming columns `name@index` from `schema`.
     pub fn display(&self, schema: &Schema) -> String {
         let name = |i: usize| {

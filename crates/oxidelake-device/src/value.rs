@@ -165,6 +165,37 @@ impl ValueExpr {
         }
     }
 
+    /// The same expression reading column `map(c)` wherever this one reads column `c`.
+    pub fn with_columns(&self, map: &dyn Fn(usize) -> usize) -> ValueExpr {
+        let inner = |e: &ValueExpr| Box::new(e.with_columns(map));
+        match self {
+            ValueExpr::Column(c) => ValueExpr::Column(map(*c)),
+            ValueExpr::Int(_) | ValueExpr::Float(_) => self.clone(),
+            ValueExpr::Arith {
+                op,
+                mode,
+                left,
+                right,
+            } => ValueExpr::Arith {
+                op: *op,
+                mode: *mode,
+                left: inner(left),
+                right: inner(right),
+            },
+            ValueExpr::Scale { input, power } => ValueExpr::Scale {
+                input: inner(input),
+                power: *power,
+            },
+            ValueExpr::ToFloat(input) => ValueExpr::ToFloat(inner(input)),
+            ValueExpr::FloatNeg(input) => ValueExpr::FloatNeg(inner(input)),
+            ValueExpr::Wrap { input, bits } => ValueExpr::Wrap {
+                input: inner(input),
+                bits: *bits,
+            },
+            ValueExpr::Year(c) => ValueExpr::Year(map(*c)),
+        }
+    }
+
     /// Whether the expression's images are floats.
     pub fn is_float(&self, schema: &Schema) -> bool {
         match self {

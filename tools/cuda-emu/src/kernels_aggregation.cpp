@@ -5,7 +5,6 @@
 #include "aggregation.cu"
 
 #define EMU_KERNEL_SOURCE "aggregation.cu"
-EMU_KERNEL(agg_assign_groups);
 EMU_KERNEL(agg_update_i64);
 EMU_KERNEL(agg_update_f64);
 EMU_KERNEL(agg_assign_groups_rows);

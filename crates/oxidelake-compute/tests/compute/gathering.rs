@@ -203,7 +203,7 @@ async fn run(plan: Arc<dyn ExecutionPlan>) -> Vec<RecordBatch> {
 
 #[tokio::test]
 async fn a_device_receives_gathered_batches_off_the_polling_thread() {
-    let device = RecordingDevice::new(Some(BatchSizes::new(4096, 1024).unwrap()));
+    let device = RecordingDevice::new(Some(BatchSizes::new(4096).unwrap()));
     let ours = run(filter(10, device.clone())).await;
     let stock = run(filter(10, Arc::new(CpuBackend::new()))).await;
     assert_same_rows("gathered filter", &ours, &stock, 0.0);
@@ -304,7 +304,7 @@ fn partial_sum(batches: usize, backend: Arc<dyn GpuBackend>) -> Arc<dyn Executio
 
 #[tokio::test]
 async fn a_device_join_builds_once_and_probes_gathered_batches_off_the_polling_thread() {
-    let device = RecordingDevice::new(Some(BatchSizes::new(4096, 1024).unwrap()));
+    let device = RecordingDevice::new(Some(BatchSizes::new(4096).unwrap()));
     // A session batch size under the gathered probe's: the output comes in slices of it.
     let small = SessionContext::new_with_config(SessionConfig::new().with_batch_size(1000));
     let ours = collect(join(10, device.clone()), small.task_ctx())
@@ -345,7 +345,7 @@ async fn a_device_join_builds_once_and_probes_gathered_batches_off_the_polling_t
 
 #[tokio::test]
 async fn a_device_partial_aggregate_takes_the_scan_batches_ungathered_off_the_polling_thread() {
-    let device = RecordingDevice::new(Some(BatchSizes::new(4096, 1024).unwrap()));
+    let device = RecordingDevice::new(Some(BatchSizes::new(4096).unwrap()));
     let ours = run(partial_sum(10, device.clone())).await;
     let stock = run(partial_sum(10, Arc::new(CpuBackend::new()))).await;
     assert_same_rows("partial aggregate", &ours, &stock, 0.0);

@@ -1,7 +1,7 @@
-//! The CUDA filter's data path on the emulated driver (tools/cuda-emu): scan-sized
-//! batches are gathered to the device batch size, each device call runs its chunks on
-//! two streams in the designed order, and the lanes (pinned staging, device buffers, the
-//! second stream) come from the backend's pool after the first call.
+//! The CUDA operators' data path on the emulated driver (tools/cuda-emu): scan-sized
+//! batches are gathered to the device batch size, host batches cross to the device once
+//! per call with only the columns the operator reads, device batches stay there between
+//! the transitions, and device memory comes back to its pool.
 //!
 //! The emulator's stream trace and allocation counters are process-wide, so
 //! `scripts/test-cuda-emulated.sh` runs this module on its own, one test at a time. On a
@@ -29,9 +29,8 @@ use super::rows::assert_same_rows;
 
 /// Scan-sized input batches of this many rows...
 const SCAN_ROWS: usize = 1024;
-/// ...gathered to device batches of four chunks of this many rows.
-const CHUNK_ROWS: usize = 1024;
-const BATCH_ROWS: usize = 4 * CHUNK_ROWS;
+/// ...gathered to device batches of this many.
+const BATCH_ROWS: usize = 4 * SCAN_ROWS;
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -107,15 +106,13 @@ fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// A CUDA backend with small chunks, so a test's batches span several of them.
-fn cuda(pool_bytes: Option<usize>) -> Arc<CudaBackend> {
-    let backend = CudaBackend::try_new(0)
-        .unwrap()
-        .with_batching(BatchSizes::new(BATCH_ROWS, CHUNK_ROWS).unwrap());
-    Arc::new(match pool_bytes {
-        Some(bytes) => backend.with_lane_pool_bytes(bytes),
-        None => backend,
-    })
+/// A CUDA backend with small device batches, so a test's scan batches make several.
+fn cuda() -> Arc<CudaBackend> {
+    Arc::new(
+        CudaBackend::try_new(0)
+            .unwrap()
+            .with_batching(BatchSizes::new(BATCH_ROWS).unwrap()),
+    )
 }
 
 fn emulator_missing() -> bool {
@@ -126,223 +123,63 @@ fn emulator_missing() -> bool {
     true
 }
 
-/// One letter per traced operation of a stream: U upload, D download, and the filter's
-/// kernels e(val) c(ount) s(can) k (compact); events are left out.
-fn shape(ops: &[String]) -> String {
-    ops.iter()
-        .filter_map(|op| match op.as_str() {
-            "h2d" => Some('U'),
-            "d2h" => Some('D'),
-            "launch eval_predicates" => Some('e'),
-            "launch count_flags" => Some('c'),
-            "launch exclusive_scan_blocks" => Some('s'),
-            "launch compact_rows" => Some('k'),
-            "record" | "wait" => None,
-            _ => Some('?'),
-        })
-        .collect()
-}
-
-/// Whether `shape` is a sequence of chunks, each uploads, the four kernels in order,
-/// then the two downloads (block totals, kept row indices).
-fn is_chunk_sequence(shape: &str) -> bool {
-    let mut rest = shape;
-    while !rest.is_empty() {
-        let uploads = rest.len() - rest.trim_start_matches('U').len();
-        if uploads == 0 || !rest[uploads..].starts_with("ecskDD") {
-            return false;
-        }
-        rest = &rest[uploads + "ecskDD".len()..];
-    }
-    true
-}
-
-#[test]
-fn the_chunk_pattern_checker_accepts_only_the_designed_order() {
-    assert!(is_chunk_sequence("UUUecskDDUecskDD"));
-    assert!(!is_chunk_sequence("ecskDD"), "no upload before the kernels");
-    assert!(!is_chunk_sequence("UUceskDD"), "kernels out of order");
-    assert!(!is_chunk_sequence("UUecskD"), "a download missing");
-    assert!(!is_chunk_sequence("UUecskDDe"), "a trailing launch");
+/// How many times the emulator traced a launch of `kernel`.
+fn launches(kernel: &str) -> usize {
+    let op = format!("launch {kernel}");
+    emu::trace_lines()
+        .into_iter()
+        .filter(|(_, traced)| *traced == op)
+        .count()
 }
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn scan_batches_are_gathered_and_each_device_call_runs_on_two_streams_in_order() {
+async fn a_filter_over_host_batches_uploads_only_its_predicate_columns_once_per_gathered_batch() {
     if emulator_missing() {
         return;
     }
-    let batches = 120;
-    let backend = cuda(None);
-    let plan = filter(batches, BackendChoice::Fixed(backend.clone()));
+    let batches = 40;
+    let only_a = || {
+        vec![Predicate::from(ColumnPredicate {
+            column: 0,
+            op: CmpOp::Gt,
+            literal: Literal::Int64(1000),
+        })]
+    };
+    let on = |backend: BackendChoice| -> Arc<dyn ExecutionPlan> {
+        Arc::new(
+            GpuFilterExec::try_new(scan(batches), only_a(), vec![0, 1], BackendKind::Cuda)
+                .unwrap()
+                .with_backend(backend),
+        )
+    };
+    let plan = on(BackendChoice::Fixed(cuda()));
     emu::trace(true);
     let ours = run(Arc::clone(&plan)).await;
     emu::trace(false);
-    let stock = run(filter(
-        batches,
-        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
-    ))
-    .await;
-    let rows = assert_same_rows("gathered filter", &ours, &stock, 0.0);
+    let stock = run(on(BackendChoice::Fixed(Arc::new(CpuBackend::new())))).await;
+    let rows = assert_same_rows("host-batch filter", &ours, &stock, 0.0);
     assert!(rows > 0, "the filter keeps some rows");
     assert_eq!(
         metric(&plan, "cpu_fallback_batches"),
         0,
         "every batch ran on the device"
     );
-
-    let mut per_stream: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (stream, op) in emu::trace_lines() {
-        per_stream.entry(stream).or_default().push(op);
-    }
     let device_calls = batches * SCAN_ROWS / BATCH_ROWS;
-    let chunks_per_stream = device_calls * (BATCH_ROWS / CHUNK_ROWS) / 2;
-    let working: Vec<(&String, String)> = per_stream
-        .iter()
-        .map(|(stream, ops)| (stream, shape(ops)))
-        .filter(|(_, shape)| shape.contains('e'))
-        .collect();
     assert_eq!(
-        working.len(),
-        2,
-        "two streams carry the filter's work: {:?}",
-        per_stream.keys().collect::<Vec<_>>()
-    );
-    for (stream, shape) in &working {
-        assert!(
-            is_chunk_sequence(shape),
-            "{stream}: every chunk is uploads, eval, count, scan, compact, two downloads: {shape}"
-        );
-        assert_eq!(
-            shape.matches('k').count(),
-            chunks_per_stream,
-            "{stream}: half of the {device_calls} calls' chunks"
-        );
-    }
-    let stats = backend.lane_pool_stats();
-    assert_eq!(
-        stats.lanes_created, 2,
-        "one lane per stream, then reuse: {stats:?}"
+        launches("eval_predicates"),
+        device_calls,
+        "one program run per call"
     );
     assert_eq!(
-        stats.lanes_reused as usize,
-        2 * (device_calls - 1),
-        "{stats:?}"
+        launches("gather_8byte"),
+        device_calls,
+        "per call only the kept row numbers are gathered on the device"
     );
-    assert_eq!(stats.streams_created, 1, "{stats:?}");
-}
-
-#[tokio::test]
-#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn parked_lanes_are_in_the_pinned_and_device_gauges_until_their_backend_goes() {
-    if emulator_missing() {
-        return;
-    }
-    let gauges = || TelemetryHub::global().snapshot().memory;
-    let before = gauges();
-    let backend = cuda(None);
-    let plan = filter(20, BackendChoice::Fixed(backend.clone()));
-    run(Arc::clone(&plan)).await;
-    let stats = backend.lane_pool_stats();
-    let parked = gauges();
-    assert!(parked.pinned_bytes > before.pinned_bytes, "{parked:?}");
-    assert!(parked.device_bytes > before.device_bytes, "{parked:?}");
     assert_eq!(
-        (parked.pinned_bytes - before.pinned_bytes) + (parked.device_bytes - before.device_bytes),
-        stats.parked_bytes,
-        "the gauges hold exactly the parked lanes: {stats:?}"
-    );
-    drop(plan);
-    drop(backend);
-    let after = gauges();
-    assert_eq!(
-        (after.pinned_bytes, after.device_bytes),
-        (before.pinned_bytes, before.device_bytes),
-        "dropping the backend frees its lanes"
-    );
-}
-
-/// Allocations (device, pinned, streams) a fresh backend makes for a filter over
-/// `batches` scan batches: (cuMemAlloc, cuMemHostAlloc, cuStreamCreate).
-async fn allocations(batches: usize, pool_bytes: Option<usize>) -> (u64, u64, u64) {
-    let backend = cuda(pool_bytes);
-    let counts = || {
-        (
-            emu::call_count("cuMemAlloc"),
-            emu::call_count("cuMemHostAlloc"),
-            emu::call_count("cuStreamCreate"),
-        )
-    };
-    // The kernels' modules load on the first call; warm them outside the count.
-    run(filter(1, BackendChoice::Fixed(backend.clone()))).await;
-    let before = counts();
-    let out = run(filter(batches, BackendChoice::Fixed(backend))).await;
-    assert!(out.iter().map(RecordBatch::num_rows).sum::<usize>() > 0);
-    let after = counts();
-    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
-}
-
-#[tokio::test]
-#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn the_lane_pool_keeps_allocations_constant_across_hundreds_of_batches() {
-    if emulator_missing() {
-        return;
-    }
-    // Each run warms a fresh backend with one batch (one lane); the run then creates the
-    // second lane and its stream at its first device call and reuses both after that.
-    let (short, long) = (allocations(100, None).await, allocations(400, None).await);
-    eprintln!("pooled lanes: 100 scan batches {short:?}, 400 scan batches {long:?}");
-    assert_eq!(
-        short, long,
-        "allocations do not grow with the number of batches (cuMemAlloc, cuMemHostAlloc, cuStreamCreate)"
-    );
-    let (per_batch_100, per_batch_400) = (
-        allocations(100, Some(0)).await,
-        allocations(400, Some(0)).await,
-    );
-    eprintln!(
-        "unpooled lanes: 100 scan batches {per_batch_100:?}, 400 scan batches {per_batch_400:?}"
-    );
-    assert!(
-        per_batch_400.1 > per_batch_100.1 && per_batch_100.1 > short.1,
-        "without the pool, pinned allocations grow with the batches (the counter sees them)"
-    );
-}
-
-#[tokio::test]
-#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn a_full_pool_frees_its_least_recently_parked_lanes_to_keep_new_ones() {
-    if emulator_missing() {
-        return;
-    }
-    // What filter A's two lanes hold, measured on an unbounded pool.
-    let probe = cuda(None);
-    run(filter_above(1000, 8, BackendChoice::Fixed(probe.clone()))).await;
-    let two_lanes = probe.lane_pool_stats().parked_bytes as usize;
-    assert!(two_lanes > 0);
-    drop(probe);
-
-    // A pool with room for two lanes: filter B's lanes replace filter A's.
-    let backend = cuda(Some(two_lanes));
-    let fixed = || BackendChoice::Fixed(backend.clone());
-    run(filter_above(1000, 8, fixed())).await;
-    run(filter_above(2000, 8, fixed())).await;
-    let after_b = backend.lane_pool_stats();
-    assert_eq!(
-        after_b.lanes_released, 2,
-        "A's lanes made room: {after_b:?}"
-    );
-    assert_eq!(after_b.parked_bytes as usize, two_lanes, "{after_b:?}");
-    // B runs again from its parked lanes; A, evicted, allocates again.
-    run(filter_above(2000, 8, fixed())).await;
-    let again_b = backend.lane_pool_stats();
-    assert_eq!(again_b.lanes_created, after_b.lanes_created, "{again_b:?}");
-    assert!(again_b.lanes_reused > after_b.lanes_reused, "{again_b:?}");
-    run(filter_above(1000, 8, fixed())).await;
-    assert_eq!(
-        backend.lane_pool_stats().lanes_created,
-        again_b.lanes_created + 2,
-        "A's lanes were freed"
+        launches("gather_string_bytes") + launches("gather_string_lengths"),
+        0,
+        "the projected strings never cross the bus: they are taken on the host"
     );
 }
 
@@ -363,7 +200,7 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
     }
     use oxidelake_device::GpuBackend;
     use oxidelake_device::resident;
-    let backend = cuda(None);
+    let backend = cuda();
     let stream = backend.create_stream().unwrap();
     let scan = scan(3);
     let batches = run(scan).await;
@@ -392,7 +229,7 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while
     use oxidelake_device::GpuBackend;
     use oxidelake_device::resident;
     let device = || TelemetryHub::global().snapshot().memory.device_bytes;
-    let backend = cuda(None);
+    let backend = cuda();
     let stream = backend.create_stream().unwrap();
     let batches = run(scan(2)).await;
     let batch = arrow::compute::concat_batches(&schema(), &batches).unwrap();
@@ -434,7 +271,7 @@ async fn a_filter_between_transitions_gathers_strings_and_nulls_on_the_device_on
     }
     use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -550,7 +387,7 @@ async fn a_resident_filter_runs_on_the_device_and_reads_back_only_its_kept_count
     }
     use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -608,7 +445,7 @@ async fn a_projection_above_a_resident_filter_computes_on_the_device_and_reads_b
     use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
     let select = "price * CAST(k AS DECIMAL(20, 0)) AS x, k, price";
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -665,7 +502,7 @@ async fn a_resident_projection_whose_values_outgrow_64_bits_is_bridged_to_datafu
     let batches = 8;
     // Every batch holds prices near 1000.00, whose fourth power needs more than 64 bits.
     let select = "price * price * price * price AS x, k";
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -703,7 +540,7 @@ async fn a_resident_projection_whose_values_outgrow_64_bits_is_bridged_to_datafu
 /// (`DeviceToHostExec` over `HostToDeviceExec`; equal string widths, so every device
 /// batch has the same size), after a warm-up run; and the plan.
 async fn transition_host_allocations(batches: usize) -> (u64, Arc<dyn ExecutionPlan>) {
-    let (host, _, plan) = transition_allocations(cuda(None), batches).await;
+    let (host, _, plan) = transition_allocations(cuda(), batches).await;
     (host, plan)
 }
 
@@ -746,7 +583,7 @@ async fn device_batches_reuse_their_device_allocations_across_hundreds_of_batche
     if emulator_missing() {
         return;
     }
-    let backend = cuda(None);
+    let backend = cuda();
     let (_, first, _) = transition_allocations(Arc::clone(&backend), 100).await;
     let (_, short, _) = transition_allocations(Arc::clone(&backend), 100).await;
     let (_, long, _) = transition_allocations(Arc::clone(&backend), 400).await;
@@ -771,7 +608,7 @@ async fn device_batches_reuse_their_device_allocations_across_hundreds_of_batche
     let unpooled = Arc::new(
         CudaBackend::try_new(0)
             .unwrap()
-            .with_batching(BatchSizes::new(BATCH_ROWS, CHUNK_ROWS).unwrap())
+            .with_batching(BatchSizes::new(BATCH_ROWS).unwrap())
             .with_device_pool_bytes(0),
     );
     let (_, each, _) = transition_allocations(unpooled, 400).await;
@@ -928,7 +765,7 @@ async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_do
     }
     use oxidelake_compute::HostToDeviceExec;
     let batches = 40;
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -962,11 +799,6 @@ async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_do
     assert_eq!(count("launch agg_assign_groups_rows"), gathered);
     assert_eq!(count("launch agg_compact_words"), gathered);
     assert_eq!(
-        count("launch agg_assign_groups"),
-        0,
-        "no host-numbered keys"
-    );
-    assert_eq!(
         count("d2h"),
         4 * gathered,
         "per batch: the filter's kept count, the aggregate's overflow flag and group \
@@ -997,7 +829,7 @@ async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_ag
         );
     };
     let batches = 12;
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     // The scan's `d`, `amount` and `k`, uploaded, aggregated where they lie.
     let plan = || {
@@ -1061,7 +893,7 @@ async fn a_join_probing_a_resident_filter_brings_back_only_the_joined_rows() {
     }
     use oxidelake_compute::{GpuHashJoinExec, HostToDeviceExec};
     let batches = 40;
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let h2d: Arc<dyn ExecutionPlan> = Arc::new(
         HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
@@ -1122,7 +954,7 @@ async fn semi_and_anti_joins_probing_a_resident_filter_bring_back_only_their_pro
     let gathered = batches * SCAN_ROWS / BATCH_ROWS;
     let matching = (0..gathered).filter(|b| b * BATCH_ROWS < 20_000).count();
     for join_type in [JoinType::RightSemi, JoinType::RightAnti] {
-        let backend = cuda(None);
+        let backend = cuda();
         let fixed = BackendChoice::Fixed(backend.clone());
         let h2d: Arc<dyn ExecutionPlan> = Arc::new(
             HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)

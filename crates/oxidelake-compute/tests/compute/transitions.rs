@@ -71,7 +71,7 @@ fn filter(input: Arc<dyn ExecutionPlan>) -> GpuFilterExec {
 fn device() -> BackendChoice {
     let backend = oxidelake_device::CudaBackend::try_new(0)
         .unwrap()
-        .with_batching(oxidelake_device::BatchSizes::new(ROWS, 496).unwrap());
+        .with_batching(oxidelake_device::BatchSizes::new(ROWS).unwrap());
     BackendChoice::Fixed(Arc::new(backend))
 }
 

@@ -1,10 +1,12 @@
-// aggregation.cu — SUM / COUNT / MIN / MAX over Int64 or Float64 grouped by one Int64
-// key of low cardinality, with atomics into a small device-resident group table.
+// aggregation.cu — SUM / COUNT / MIN / MAX over a device batch's columns, grouped by any
+// number of its key columns (ADR-0015: the one aggregation path, host batches included).
 //
-//   1. agg_assign_groups  one thread per row: finds or claims the key's slot in an
+//   1. agg_assign_groups_rows
+//                         one thread per row: finds or claims its key's slot in an
 //                         open-addressing table (atomicCAS on slot_state: 0 empty,
-//                         1 being written, 2 ready) and writes the slot to group_of_row.
-//                         NULL keys map to the extra slot `capacity` (their own group).
+//                         1 being written, 2 ready); the slot holds its first row, and
+//                         keys are compared column by column where they lie (8-byte
+//                         images, or i32 offsets + bytes for strings; NULL equals NULL).
 //   2. agg_update_i64 / agg_update_f64
 //                         one thread per row: atomically folds the value into its
 //                         group's accumulator; counts[] counts non-null values (COUNT's
@@ -13,18 +15,12 @@
 //                         column. AGG_SUM_LO / AGG_SUM_HI sum a value's low 32 bits
 //                         (zero-extended) and high 32 bits (sign-extended): a decimal sum
 //                         of fewer than 2^31 rows is exact as hi_sum * 2^32 + lo_sum.
-//
-// Grouping a device-resident batch (ADR-0014) by any number of key columns:
-//   3. agg_assign_groups_rows
-//                         as agg_assign_groups, but the slot holds its first row, and
-//                         keys are compared column by column where they lie (8-byte
-//                         images, or i32 offsets + bytes for strings; NULL equals NULL).
-//   4. agg_slot_flags     a byte per slot: is it used (then count_flags,
+//   3. agg_slot_flags     a byte per slot: is it used (then count_flags,
 //                         exclusive_scan_blocks and compact_rows of filter_project.cu list
 //                         the used slots in slot order: the dense group numbers).
-//   5. agg_group_rows     each group's first row (its key values' row, for the gather).
-//   6. agg_fill           an accumulator column's initial value (MIN / MAX).
-//   7. agg_compact_words  the used slots' accumulators, word column by word column, into
+//   4. agg_group_rows     each group's first row (its key values' row, for the gather).
+//   5. agg_fill           an accumulator column's initial value (MIN / MAX).
+//   6. agg_compact_words  the used slots' accumulators, word column by word column, into
 //                         the output batch.
 //
 // Semantics match the CPU path: an integer SUM adds with two's complement atomicAdd on
@@ -70,50 +66,6 @@ __device__ __forceinline__ long long ordered_from_double(double v)
 {
     const long long bits = __double_as_longlong(v);
     return bits ^ (long long)(((unsigned long long)(bits >> 63)) >> 1);
-}
-
-extern "C" __global__ void agg_assign_groups(const long long* __restrict__ keys,
-                                             const unsigned char* __restrict__ valid,
-                                             unsigned long long rows,
-                                             unsigned long long capacity,
-                                             unsigned int* __restrict__ slot_state,
-                                             long long* __restrict__ slot_keys,
-                                             unsigned int* __restrict__ group_of_row,
-                                             unsigned int* __restrict__ overflow)
-{
-    const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= rows) {
-        return;
-    }
-    if (!agg_valid(valid, row)) {
-        group_of_row[row] = (unsigned int)capacity;
-        atomicExch(&slot_state[capacity], 2u);  // every NULL row writes it: atomically (found by the emulator's TSan run)
-        return;
-    }
-    const long long key = keys[row];
-    const unsigned long long mask = capacity - 1ull;
-    unsigned long long slot = agg_hash(key) & mask;
-    for (unsigned long long step = 0; step < capacity; ++step) {
-        unsigned int state = atomicCAS(&slot_state[slot], 0u, 1u);
-        if (state == 0u) {
-            slot_keys[slot] = key;
-            __threadfence();
-            atomicExch(&slot_state[slot], 2u);
-            group_of_row[row] = (unsigned int)slot;
-            return;
-        }
-        while (state == 1u) {
-            // Another thread is writing this slot's key; wait until it is published.
-            state = atomicAdd(&slot_state[slot], 0u);
-        }
-        if (slot_keys[slot] == key) {
-            group_of_row[row] = (unsigned int)slot;
-            return;
-        }
-        slot = (slot + 1ull) & mask;
-    }
-    atomicExch(overflow, 1u);  // more distinct keys than capacity: the host retries bigger
-    group_of_row[row] = (unsigned int)capacity;
 }
 
 extern "C" __global__ void agg_update_i64(const long long* __restrict__ values,

@@ -13,7 +13,6 @@ use cudarc::driver::{
 };
 use oxidelake_core::{DeviceId, EngineError};
 
-use super::lane_pool::LanePool;
 use crate::kernels::CudaKernel;
 
 /// Threads per block; a multiple of the warp size, and `FP_BLOCK` in filter_project.cu.
@@ -126,7 +125,6 @@ pub(super) struct Gpu {
     pub(super) arch: &'static str,
     pub(super) modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
     pub(super) batching: crate::BatchSizes,
-    pub(super) lanes: LanePool,
     /// Allocations of device batches, reused across batches (`resident::DevicePool`).
     pub(super) device_pool: Arc<crate::resident::DevicePool>,
 }

@@ -58,7 +58,7 @@ async fn a_join_of_two_resident_inputs_builds_and_joins_on_the_device_and_downlo
         return;
     }
     let (build_batches, probe_batches) = (10, 40);
-    let backend = cuda(None);
+    let backend = cuda();
     let fixed = BackendChoice::Fixed(backend.clone());
     let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
         Arc::new(
@@ -185,7 +185,7 @@ async fn a_join_on_two_integer_keys_combines_them_on_the_device_for_the_build_an
     let (build_batches, probe_batches) = (10, 40);
     let probe_gathered = (probe_batches * SCAN_ROWS).div_ceil(BATCH_ROWS);
     for join_type in [JoinType::Inner, JoinType::RightSemi] {
-        let backend = cuda(None);
+        let backend = cuda();
         let fixed = BackendChoice::Fixed(backend.clone());
         let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
             Arc::new(
@@ -246,7 +246,7 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
     // Without a session limit a share of the device's memory bounds the side.
     {
         use oxidelake_device::GpuBackend;
-        let backend = cuda(None);
+        let backend = cuda();
         let total = backend.memory_info().unwrap().total_bytes as usize;
         assert_eq!(
             oxidelake_compute::default_device_limit(backend.as_ref()),
@@ -255,7 +255,7 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
     }
     // (device limit, build sides kept on the host, probe batches bridged)
     for (limit, on_host, bridged) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
-        let backend = cuda(None);
+        let backend = cuda();
         let fixed = BackendChoice::Fixed(backend.clone());
         let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
             Arc::new(

@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
-use super::resident_memory::address;
+use super::memory::address;
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
 use crate::resident::{DeviceBatch, ResidentColumn, ResidentValues};

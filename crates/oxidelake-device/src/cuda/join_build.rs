@@ -11,15 +11,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::datatypes::SchemaRef;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::gpu::{Dev, grid, unsupported};
-use super::launch::{CudaJoinTable, build_join_table_at, slice_address};
-use super::resident_memory::{
-    SyncOnExit, address, alloc_on_stream, batch_pool, copy_span, download_span,
+use super::memory::{
+    SyncOnExit, address, alloc_on_stream, batch_pool, copy_span, download_span, slice_address,
 };
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
@@ -27,6 +26,21 @@ use crate::ops::{RadixDigit, ResidentKey, ValueClass, value_class};
 use crate::resident::{
     DeviceBatch, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
 };
+
+/// Device state of a built join table.
+pub(crate) struct CudaJoinTable {
+    pub(super) capacity: u64,
+    pub(super) slot_state: CudaSlice<u32>,
+    pub(super) slot_keys: CudaSlice<i64>,
+    pub(super) slot_rows: CudaSlice<u32>,
+}
+
+impl CudaJoinTable {
+    /// Device bytes held by the table.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        (self.capacity as usize) * (4 + 8 + 4)
+    }
+}
 
 /// The Int64 keys a join reads from a device batch: device addresses of `rows` key
 /// images and of their validity bitmap (0: none), and the buffers holding them when they
@@ -346,4 +360,67 @@ fn append_bits(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows / 8 + 2)) }.map_err(dev.err("launch append_bits"))?;
     Ok(())
+}
+
+/// Builds a table over host keys (the host interface's build).
+pub(super) fn build_join_table(
+    dev: &Dev<'_>,
+    keys: &Int64Array,
+) -> Result<CudaJoinTable, EngineError> {
+    let rows = keys.len();
+    if rows == 0 {
+        return build_join_table_at(dev, 0, 0, 0);
+    }
+    let d_keys = dev.upload(keys.values())?;
+    let d_valid = dev.validity(keys.nulls(), rows)?;
+    // The addresses stay valid: the build waits for its kernel before returning.
+    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
+    build_join_table_at(dev, keys_at, valid_at, rows)
+}
+
+/// Builds the table over `rows` Int64 keys at device address `keys` (validity bitmap at
+/// `valid`, 0 for none: NULL keys are not inserted); waits for the build, so the
+/// addresses need to stay valid only until this returns.
+pub(super) fn build_join_table_at(
+    dev: &Dev<'_>,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<CudaJoinTable, EngineError> {
+    if rows >= u32::MAX as usize / 2 {
+        return Err(unsupported("join build side over 2^31 rows"));
+    }
+    let capacity = (rows.max(1) * 2).next_power_of_two();
+    let (mut slot_state, mut slot_keys, mut slot_rows) = (
+        dev.zeros::<u32>(capacity)?,
+        dev.zeros::<i64>(capacity)?,
+        dev.zeros::<u32>(capacity)?,
+    );
+    let capacity_u64 = capacity as u64;
+    if rows > 0 {
+        let rows_u64 = rows as u64;
+        let f = dev.gpu.function(CudaKernel::HashJoin, "join_build")?;
+        let mut launch = dev.stream.launch_builder(&f);
+        launch
+            .arg(&keys)
+            .arg(&valid)
+            .arg(&rows_u64)
+            .arg(&capacity_u64)
+            .arg(&mut slot_state)
+            .arg(&mut slot_keys)
+            .arg(&mut slot_rows);
+        // SAFETY: join_build(const i64*, const u8*, u64, u64, u32*, i64*, u32*): `keys`
+        // addresses `rows` keys and `valid` a bitmap of ceil(rows/8) bytes or 0 (the
+        // caller's contract), the three slot arrays hold `capacity` entries (a power of
+        // two above rows, so every insert finds a slot) and the kernel masks every index.
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_build"))?;
+        dev.sync()?;
+    }
+    Ok(CudaJoinTable {
+        capacity: capacity_u64,
+        slot_state,
+        slot_keys,
+        slot_rows,
+    })
 }

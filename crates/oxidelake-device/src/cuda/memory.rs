@@ -130,3 +130,11 @@ impl Drop for SyncOnExit<'_> {
         let _ = self.0.synchronize();
     }
 }
+
+/// The device address of `slice` (its writes are ordered on `dev`'s stream before any
+/// kernel enqueued there after this call).
+pub(super) fn slice_address<T>(dev: &Dev<'_>, slice: &CudaSlice<T>) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (ptr, _sync) = slice.device_ptr(dev.stream);
+    ptr
+}

@@ -1,34 +1,34 @@
 //! The CUDA join probe of a device-resident batch (ADR-0014): the key images are probed
 //! where they lie (`join_probe_count`, `join_probe_write`), and the probe columns the
 //! join outputs are gathered at the matched pairs' probe rows on the device
-//! (`resident_gather`), so one copy brings back only the joined rows' probe side, and a
+//! (`gather`), so one copy brings back only the joined rows' probe side, and a
 //! second each pair's build row (the build side lives on the host). The match counts
-//! are scanned on the device (`launch::probe_pairs`): only their total comes back.
+//! are scanned on the device ([`probe_pairs`]): only their total comes back.
 //!
 //! [`join_resident`] (stage 3) joins with a build side that lives on the device too: the
 //! output's build columns are gathered at the pairs' build rows there, and the joined
 //! batch stays on the device.
 //!
 //! A semi or anti join needs no pairs: `join_match_flags` marks the probe rows with (or
-//! without) a match from their counts, `resident_gather::list_flagged` lists them (their
+//! without) a match from their counts, `gather::list_flagged` lists them (their
 //! number is the one readback besides string byte totals), and the gather brings back
 //! those rows.
 
-use arrow::array::UInt32Array;
+use arrow::array::{Array, Int64Array, UInt32Array};
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::gpu::{Dev, grid, unsupported};
-use super::launch::{CudaJoinTable, probe_counts, probe_pairs};
-use super::resident_build::key_images;
-use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, alloc_on_stream, batch_pool};
+use super::gather::{gather_columns, list_flagged, string_extents};
+use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
+use super::join_build::{CudaJoinTable, key_images};
+use super::memory::{SyncOnExit, alloc_on_stream, batch_pool, slice_address};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
 use crate::ops::{
-    JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentKey, ResidentMatches,
+    JoinColumn, JoinMatches, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentKey,
+    ResidentMatches,
 };
 use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
 
@@ -315,4 +315,156 @@ fn match_flags(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_match_flags"))?;
     Ok(flags)
+}
+
+/// Probes `table` with host keys (the host interface's probe): the matched pairs.
+pub(super) fn probe_join_table(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: &Int64Array,
+) -> Result<JoinMatches, EngineError> {
+    let rows = keys.len();
+    let d_keys = dev.upload(keys.values())?;
+    let d_valid = dev.validity(keys.nulls(), rows)?;
+    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
+    let (build, probe) = match probe_pairs(dev, table, keys_at, valid_at, rows)? {
+        Some(pairs) => (dev.download(&pairs.build)?, dev.download(&pairs.probe)?),
+        None => (Vec::new(), Vec::new()),
+    };
+    Ok(JoinMatches {
+        build_indices: UInt32Array::from(build),
+        probe_indices: UInt32Array::from(probe),
+    })
+}
+
+/// The matched pairs of a probe, on the device: each pair's build row and probe row.
+pub(super) struct DevicePairs {
+    pub(super) build: CudaSlice<u32>,
+    pub(super) probe: CudaSlice<u32>,
+    pub(super) len: usize,
+}
+
+/// Probes `table` with `rows` Int64 keys at device address `keys` (validity bitmap at
+/// `valid`, 0 for none: NULL keys never match); `None` when no row matches. The match
+/// counts are scanned into each row's first pair on the device
+/// ([`scan_counts`]); only their total (8 bytes) comes to the host, which sizes the
+/// pairs. The addresses must stay valid until this returns: it reads the total, which
+/// waits for the kernels reading them.
+pub(super) fn probe_pairs(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<Option<DevicePairs>, EngineError> {
+    if rows == 0 {
+        return Ok(None);
+    }
+    let counts = probe_counts(dev, table, keys, valid, rows)?;
+    let (offsets, total) = scan_counts(dev, &counts, rows)?;
+    if total == 0 {
+        return Ok(None);
+    }
+    let rows_u64 = rows as u64;
+    let len = usize::try_from(total).map_err(|_| unsupported("join output too large"))?;
+    let (mut build, mut probe) = (dev.zeros::<u32>(len)?, dev.zeros::<u32>(len)?);
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_probe_write")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&keys)
+        .arg(&valid)
+        .arg(&rows_u64)
+        .arg(&table.capacity)
+        .arg(&table.slot_state)
+        .arg(&table.slot_keys)
+        .arg(&table.slot_rows)
+        .arg(&offsets)
+        .arg(&total)
+        .arg(&mut build)
+        .arg(&mut probe);
+    // SAFETY: join_probe_write's arguments in order, keys and validity as for
+    // join_probe_count; offsets holds `rows` entries, the outputs hold `total` pairs and
+    // the kernel checks dst < out_capacity before each write.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_write"))?;
+    dev.sync()?;
+    Ok(Some(DevicePairs { build, probe, len }))
+}
+
+/// Exclusive prefix sums of the first `rows` match `counts`, in 64 bits, on the device
+/// (`join_scan_counts` per block, `join_scan_totals` over the block totals in one block,
+/// `join_add_block_offsets`), and their total, read back (8 bytes).
+fn scan_counts(
+    dev: &Dev<'_>,
+    counts: &CudaSlice<u32>,
+    rows: usize,
+) -> Result<(CudaSlice<u64>, u64), EngineError> {
+    let blocks = rows.div_ceil(BLOCK as usize).max(1);
+    let (rows_u64, blocks_u64) = (rows as u64, blocks as u64);
+    let mut offsets = dev.zeros::<u64>(rows)?;
+    let mut totals = dev.zeros::<u64>(blocks + 1)?;
+    let per_block = dev.gpu.function(CudaKernel::HashJoin, "join_scan_counts")?;
+    let mut launch = dev.stream.launch_builder(&per_block);
+    launch
+        .arg(counts)
+        .arg(&rows_u64)
+        .arg(&mut offsets)
+        .arg(&mut totals);
+    // SAFETY: join_scan_counts(const u32*, u64, u64*, u64*): counts and offsets hold
+    // `rows` entries, totals `blocks` + 1; a grid of `blocks` blocks of BLOCK threads
+    // (the kernel's JOIN_BLOCK), every row index bounded by rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_scan_counts"))?;
+    let across = dev.gpu.function(CudaKernel::HashJoin, "join_scan_totals")?;
+    let mut launch = dev.stream.launch_builder(&across);
+    launch.arg(&mut totals).arg(&blocks_u64);
+    // SAFETY: join_scan_totals(u64*, u64) runs as one block of BLOCK threads and touches
+    // entries 0..=blocks of totals, which holds blocks + 1.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(one_block()) }.map_err(dev.err("launch join_scan_totals"))?;
+    let add = dev
+        .gpu
+        .function(CudaKernel::HashJoin, "join_add_block_offsets")?;
+    let mut launch = dev.stream.launch_builder(&add);
+    launch.arg(&mut offsets).arg(&rows_u64).arg(&totals);
+    // SAFETY: join_add_block_offsets(u64*, u64, const u64*): the grid of
+    // join_scan_counts; offsets holds rows entries, totals one per block and more.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_add_block_offsets"))?;
+    let total = dev
+        .stream
+        .clone_dtoh(&totals.slice(blocks..blocks + 1))
+        .map_err(dev.err("cuMemcpyDtoH"))?;
+    super::transfers::device_to_host(8);
+    Ok((offsets, total.first().copied().unwrap_or(0)))
+}
+
+/// Each of `rows` probe keys' number of matches in `table` (keys and validity as for
+/// [`probe_pairs`]), on the device; enqueued, not waited for.
+pub(super) fn probe_counts(
+    dev: &Dev<'_>,
+    table: &CudaJoinTable,
+    keys: u64,
+    valid: u64,
+    rows: usize,
+) -> Result<CudaSlice<u32>, EngineError> {
+    let rows_u64 = rows as u64;
+    let mut counts = dev.zeros::<u32>(rows)?;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_probe_count")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch
+        .arg(&keys)
+        .arg(&valid)
+        .arg(&rows_u64)
+        .arg(&table.capacity)
+        .arg(&table.slot_state)
+        .arg(&table.slot_keys)
+        .arg(&mut counts);
+    // SAFETY: join_probe_count(const i64*, const u8*, u64, u64, const u32*, const i64*,
+    // u32*): `keys` addresses `rows` Int64 keys and `valid` a bitmap of ceil(rows/8)
+    // bytes or 0 (the caller's contract), the table arrays hold `capacity` slots, counts
+    // holds rows.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_probe_count"))?;
+    Ok(counts)
 }

@@ -3,7 +3,7 @@
 //! The rows are grouped where they lie: `agg_assign_groups_rows` hashes and compares the
 //! key columns in place (any number of them, images or strings), so no key is numbered
 //! on the host. The used slots are listed in slot order (`agg_slot_flags`, then
-//! `resident_gather::list_flagged`), which makes them
+//! `gather::list_flagged`), which makes them
 //! dense group numbers; `agg_group_rows` names each group's first row, whose key values
 //! are gathered into the output. The aggregates fold into one table of 8-byte words
 //! (an accumulator and a count per aggregate, `agg_update_i64` / `agg_update_f64`),
@@ -24,9 +24,9 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
 
 use super::filter::device_ptr_table;
+use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{Dev, grid, unsupported};
-use super::resident_gather::{gather_columns, list_flagged, string_extents};
-use super::resident_memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
+use super::memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
 use crate::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
