@@ -16,7 +16,7 @@ use datafusion::physical_plan::metrics::{
     BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder,
 };
 use oxidelake_core::{BackendKind, EngineError, OperatorTelemetry, TelemetryHub};
-use oxidelake_device::{CpuBackend, DeviceStream, GpuBackend, HardwareDetector};
+use oxidelake_device::{CpuBackend, DeviceMemory, DeviceStream, GpuBackend, HardwareDetector};
 
 /// How an operator finds its backend.
 #[derive(Debug, Clone, Default)]

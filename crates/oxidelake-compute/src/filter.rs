@@ -21,7 +21,7 @@ use datafusion::physical_plan::{
     statistics::ChildStats,
 };
 use oxidelake_core::BackendKind;
-use oxidelake_device::ops::{FilterProjectArgs, Predicate, check_predicates};
+use oxidelake_device::ops::{HostFilterArgs, Predicate, check_predicates};
 
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
@@ -294,9 +294,10 @@ impl ExecutionPlan for GpuFilterExec {
             // On the device: the batch and what it keeps (at most as much again).
             let state = || 2 * batch.get_array_memory_size();
             let out = exec.run_within_budget(&metrics, state, |backend, stream| {
-                backend.filter_project(
+                oxidelake_device::edge::filter_project(
+                    backend,
                     stream,
-                    FilterProjectArgs {
+                    HostFilterArgs {
                         batch: &batch,
                         predicates: &predicates,
                         projection: &projection,

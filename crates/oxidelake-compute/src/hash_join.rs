@@ -151,11 +151,9 @@ impl BuildSide {
         if let Some(table) = self.cpu_table.get() {
             return Ok(table);
         }
-        use oxidelake_device::GpuBackend;
-        let table = exec
-            .cpu
-            .build_join_table(&exec.cpu_stream, &self.key_column)
-            .map_err(DataFusionError::from)?;
+        let table =
+            oxidelake_device::edge::build_join_table(&exec.cpu, &exec.cpu_stream, &self.key_column)
+                .map_err(DataFusionError::from)?;
         Ok(self.cpu_table.get_or_init(|| {
             // The copy lives in host memory, whatever the limit: the probe must finish.
             self.reservation.grow(table.allocated_bytes());
@@ -1118,16 +1116,14 @@ fn build_side(
     let (table, claim) = match table_on {
         TableOn::Backend(claim) => (
             exec.run(metrics, |backend, stream| {
-                backend.build_join_table(stream, &key_column)
+                oxidelake_device::edge::build_join_table(backend, stream, &key_column)
             })?,
             claim,
         ),
         TableOn::Cpu => {
-            use oxidelake_device::GpuBackend;
-            let table = exec
-                .cpu
-                .build_join_table(&exec.cpu_stream, &key_column)
-                .map_err(DataFusionError::from)?;
+            let table =
+                oxidelake_device::edge::build_join_table(&exec.cpu, &exec.cpu_stream, &key_column)
+                    .map_err(DataFusionError::from)?;
             (table, None)
         }
     };
@@ -1224,7 +1220,7 @@ fn probe_batch(
     let keys = &key_column;
     let on_device = if side.table.device() == exec.backend.device() {
         exec.run_on_device(metrics, |backend, stream| {
-            backend.probe_join_table(stream, &side.table, keys)
+            oxidelake_device::edge::probe_join_table(backend, stream, &side.table, keys)
         })?
     } else {
         None
@@ -1233,16 +1229,13 @@ fn probe_batch(
         matches
     } else if side.table.device() == exec.backend.device() {
         // The device refused or failed this probe: probe a CPU copy of the table.
-        use oxidelake_device::GpuBackend;
-        exec.cpu
-            .probe_join_table(&exec.cpu_stream, side.cpu_table(exec)?, keys)
+        let table = side.cpu_table(exec)?;
+        oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, table, keys)
             .map_err(DataFusionError::from)?
     } else {
         // The table fell back to the CPU when it was built; probe it there too.
         metrics.cpu_fallback_batches.add(1);
-        use oxidelake_device::GpuBackend;
-        exec.cpu
-            .probe_join_table(&exec.cpu_stream, &side.table, keys)
+        oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, &side.table, keys)
             .map_err(DataFusionError::from)?
     };
     let (build_indices, probe_indices) = match &join.filter {

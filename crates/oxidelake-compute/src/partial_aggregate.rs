@@ -66,7 +66,7 @@ use datafusion::physical_plan::{
     PlanProperties, Statistics, StatisticsArgs, statistics::ChildStats,
 };
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{AggFunc, AggSpec, AggregateArgs};
+use oxidelake_device::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::gathering::off_the_polling_thread;
@@ -486,9 +486,10 @@ impl BatchPlan<'_> {
             columns.extend(work.columns.iter().map(|v| v.slice(offset, len)));
             let device_batch = RecordBatch::try_new(Arc::clone(&device_schema), columns)?;
             let aggregate = |backend: &dyn oxidelake_device::GpuBackend, stream: &_| {
-                backend.aggregate(
+                oxidelake_device::edge::aggregate(
+                    backend,
                     stream,
-                    AggregateArgs {
+                    HostAggregateArgs {
                         batch: &device_batch,
                         group_column: 0,
                         aggregates: &specs,

@@ -10,8 +10,8 @@
 //! answer.
 //!
 //! Between device transitions (ADR-0014) it takes and gives device batches: the backend
-//! computes the columns on the resident batch (`GpuBackend::evaluate_resident`), and a
-//! batch it refuses (the CPU backend, a constant output, an operand held as 16-byte
+//! computes the columns on the device batch (`GpuBackend::evaluate`), and a
+//! batch it refuses (the CPU backend's host batches, a constant output, an operand held as 16-byte
 //! decimals) or whose values outgrow 64 bits is bridged through the host path.
 
 mod resident;
@@ -38,7 +38,7 @@ use datafusion::physical_plan::{
     statistics::ChildStats,
 };
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, ValueColumn, is_overflow};
+use oxidelake_device::ops::{HostEvaluateArgs, ProjectedColumn, ValueColumn, is_overflow};
 
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
@@ -85,7 +85,7 @@ impl Projection {
         batch: &RecordBatch,
         device: bool,
     ) -> Result<(RecordBatch, usize)> {
-        let args = EvaluateArgs {
+        let args = HostEvaluateArgs {
             batch,
             columns: &self.computed,
         };
@@ -99,14 +99,15 @@ impl Projection {
                 || batch.get_array_memory_size() + 8 * batch.num_rows() * args.columns.len();
             let claim = device.then(|| exec.claim_call(metrics, state)).flatten();
             let on_device = match claim {
-                Some(_claim) => exec
-                    .run_on_device(metrics, |backend, stream| {
-                        match backend.evaluate(stream, args) {
+                Some(_claim) => {
+                    exec.run_on_device(metrics, |backend, stream| {
+                        match oxidelake_device::edge::evaluate(backend, stream, args) {
                             Err(e) if is_overflow(&e) => Ok(None),
                             other => other.map(Some),
                         }
                     })?
-                    .flatten(),
+                    .flatten()
+                }
                 None => None,
             };
             match on_device {

@@ -39,7 +39,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{Stream, StreamExt};
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::{CpuBackend, DeviceBatch, DeviceStream, GpuBackend};
+use oxidelake_device::{CpuBackend, DeviceBatch, DeviceMemory, DeviceStream, GpuBackend};
 
 use crate::gathering::coalesce_small;
 

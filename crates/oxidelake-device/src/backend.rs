@@ -1,13 +1,17 @@
-//! The backend trait every device implements.
+//! The two traits every device implements: its memory, and its operators over device
+//! batches.
 
 use std::fmt::Debug;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::array::{ArrayRef, Float64Array};
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 
-use crate::ops::{AggregateArgs, EvaluateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
-use crate::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
+use crate::ops::{
+    AggregateArgs, EvaluateArgs, JoinArgs, JoinKey, Predicate, ProbeArgs, ProbeMatches,
+    VectorDistanceArgs,
+};
+use crate::{DeviceBatch, DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 
 /// Memory of one device, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,31 +22,33 @@ pub struct MemoryInfo {
     pub free_bytes: u64,
 }
 
-/// One compute device, selected at runtime and used as `Arc<dyn GpuBackend>`.
+/// A device's memory: allocations, copies, streams and pools (as candle splits a
+/// backend's storage from its operations). Every [`GpuBackend`] is one.
 ///
 /// The trait is synchronous on purpose: copies and kernels are *enqueued* on a
-/// [`DeviceStream`] and [`GpuBackend::synchronize`] waits for them. Handles are opaque
+/// [`DeviceStream`] and [`DeviceMemory::synchronize`] waits for them. Handles are opaque
 /// and tagged with the backend that made them; passing a handle to another backend is an
 /// error, not undefined behaviour.
 ///
 /// Destinations are `&mut` (the spec's sketch had `&DeviceBuffer` for the host-to-device
 /// destination): a copy writes the buffer, and Rust should say so.
-///
-/// The operator kernels take and return host Arrow data (see [`crate::ops`]); each
-/// backend moves the bytes it needs to the device and back, overlapping copies with
-/// compute where it can. Inputs outside the v1 coverage return
-/// [`EngineError::Unsupported`], and the calling operator runs that batch on the CPU.
-pub trait GpuBackend: Send + Sync + Debug {
+pub trait DeviceMemory: Send + Sync + Debug {
     /// The kind of backend.
     fn kind(&self) -> BackendKind;
 
     /// The device this backend drives.
     fn device(&self) -> DeviceId;
 
-    /// The batch and chunk sizes the backend wants operators to hand it (`None`: any
-    /// batch, as it arrives; the CPU backend's answer).
+    /// The batch sizes the backend wants operators to hand it (`None`: any batch, as it
+    /// arrives; the CPU backend's answer).
     fn batching(&self) -> Option<crate::BatchSizes> {
         None
+    }
+
+    /// Whether the backend's batches are host batches ([`DeviceBatch::host`], no copy):
+    /// its "device" memory is the host's (the CPU backend).
+    fn keeps_batches_on_host(&self) -> bool {
+        false
     }
 
     /// Total and free memory of the device.
@@ -88,63 +94,6 @@ pub trait GpuBackend: Send + Sync + Debug {
         len_bits: usize,
     ) -> Result<u64, EngineError>;
 
-    /// Fused filter + projection of one batch.
-    fn filter_project(
-        &self,
-        stream: &DeviceStream,
-        args: FilterProjectArgs<'_>,
-    ) -> Result<RecordBatch, EngineError>;
-
-    /// Fused filter + projection of a batch that lives on this device, into a batch that
-    /// stays there (ADR-0014). The default refuses with `Unsupported`; the operator then
-    /// bridges the batch through [`GpuBackend::filter_project`] on the host.
-    fn filter_project_resident(
-        &self,
-        stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
-        predicates: &[crate::ops::Predicate],
-        projection: &[usize],
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let _ = (stream, batch, predicates, projection);
-        Err(EngineError::unsupported(
-            "device-resident filter",
-            format!("the {} backend filters through the host", self.kind()),
-        ))
-    }
-
-    /// Grouped partial aggregation of a batch that lives on this device; the small
-    /// result (one row per group) comes back to the host (ADR-0014). The default refuses
-    /// with `Unsupported`; the operator then bridges the batch through
-    /// [`GpuBackend::aggregate`] on the host.
-    fn aggregate_resident(
-        &self,
-        stream: &DeviceStream,
-        args: crate::ops::AggregateResidentArgs<'_>,
-    ) -> Result<RecordBatch, EngineError> {
-        let _ = (stream, args);
-        Err(EngineError::unsupported(
-            "device-resident aggregate",
-            format!("the {} backend aggregates through the host", self.kind()),
-        ))
-    }
-
-    /// Probes `table` with a batch that lives on this device; the matched pairs' build
-    /// rows and gathered probe columns come back to the host (ADR-0014). The default
-    /// refuses with `Unsupported`; the operator then bridges the batch through
-    /// [`GpuBackend::probe_join_table`] on the host.
-    fn probe_join_table_resident(
-        &self,
-        stream: &DeviceStream,
-        table: &JoinTable,
-        args: crate::ops::ProbeResidentArgs<'_>,
-    ) -> Result<crate::ops::ResidentMatches, EngineError> {
-        let _ = (stream, table, args);
-        Err(EngineError::unsupported(
-            "device-resident join probe",
-            format!("the {} backend probes through the host", self.kind()),
-        ))
-    }
-
     /// The pool that device batches on this backend take their allocations from and
     /// give them back to (`resident::DevicePool`); `None` where allocating costs
     /// nothing worth pooling (the CPU backend's "device" is host memory).
@@ -152,120 +101,93 @@ pub trait GpuBackend: Send + Sync + Debug {
         None
     }
 
-    /// `batches` (which live on this device, each with `schema`) as one device batch,
-    /// rows in order (ADR-0014, stage 3: a join's build side). The default refuses with
-    /// `Unsupported`; the caller then downloads the batches.
-    fn append_resident(
-        &self,
-        stream: &DeviceStream,
-        batches: &[crate::DeviceBatch],
-        schema: arrow::datatypes::SchemaRef,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let _ = (stream, batches, schema);
-        Err(EngineError::unsupported(
-            "device-resident append",
-            format!("the {} backend appends batches on the host", self.kind()),
-        ))
-    }
-
-    /// Columns `columns` of a batch that lives on this device, copied to the host in
-    /// their own types, without the rest of the batch. The default refuses with
-    /// `Unsupported`; [`crate::resident::download_columns`] then copies the whole batch.
+    /// Columns `columns` of a batch on this device, copied to the host in their own
+    /// types, without the rest of the batch. The default refuses with `Unsupported`;
+    /// [`crate::resident::download_columns`] then copies the whole batch.
     fn download_columns(
         &self,
         stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
+        batch: &DeviceBatch,
         columns: &[usize],
     ) -> Result<Vec<ArrayRef>, EngineError> {
         let _ = (stream, batch, columns);
         Err(EngineError::unsupported(
-            "device-resident column download",
+            "device column download",
             format!("the {} backend copies whole batches", self.kind()),
         ))
     }
+}
 
-    /// Builds a join table over the key of a batch that lives on this device (ADR-0014,
-    /// stage 3). The default refuses with `Unsupported`; the join then builds on the
-    /// host.
-    fn build_join_table_resident(
+/// One compute device's operators, used as `Arc<dyn GpuBackend>` (selected at runtime).
+///
+/// Every operator takes and returns [`DeviceBatch`]es (ADR-0015): on a GPU their
+/// columns stay in device memory between operators, on the CPU backend they are the
+/// host batches themselves. A host batch reaches an operator through [`crate::edge`],
+/// which uploads what the operator reads. Inputs outside an operator's coverage return
+/// [`EngineError::Unsupported`] before any work, and the calling operator runs that batch
+/// on the CPU.
+pub trait GpuBackend: DeviceMemory {
+    /// Fused filter + projection: the rows of `batch` where every predicate is true,
+    /// columns `projection`.
+    fn filter_project(
         &self,
         stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
-        key: crate::ops::ResidentKey<'_>,
-    ) -> Result<JoinTable, EngineError> {
-        let _ = (stream, batch, key);
-        Err(EngineError::unsupported(
-            "device-resident join build",
-            format!("the {} backend builds joins on the host", self.kind()),
-        ))
-    }
+        batch: &DeviceBatch,
+        predicates: &[Predicate],
+        projection: &[usize],
+    ) -> Result<DeviceBatch, EngineError>;
 
-    /// Joins a batch that lives on this device with a build side that does
-    /// (`build_join_table_resident`'s table and batch); the output stays on the device
-    /// (ADR-0014, stage 3). The default refuses with `Unsupported`; the join then
-    /// bridges the batch through the host.
-    fn join_resident(
-        &self,
-        stream: &DeviceStream,
-        table: &JoinTable,
-        args: crate::ops::JoinResidentArgs<'_>,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let _ = (stream, table, args);
-        Err(EngineError::unsupported(
-            "device-resident join",
-            format!("the {} backend joins through the host", self.kind()),
-        ))
-    }
-
-    /// Computed columns (arithmetic) of one batch.
+    /// Computed columns beside passed-through ones (see [`EvaluateArgs`]).
     fn evaluate(
         &self,
         stream: &DeviceStream,
         args: EvaluateArgs<'_>,
-    ) -> Result<Vec<ArrayRef>, EngineError>;
+    ) -> Result<DeviceBatch, EngineError>;
 
-    /// Computed columns of a batch that lives on this device, into a batch that stays
-    /// there with the passed-through columns beside them (ADR-0014). The default refuses
-    /// with `Unsupported`; the operator then bridges the batch through
-    /// [`GpuBackend::evaluate`] on the host.
-    fn evaluate_resident(
-        &self,
-        stream: &DeviceStream,
-        args: crate::ops::EvaluateResidentArgs<'_>,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let _ = (stream, args);
-        Err(EngineError::unsupported(
-            "device-resident projection",
-            format!(
-                "the {} backend computes columns through the host",
-                self.kind()
-            ),
-        ))
-    }
-
-    /// Builds a hash table over the (Int64) build-side join keys.
-    fn build_join_table(
-        &self,
-        stream: &DeviceStream,
-        build_keys: &Int64Array,
-    ) -> Result<JoinTable, EngineError>;
-
-    /// Probes a table built by this backend with one batch of probe keys.
-    fn probe_join_table(
-        &self,
-        stream: &DeviceStream,
-        table: &JoinTable,
-        probe_keys: &Int64Array,
-    ) -> Result<JoinMatches, EngineError>;
-
-    /// Grouped aggregation of one batch (partial results; see [`AggregateArgs`]).
+    /// Grouped partial aggregation; the result (one row per group) comes back to the
+    /// host (see [`AggregateArgs`]).
     fn aggregate(
         &self,
         stream: &DeviceStream,
         args: AggregateArgs<'_>,
     ) -> Result<RecordBatch, EngineError>;
 
-    /// Distances between a vector column and a query vector.
+    /// A join table over `batch`'s Int64 key read as `key` says.
+    fn build_join_table(
+        &self,
+        stream: &DeviceStream,
+        batch: &DeviceBatch,
+        key: JoinKey<'_>,
+    ) -> Result<JoinTable, EngineError>;
+
+    /// Probes a table built by this backend; the matched build rows and the gathered
+    /// probe columns come back to the host (see [`ProbeArgs`]).
+    fn probe_join_table(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        args: ProbeArgs<'_>,
+    ) -> Result<ProbeMatches, EngineError>;
+
+    /// Joins a probe batch with the build batch `table` was built over; the output is a
+    /// batch of this backend (see [`JoinArgs`]).
+    fn join(
+        &self,
+        stream: &DeviceStream,
+        table: &JoinTable,
+        args: JoinArgs<'_>,
+    ) -> Result<DeviceBatch, EngineError>;
+
+    /// `batches` (each with `schema`) as one batch, rows in order (a join's build side).
+    fn append(
+        &self,
+        stream: &DeviceStream,
+        batches: &[DeviceBatch],
+        schema: arrow::datatypes::SchemaRef,
+    ) -> Result<DeviceBatch, EngineError>;
+
+    /// Distances between a vector column and a query vector. The vectors are a host
+    /// column: a device batch holds one image a row, and a vector is many.
     fn vector_distance(
         &self,
         stream: &DeviceStream,

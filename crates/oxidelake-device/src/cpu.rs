@@ -2,11 +2,15 @@
 
 mod aggregate;
 mod filter_project;
+mod grouped;
 mod hash_join;
+mod join;
 mod vector_distance;
 
-use arrow::array::{Float64Array, Int64Array};
-use arrow::record_batch::RecordBatch;
+use std::borrow::Cow;
+
+use arrow::array::{ArrayRef, Float64Array};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 
@@ -16,8 +20,14 @@ pub(crate) use hash_join::CpuJoinTable;
 
 use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
-use crate::ops::{AggregateArgs, FilterProjectArgs, JoinMatches, VectorDistanceArgs};
-use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable, MemoryInfo};
+use crate::ops::{
+    AggregateArgs, EvaluateArgs, HostFilterArgs, JoinArgs, JoinKey, Predicate, ProbeArgs,
+    ProbeMatches, ProjectedColumn, VectorDistanceArgs,
+};
+use crate::{
+    DeviceBatch, DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend, HostBuffer, JoinTable,
+    MemoryInfo,
+};
 
 /// The CPU as a backend: device memory is aligned host memory, copies are `memcpy`,
 /// streams execute synchronously, kernels are Arrow compute kernels plus rayon.
@@ -45,6 +55,20 @@ impl CpuBackend {
         match &buf.mem {
             DeviceMem::Host(b) if buf.device == DeviceId::CPU => Ok(b.as_slice()),
             _ => Err(foreign_handle(DeviceId::CPU, buf.device, "device buffer")),
+        }
+    }
+
+    /// `batch` as a host batch: itself, or (for device columns in this backend's memory,
+    /// made by [`crate::resident::upload_columns`]) copied out.
+    fn host_of<'a>(
+        &self,
+        stream: &DeviceStream,
+        batch: &'a DeviceBatch,
+    ) -> Result<Cow<'a, RecordBatch>, EngineError> {
+        self.check_stream(stream)?;
+        match batch.as_host() {
+            Some(host) => Ok(Cow::Borrowed(host)),
+            None => crate::resident::download(self, stream, batch).map(Cow::Owned),
         }
     }
 
@@ -77,13 +101,17 @@ fn parse_meminfo(text: &str) -> Option<MemoryInfo> {
     })
 }
 
-impl GpuBackend for CpuBackend {
+impl DeviceMemory for CpuBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::CpuSimd
     }
 
     fn device(&self) -> DeviceId {
         DeviceId::CPU
+    }
+
+    fn keeps_batches_on_host(&self) -> bool {
+        true
     }
 
     fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
@@ -112,10 +140,7 @@ impl GpuBackend for CpuBackend {
 
     fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
         let mem: HostMemory = self.host.alloc(bytes)?;
-        Ok(HostBuffer {
-            device: DeviceId::CPU,
-            mem,
-        })
+        Ok(HostBuffer::new(DeviceId::CPU, mem))
     }
 
     fn create_stream(&self) -> Result<DeviceStream, EngineError> {
@@ -172,35 +197,80 @@ impl GpuBackend for CpuBackend {
         self.check_stream(stream)?;
         host_null_count(self.host_bytes(validity)?, offset_bits, len_bits)
     }
+}
 
+impl GpuBackend for CpuBackend {
     fn filter_project(
         &self,
         stream: &DeviceStream,
-        args: FilterProjectArgs<'_>,
-    ) -> Result<RecordBatch, EngineError> {
-        self.check_stream(stream)?;
-        filter_project::filter_project(args)
+        batch: &DeviceBatch,
+        predicates: &[Predicate],
+        projection: &[usize],
+    ) -> Result<DeviceBatch, EngineError> {
+        let host = self.host_of(stream, batch)?;
+        filter_project::filter_project(HostFilterArgs {
+            batch: &host,
+            predicates,
+            projection,
+        })
+        .map(DeviceBatch::host)
     }
 
     fn evaluate(
         &self,
         stream: &DeviceStream,
-        args: crate::ops::EvaluateArgs<'_>,
-    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        self.check_stream(stream)?;
-        crate::value::evaluate_on_host(args.batch, args.columns)
+        args: EvaluateArgs<'_>,
+    ) -> Result<DeviceBatch, EngineError> {
+        let host = self.host_of(stream, args.batch)?;
+        let computed = crate::value::evaluate_on_host(&host, args.columns)?;
+        let columns = args
+            .outputs
+            .iter()
+            .map(|output| {
+                let column = match output {
+                    ProjectedColumn::Input(i) => host.columns().get(*i),
+                    ProjectedColumn::Computed(i) => computed.get(*i),
+                };
+                column.cloned().ok_or_else(|| EngineError::InvalidArgument {
+                    what: "projection output",
+                    detail: format!("{output:?} does not exist"),
+                })
+            })
+            .collect::<Result<Vec<ArrayRef>, EngineError>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(host.num_rows()));
+        Ok(DeviceBatch::host(RecordBatch::try_new_with_options(
+            std::sync::Arc::clone(args.schema),
+            columns,
+            &options,
+        )?))
+    }
+
+    fn aggregate(
+        &self,
+        stream: &DeviceStream,
+        args: AggregateArgs<'_>,
+    ) -> Result<RecordBatch, EngineError> {
+        crate::ops::check_aggregates(
+            args.batch.schema().fields().len(),
+            args.keys,
+            args.aggregates,
+        )?;
+        let host = self.host_of(stream, args.batch)?;
+        grouped::aggregate(&host, &args)
     }
 
     fn build_join_table(
         &self,
         stream: &DeviceStream,
-        build_keys: &Int64Array,
+        batch: &DeviceBatch,
+        key: JoinKey<'_>,
     ) -> Result<JoinTable, EngineError> {
-        self.check_stream(stream)?;
-        let table = CpuJoinTable::build(build_keys)?;
+        let host = self.host_of(stream, batch)?;
+        let keys = join::join_keys(&host, key)?;
+        let table = CpuJoinTable::build(&keys)?;
         Ok(JoinTable::new(
             DeviceId::CPU,
-            build_keys.len(),
+            keys.len(),
             table.allocated_bytes(),
             table,
         ))
@@ -210,21 +280,38 @@ impl GpuBackend for CpuBackend {
         &self,
         stream: &DeviceStream,
         table: &JoinTable,
-        probe_keys: &Int64Array,
-    ) -> Result<JoinMatches, EngineError> {
-        self.check_stream(stream)?;
-        table
-            .table_on::<CpuJoinTable>(DeviceId::CPU)?
-            .probe(probe_keys)
+        args: ProbeArgs<'_>,
+    ) -> Result<ProbeMatches, EngineError> {
+        let host = self.host_of(stream, args.batch)?;
+        join::probe(table.table_on::<CpuJoinTable>(DeviceId::CPU)?, &host, &args)
     }
 
-    fn aggregate(
+    fn join(
         &self,
         stream: &DeviceStream,
-        args: AggregateArgs<'_>,
-    ) -> Result<RecordBatch, EngineError> {
-        self.check_stream(stream)?;
-        aggregate::aggregate(args)
+        table: &JoinTable,
+        args: JoinArgs<'_>,
+    ) -> Result<DeviceBatch, EngineError> {
+        let build = self.host_of(stream, args.build)?;
+        let probe = self.host_of(stream, args.probe)?;
+        let table = table.table_on::<CpuJoinTable>(DeviceId::CPU)?;
+        join::join(table, &build, &probe, &args).map(DeviceBatch::host)
+    }
+
+    fn append(
+        &self,
+        stream: &DeviceStream,
+        batches: &[DeviceBatch],
+        schema: arrow::datatypes::SchemaRef,
+    ) -> Result<DeviceBatch, EngineError> {
+        let hosts = batches
+            .iter()
+            .map(|b| self.host_of(stream, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let batches = hosts.iter().map(|h| h.as_ref());
+        Ok(DeviceBatch::host(arrow::compute::concat_batches(
+            &schema, batches,
+        )?))
     }
 
     fn vector_distance(

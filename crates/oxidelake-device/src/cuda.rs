@@ -27,7 +27,11 @@ use oxidelake_memory::HostAllocator;
 use crate::backend::{check_bitmap_range, check_copy_lengths};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::kernels::CudaKernel;
-use crate::{CudaAvailability, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+use crate::resident::DeviceColumns;
+use crate::{
+    CudaAvailability, DeviceBatch, DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend,
+    HostBuffer, MemoryInfo,
+};
 
 /// Threads per block for the 1-D kernels (a multiple of the warp size).
 const BLOCK_THREADS: u32 = 256;
@@ -38,6 +42,24 @@ const MAX_GRID_BLOCKS: u32 = 4096;
 pub struct CudaBackend {
     gpu: gpu::Gpu,
     host: HostAllocator,
+}
+
+/// A batch's columns on the device an operator runs on: those it already had, or those
+/// of a host batch uploaded for the call.
+enum OnThisDevice<'a> {
+    Held(&'a DeviceColumns),
+    Uploaded(DeviceColumns),
+}
+
+impl std::ops::Deref for OnThisDevice<'_> {
+    type Target = DeviceColumns;
+
+    fn deref(&self) -> &DeviceColumns {
+        match self {
+            Self::Held(columns) => columns,
+            Self::Uploaded(columns) => columns,
+        }
+    }
 }
 
 /// Most bytes of device-batch allocations the device pool keeps parked, unless
@@ -117,7 +139,7 @@ impl CudaBackend {
         })
     }
 
-    /// The same backend with other batch and chunk sizes (tests, embedding applications).
+    /// The same backend with other batch sizes (tests, embedding applications).
     pub fn with_batching(mut self, batching: crate::BatchSizes) -> Self {
         self.gpu.batching = batching;
         self
@@ -150,29 +172,39 @@ impl CudaBackend {
         }
     }
 
-    /// The device helpers for an operator over `batch` on `stream`, refusing a batch
-    /// another device holds.
-    fn resident_dev<'a>(
-        &'a self,
-        stream: &'a DeviceStream,
-        batch: &crate::DeviceBatch,
-    ) -> Result<gpu::Dev<'a>, EngineError> {
-        if batch.memory().device() != self.gpu.device {
-            return Err(foreign_handle(
-                self.gpu.device,
-                batch.memory().device(),
-                "device batch",
-            ));
-        }
+    /// The launch context on `stream`.
+    fn dev<'a>(&'a self, stream: &'a DeviceStream) -> Result<gpu::Dev<'a>, EngineError> {
         Ok(gpu::Dev {
             gpu: &self.gpu,
             backend: self,
             stream: self.stream(stream)?,
         })
     }
+
+    /// `batch`'s columns on this device: a host batch is uploaded (one copy, the form a
+    /// kernel reads); a batch another device holds is refused.
+    fn on_device<'a>(
+        &self,
+        stream: &DeviceStream,
+        batch: &'a DeviceBatch,
+    ) -> Result<OnThisDevice<'a>, EngineError> {
+        match (batch.on_device(), batch.as_host()) {
+            (Some(columns), _) if columns.memory().device() == self.gpu.device => {
+                Ok(OnThisDevice::Held(columns))
+            }
+            (Some(columns), _) => Err(foreign_handle(
+                self.gpu.device,
+                columns.memory().device(),
+                "device batch",
+            )),
+            (None, Some(host)) => crate::resident::upload_columns(self, stream, host, None)
+                .map(OnThisDevice::Uploaded),
+            (None, None) => Err(EngineError::Internal("a batch in neither form".into())),
+        }
+    }
 }
 
-impl GpuBackend for CudaBackend {
+impl DeviceMemory for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }
@@ -216,10 +248,7 @@ impl GpuBackend for CudaBackend {
     }
 
     fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
-        Ok(HostBuffer {
-            device: self.gpu.device,
-            mem: self.host.alloc(bytes)?,
-        })
+        Ok(HostBuffer::new(self.gpu.device, self.host.alloc(bytes)?))
     }
 
     fn create_stream(&self) -> Result<DeviceStream, EngineError> {
@@ -350,65 +379,63 @@ impl GpuBackend for CudaBackend {
             .ok_or_else(|| EngineError::Internal("count_unset_bits returned no value".into()))
     }
 
+    fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
+        Some(Arc::clone(&self.gpu.device_pool))
+    }
+
+    fn download_columns(
+        &self,
+        stream: &DeviceStream,
+        batch: &DeviceBatch,
+        columns: &[usize],
+    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
+        let batch = self.on_device(stream, batch)?;
+        join_build::download_columns(&self.dev(stream)?, &batch, columns)
+    }
+}
+
+impl GpuBackend for CudaBackend {
     fn filter_project(
         &self,
         stream: &DeviceStream,
-        args: crate::ops::FilterProjectArgs<'_>,
-    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        crate::edge::filter_project(self, stream, args)
-    }
-
-    fn filter_project_resident(
-        &self,
-        stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
+        batch: &DeviceBatch,
         predicates: &[crate::ops::Predicate],
         projection: &[usize],
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let dev = self.resident_dev(stream, batch)?;
-        filter::filter_project_resident(&dev, batch, predicates, projection)
+    ) -> Result<DeviceBatch, EngineError> {
+        let batch = self.on_device(stream, batch)?;
+        filter::filter_project(&self.dev(stream)?, &batch, predicates, projection)
+            .map(DeviceBatch::from)
     }
 
     fn evaluate(
         &self,
         stream: &DeviceStream,
         args: crate::ops::EvaluateArgs<'_>,
-    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        crate::edge::evaluate(self, stream, args)
+    ) -> Result<DeviceBatch, EngineError> {
+        let batch = self.on_device(stream, args.batch)?;
+        evaluate::evaluate(&self.dev(stream)?, &batch, args).map(DeviceBatch::from)
     }
 
-    fn evaluate_resident(
+    fn aggregate(
         &self,
         stream: &DeviceStream,
-        args: crate::ops::EvaluateResidentArgs<'_>,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        let dev = self.resident_dev(stream, args.batch)?;
-        evaluate::evaluate_resident(&dev, args)
-    }
-
-    fn aggregate_resident(
-        &self,
-        stream: &DeviceStream,
-        args: crate::ops::AggregateResidentArgs<'_>,
+        args: crate::ops::AggregateArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        let dev = self.resident_dev(stream, args.batch)?;
-        aggregate::aggregate_resident(&dev, stream, args)
+        let batch = self.on_device(stream, args.batch)?;
+        aggregate::aggregate(&self.dev(stream)?, stream, &batch, args)
     }
 
     fn build_join_table(
         &self,
         stream: &DeviceStream,
-        build_keys: &arrow::array::Int64Array,
+        batch: &DeviceBatch,
+        key: crate::ops::JoinKey<'_>,
     ) -> Result<crate::JoinTable, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        let table = join_build::build_join_table(&dev, build_keys)?;
+        let batch = self.on_device(stream, batch)?;
+        let table = join_build::build_table(&self.dev(stream)?, &batch, key)?;
         Ok(crate::JoinTable::new(
             self.gpu.device,
-            arrow::array::Array::len(build_keys),
+            batch.num_rows(),
             table.allocated_bytes(),
             table,
         ))
@@ -418,93 +445,37 @@ impl GpuBackend for CudaBackend {
         &self,
         stream: &DeviceStream,
         table: &crate::JoinTable,
-        probe_keys: &arrow::array::Int64Array,
-    ) -> Result<crate::ops::JoinMatches, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
+        args: crate::ops::ProbeArgs<'_>,
+    ) -> Result<crate::ops::ProbeMatches, EngineError> {
+        let batch = self.on_device(stream, args.batch)?;
         let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
-        join_probe::probe_join_table(&dev, t, probe_keys)
+        join_probe::probe(&self.dev(stream)?, stream, t, &batch, args)
     }
 
-    fn probe_join_table_resident(
+    fn join(
         &self,
         stream: &DeviceStream,
         table: &crate::JoinTable,
-        args: crate::ops::ProbeResidentArgs<'_>,
-    ) -> Result<crate::ops::ResidentMatches, EngineError> {
-        let dev = self.resident_dev(stream, args.batch)?;
+        args: crate::ops::JoinArgs<'_>,
+    ) -> Result<DeviceBatch, EngineError> {
+        let build = self.on_device(stream, args.build)?;
+        let probe = self.on_device(stream, args.probe)?;
         let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
-        join_probe::probe_resident(&dev, stream, t, args)
+        join_probe::join(&self.dev(stream)?, t, &build, &probe, args).map(DeviceBatch::from)
     }
 
-    fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
-        Some(Arc::clone(&self.gpu.device_pool))
-    }
-
-    fn append_resident(
+    fn append(
         &self,
         stream: &DeviceStream,
-        batches: &[crate::DeviceBatch],
+        batches: &[DeviceBatch],
         schema: arrow::datatypes::SchemaRef,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        for batch in batches {
-            self.resident_dev(stream, batch)?;
-        }
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        join_build::append(&dev, batches, schema)
-    }
-
-    fn download_columns(
-        &self,
-        stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
-        columns: &[usize],
-    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        let dev = self.resident_dev(stream, batch)?;
-        join_build::download_columns(&dev, batch, columns)
-    }
-
-    fn build_join_table_resident(
-        &self,
-        stream: &DeviceStream,
-        batch: &crate::DeviceBatch,
-        key: crate::ops::ResidentKey<'_>,
-    ) -> Result<crate::JoinTable, EngineError> {
-        let dev = self.resident_dev(stream, batch)?;
-        let table = join_build::build_table(&dev, batch, key)?;
-        Ok(crate::JoinTable::new(
-            self.gpu.device,
-            batch.num_rows(),
-            table.allocated_bytes(),
-            table,
-        ))
-    }
-
-    fn join_resident(
-        &self,
-        stream: &DeviceStream,
-        table: &crate::JoinTable,
-        args: crate::ops::JoinResidentArgs<'_>,
-    ) -> Result<crate::DeviceBatch, EngineError> {
-        self.resident_dev(stream, args.build)?;
-        let dev = self.resident_dev(stream, args.probe)?;
-        let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
-        join_probe::join_resident(&dev, t, args)
-    }
-
-    fn aggregate(
-        &self,
-        stream: &DeviceStream,
-        args: crate::ops::AggregateArgs<'_>,
-    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        crate::edge::aggregate(self, stream, args)
+    ) -> Result<DeviceBatch, EngineError> {
+        let held = batches
+            .iter()
+            .map(|b| self.on_device(stream, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let parts: Vec<&DeviceColumns> = held.iter().map(|h| &**h).collect();
+        join_build::append(&self.dev(stream)?, &parts, schema).map(DeviceBatch::from)
     }
 
     fn vector_distance(
@@ -512,12 +483,7 @@ impl GpuBackend for CudaBackend {
         stream: &DeviceStream,
         args: crate::ops::VectorDistanceArgs<'_>,
     ) -> Result<arrow::array::Float64Array, EngineError> {
-        let dev = gpu::Dev {
-            gpu: &self.gpu,
-            backend: self,
-            stream: self.stream(stream)?,
-        };
-        vector_distance::vector_distance(&dev, args)
+        vector_distance::vector_distance(&self.dev(stream)?, args)
     }
 }
 
@@ -596,7 +562,7 @@ mod tests {
         use arrow::array::{ArrayRef, Float64Array, Int64Array};
         use arrow::record_batch::RecordBatch;
 
-        use crate::ops::{AggFunc, AggSpec, AggregateArgs};
+        use crate::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
         let cuda = backend();
         let cpu = crate::CpuBackend::new();
@@ -631,14 +597,14 @@ mod tests {
                 column: 1,
             },
         ];
-        let args = AggregateArgs {
+        let args = HostAggregateArgs {
             batch: &batch,
             group_column: 0,
             aggregates: &aggregates,
         };
         let run = |b: &dyn GpuBackend| {
             let stream = b.create_stream().unwrap();
-            let out = b.aggregate(&stream, args).unwrap();
+            let out = crate::edge::aggregate(b, &stream, args).unwrap();
             let text = arrow::util::pretty::pretty_format_batches(&[out])
                 .unwrap()
                 .to_string();

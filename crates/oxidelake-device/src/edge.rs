@@ -11,6 +11,12 @@
 //!   computed columns alone.
 //! - The partial aggregate uploads the key and the aggregated columns; its result (one
 //!   row per group) is what comes back.
+//! - A join's build uploads its keys and gets the table; a probe uploads its keys and a
+//!   row-number column, and gets each pair's build row and probe row back.
+//!
+//! On a backend that keeps its batches on the host (the CPU backend) nothing crosses:
+//! the batch is wrapped as it is (`DeviceBatch::host`), and the filter runs over the
+//! whole batch rather than over row numbers.
 //!
 //! A column a device batch cannot hold, or a decimal beyond 64 bits among the columns
 //! read, refuses the batch with `Unsupported` before any device work or from the
@@ -18,17 +24,17 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema, UInt32Type};
 use oxidelake_core::EngineError;
 
 use crate::ops::validate;
 use crate::ops::{
-    AggFunc, AggregateArgs, AggregateResidentArgs, EvaluateArgs, EvaluateResidentArgs,
-    FilterProjectArgs, Predicate, ProjectedColumn, ResidentAgg, ResidentAggInput, ValueColumn,
-    output_array,
+    Agg, AggFunc, AggInput, AggregateArgs, EvaluateArgs, HostAggregateArgs, HostEvaluateArgs,
+    HostFilterArgs, JoinKey, JoinMatches, Predicate, ProbeArgs, ProbeRows, ProjectedColumn,
+    ValueColumn, check_value_column, output_array,
 };
-use crate::{DeviceStream, GpuBackend, resident};
+use crate::{DeviceBatch, DeviceStream, GpuBackend, JoinTable, resident};
 
 /// The columns of `batch` at `columns`, as one batch, and the position in it of each
 /// column of `batch` (`usize::MAX` for the others).
@@ -73,15 +79,20 @@ impl Narrow {
 }
 
 /// Fused filter + projection of a host batch (see the module docs).
-pub(crate) fn filter_project(
+pub fn filter_project(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
-    args: FilterProjectArgs<'_>,
+    args: HostFilterArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
     validate::filter_project(&args)?;
     let projected = args.batch.project(args.projection)?;
     if args.batch.num_rows() == 0 || args.predicates.is_empty() {
         return Ok(projected);
+    }
+    if backend.keeps_batches_on_host() {
+        let whole = DeviceBatch::host(args.batch.clone());
+        let kept = backend.filter_project(stream, &whole, args.predicates, args.projection)?;
+        return resident::download(backend, stream, &kept);
     }
     let mut read = Vec::new();
     args.predicates.iter().for_each(|p| p.columns(&mut read));
@@ -94,7 +105,7 @@ pub(crate) fn filter_project(
     let host = narrow.with_row_numbers()?;
     let row_column = host.num_columns() - 1;
     let on_device = resident::upload(backend, stream, &host)?;
-    let kept = backend.filter_project_resident(stream, &on_device, &predicates, &[row_column])?;
+    let kept = backend.filter_project(stream, &on_device, &predicates, &[row_column])?;
     let rows = resident::download_columns(backend, stream, &kept, &[0])?;
     let indices = rows
         .first()
@@ -104,10 +115,10 @@ pub(crate) fn filter_project(
 }
 
 /// Computed columns of a host batch (see the module docs).
-pub(crate) fn evaluate(
+pub fn evaluate(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
-    args: EvaluateArgs<'_>,
+    args: HostEvaluateArgs<'_>,
 ) -> Result<Vec<ArrayRef>, EngineError> {
     if args.batch.num_rows() == 0 {
         return args
@@ -115,6 +126,10 @@ pub(crate) fn evaluate(
             .iter()
             .map(|c| output_array(Vec::new(), None, &c.data_type))
             .collect();
+    }
+    let schema = args.batch.schema();
+    for column in args.columns {
+        check_value_column(&schema, column)?;
     }
     let mut read = Vec::new();
     args.columns.iter().for_each(|c| c.expr.columns(&mut read));
@@ -136,9 +151,9 @@ pub(crate) fn evaluate(
             .collect::<Vec<_>>(),
     ));
     let on_device = resident::upload(backend, stream, &narrow.batch)?;
-    let computed = backend.evaluate_resident(
+    let computed = backend.evaluate(
         stream,
-        EvaluateResidentArgs {
+        EvaluateArgs {
             batch: &on_device,
             columns: &columns,
             outputs: &outputs,
@@ -151,11 +166,11 @@ pub(crate) fn evaluate(
 }
 
 /// Grouped partial aggregation of a host batch (see the module docs and
-/// [`AggregateArgs`] for the output's layout).
-pub(crate) fn aggregate(
+/// [`HostAggregateArgs`] for the output's layout).
+pub fn aggregate(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
-    args: AggregateArgs<'_>,
+    args: HostAggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
     validate::aggregate(&args)?;
     let schema = validate::aggregate_schema(&args)?;
@@ -163,31 +178,83 @@ pub(crate) fn aggregate(
     read.extend(args.aggregates.iter().map(|a| a.column));
     let narrow = Narrow::new(args.batch, read)?;
     let at = narrow.map();
-    let aggregates: Vec<ResidentAgg> = args
+    let aggregates: Vec<Agg> = args
         .aggregates
         .iter()
         .map(|spec| {
             let column = at(spec.column);
             let float = args.batch.column(spec.column).data_type() == &DataType::Float64;
             let input = match (spec.func, float) {
-                (AggFunc::Count, _) => ResidentAggInput::Valid(column),
-                (_, true) => ResidentAggInput::Float(column),
-                (_, false) => ResidentAggInput::Int(column),
+                (AggFunc::Count, _) => AggInput::Valid(column),
+                (_, true) => AggInput::Float(column),
+                (_, false) => AggInput::Int(column),
             };
-            ResidentAgg {
+            Agg {
                 func: spec.func,
                 input,
             }
         })
         .collect();
     let on_device = resident::upload(backend, stream, &narrow.batch)?;
-    let groups = backend.aggregate_resident(
+    let groups = backend.aggregate(
         stream,
-        AggregateResidentArgs {
+        AggregateArgs {
             batch: &on_device,
             keys: &[at(args.group_column)],
             aggregates: &aggregates,
         },
     )?;
     Ok(RecordBatch::try_new(schema, groups.columns().to_vec())?)
+}
+
+/// A join table over host Int64 keys (NULL keys never join).
+pub fn build_join_table(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    keys: &Int64Array,
+) -> Result<JoinTable, EngineError> {
+    let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
+    let batch = resident::upload(backend, stream, &host)?;
+    backend.build_join_table(stream, &batch, JoinKey::Column(0))
+}
+
+/// Probes a table built by `backend` with host Int64 keys: each matched pair's build row
+/// and probe row.
+pub fn probe_join_table(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    table: &JoinTable,
+    keys: &Int64Array,
+) -> Result<JoinMatches, EngineError> {
+    let rows = u32::try_from(keys.len())
+        .map_err(|_| EngineError::unsupported("join probe", "a batch of 2^32 rows or more"))?;
+    let host = RecordBatch::try_from_iter(vec![
+        ("key", Arc::new(keys.clone()) as ArrayRef),
+        (
+            "row",
+            Arc::new(UInt32Array::from_iter_values(0..rows)) as ArrayRef,
+        ),
+    ])?;
+    let batch = resident::upload(backend, stream, &host)?;
+    let matches = backend.probe_join_table(
+        stream,
+        table,
+        ProbeArgs {
+            batch: &batch,
+            key: 0,
+            gather: &[1],
+            rows: ProbeRows::Pairs,
+        },
+    )?;
+    let probe_indices = matches
+        .probe_rows
+        .columns()
+        .first()
+        .and_then(|a| a.as_primitive_opt::<UInt32Type>())
+        .cloned()
+        .ok_or_else(|| EngineError::Internal("the probe's row numbers are not UInt32".into()))?;
+    Ok(JoinMatches {
+        build_indices: matches.build_indices,
+        probe_indices,
+    })
 }

@@ -59,13 +59,28 @@ impl std::fmt::Debug for DeviceBuffer {
     }
 }
 
-/// Host memory used as the source or destination of device copies.
+/// Host memory used as the source or destination of device copies. A pinned buffer's
+/// bytes count in the telemetry hub's pinned gauge from its creation to its drop.
 pub struct HostBuffer {
     pub(crate) device: DeviceId,
     pub(crate) mem: HostMemory,
 }
 
 impl HostBuffer {
+    /// A buffer of `device`'s backend over `mem`, counted in the pinned gauge if pinned.
+    pub(crate) fn new(device: DeviceId, mem: HostMemory) -> Self {
+        let buffer = Self { device, mem };
+        buffer.count_pinned(1);
+        buffer
+    }
+
+    fn count_pinned(&self, sign: i64) {
+        if self.memory_class() == MemoryClass::Pinned {
+            let bytes = i64::try_from(self.len()).unwrap_or(i64::MAX);
+            oxidelake_core::TelemetryHub::global().add_pinned_bytes(sign * bytes);
+        }
+    }
+
     /// The device whose backend allocated this buffer.
     pub fn device(&self) -> DeviceId {
         self.device
@@ -94,6 +109,12 @@ impl HostBuffer {
     /// The bytes, mutably; waits for copies still writing into a pinned buffer.
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8], EngineError> {
         Ok(self.mem.as_mut_slice()?)
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        self.count_pinned(-1);
     }
 }
 

@@ -1,7 +1,8 @@
 //! # oxidelake-device
 //!
-//! The hardware abstraction: one object-safe, synchronous [`GpuBackend`] trait with
-//! opaque RAII handles ([`DeviceBuffer`], [`HostBuffer`], [`DeviceStream`]), and the
+//! The hardware abstraction: two object-safe, synchronous traits, [`DeviceMemory`]
+//! (allocations, copies, streams) and [`GpuBackend`] (the operators, over
+//! [`DeviceBatch`]es; [`edge`] brings host batches to them), with opaque RAII handles ([`DeviceBuffer`], [`HostBuffer`], [`DeviceStream`]), and the
 //! backends behind it:
 //!
 //! - [`CpuBackend`] — always present; "device" memory is 128-byte-aligned host memory and
@@ -30,8 +31,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod detector;
-#[cfg(feature = "cuda")]
-mod edge;
+pub mod edge;
 mod handles;
 pub mod kernels;
 #[cfg(all(feature = "metal", target_os = "macos"))]
@@ -43,7 +43,7 @@ mod predicate;
 pub mod resident;
 mod value;
 
-pub use backend::{GpuBackend, MemoryInfo};
+pub use backend::{DeviceMemory, GpuBackend, MemoryInfo};
 pub use batching::BatchSizes;
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]

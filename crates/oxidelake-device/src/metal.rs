@@ -24,7 +24,7 @@ pub(crate) mod objects;
 
 use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
-use crate::{DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
+use crate::{DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
 use objects::{MetalQueue, SharedBuffer};
 
 /// The system default Metal device.
@@ -75,7 +75,7 @@ impl MetalBackend {
     }
 }
 
-impl GpuBackend for MetalBackend {
+impl DeviceMemory for MetalBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Metal
     }
@@ -114,10 +114,7 @@ impl GpuBackend for MetalBackend {
     }
 
     fn alloc_pinned_host(&self, bytes: usize) -> Result<HostBuffer, EngineError> {
-        Ok(HostBuffer {
-            device: METAL_DEVICE,
-            mem: self.host.alloc(bytes)?,
-        })
+        Ok(HostBuffer::new(METAL_DEVICE, self.host.alloc(bytes)?))
     }
 
     fn create_stream(&self) -> Result<DeviceStream, EngineError> {
@@ -187,47 +184,34 @@ impl GpuBackend for MetalBackend {
             len_bits,
         )
     }
+}
 
+/// The refusal of every Metal operator: none is wired to a kernel, so the calling
+/// operator runs the batch on the CPU.
+fn not_wired(operator: &'static str) -> EngineError {
+    EngineError::unsupported(
+        operator,
+        "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
+    )
+}
+
+impl GpuBackend for MetalBackend {
     fn filter_project(
         &self,
         _stream: &DeviceStream,
-        _args: crate::ops::FilterProjectArgs<'_>,
-    ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        Err(EngineError::unsupported(
-            "Metal filter_project",
-            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
-        ))
-    }
-
-    fn build_join_table(
-        &self,
-        _stream: &DeviceStream,
-        _build_keys: &arrow::array::Int64Array,
-    ) -> Result<crate::JoinTable, EngineError> {
-        Err(EngineError::unsupported(
-            "Metal hash join",
-            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
-        ))
-    }
-
-    fn probe_join_table(
-        &self,
-        _stream: &DeviceStream,
-        table: &crate::JoinTable,
-        _probe_keys: &arrow::array::Int64Array,
-    ) -> Result<crate::ops::JoinMatches, EngineError> {
-        Err(foreign_handle(self.device(), table.device(), "join table"))
+        _batch: &crate::DeviceBatch,
+        _predicates: &[crate::ops::Predicate],
+        _projection: &[usize],
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        Err(not_wired("Metal filter_project"))
     }
 
     fn evaluate(
         &self,
         _stream: &DeviceStream,
         _args: crate::ops::EvaluateArgs<'_>,
-    ) -> Result<Vec<arrow::array::ArrayRef>, EngineError> {
-        Err(EngineError::unsupported(
-            "Metal computed columns",
-            "the Metal operator path has no arithmetic kernel; the operator computes this batch on the CPU",
-        ))
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        Err(not_wired("Metal computed columns"))
     }
 
     fn aggregate(
@@ -235,10 +219,43 @@ impl GpuBackend for MetalBackend {
         _stream: &DeviceStream,
         _args: crate::ops::AggregateArgs<'_>,
     ) -> Result<arrow::record_batch::RecordBatch, EngineError> {
-        Err(EngineError::unsupported(
-            "Metal aggregate",
-            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
-        ))
+        Err(not_wired("Metal aggregate"))
+    }
+
+    fn build_join_table(
+        &self,
+        _stream: &DeviceStream,
+        _batch: &crate::DeviceBatch,
+        _key: crate::ops::JoinKey<'_>,
+    ) -> Result<crate::JoinTable, EngineError> {
+        Err(not_wired("Metal hash join"))
+    }
+
+    fn probe_join_table(
+        &self,
+        _stream: &DeviceStream,
+        table: &crate::JoinTable,
+        _args: crate::ops::ProbeArgs<'_>,
+    ) -> Result<crate::ops::ProbeMatches, EngineError> {
+        Err(foreign_handle(self.device(), table.device(), "join table"))
+    }
+
+    fn join(
+        &self,
+        _stream: &DeviceStream,
+        table: &crate::JoinTable,
+        _args: crate::ops::JoinArgs<'_>,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        Err(foreign_handle(self.device(), table.device(), "join table"))
+    }
+
+    fn append(
+        &self,
+        _stream: &DeviceStream,
+        _batches: &[crate::DeviceBatch],
+        _schema: arrow::datatypes::SchemaRef,
+    ) -> Result<crate::DeviceBatch, EngineError> {
+        Err(not_wired("Metal batch append"))
     }
 
     fn vector_distance(
@@ -246,9 +263,6 @@ impl GpuBackend for MetalBackend {
         _stream: &DeviceStream,
         _args: crate::ops::VectorDistanceArgs<'_>,
     ) -> Result<arrow::array::Float64Array, EngineError> {
-        Err(EngineError::unsupported(
-            "Metal vector_distance",
-            "the Metal operator path is not wired yet; the operator runs this batch on the CPU",
-        ))
+        Err(not_wired("Metal vector_distance"))
     }
 }

@@ -1,8 +1,6 @@
-//! Arguments and results of the operator kernels every backend implements.
-//!
-//! The kernels take host Arrow data and return host Arrow data: moving bytes to and from
-//! the device (and overlapping those copies with compute) is the backend's business, so
-//! an operator reads the same on every backend and the CPU backend needs no copies at all.
+//! Arguments and results of the operators every backend implements over device batches
+//! ([`crate::GpuBackend`]), and of their host edge ([`crate::edge`]: the `Host*`
+//! arguments, for a host batch that crosses to the operator and back).
 //!
 //! Coverage is deliberately explicit (spec §2.3). Anything outside it is rejected with
 //! [`oxidelake_core::EngineError::Unsupported`] before any work starts, and the operator
@@ -29,28 +27,28 @@ pub use crate::value::{
 /// bits fails the batch with [`overflow_error`], and the operator computes it with
 /// DataFusion instead.
 #[derive(Debug, Clone, Copy)]
-pub struct EvaluateArgs<'a> {
+pub struct HostEvaluateArgs<'a> {
     /// The input rows.
     pub batch: &'a arrow::record_batch::RecordBatch,
     /// What to compute.
     pub columns: &'a [ValueColumn],
 }
 
-/// Where one column of a resident projection's output comes from.
+/// Where one column of a projection's output comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProjectedColumn {
     /// Input column `i`, passed through.
     Input(usize),
-    /// The `i`-th computed column of [`EvaluateResidentArgs::columns`].
+    /// The `i`-th computed column of [`EvaluateArgs::columns`].
     Computed(usize),
 }
 
 /// A projection of a batch that lives on the device into one that stays there
 /// (ADR-0014): passed-through input columns and computed ones ([`ValueColumn`]), in the
-/// order of `outputs`. As for [`EvaluateArgs`], a checked value needing more than 64
+/// order of `outputs`. As for [`HostEvaluateArgs`], a checked value needing more than 64
 /// bits fails the batch with [`overflow_error`].
 #[derive(Debug, Clone, Copy)]
-pub struct EvaluateResidentArgs<'a> {
+pub struct EvaluateArgs<'a> {
     /// The input rows, on the device.
     pub batch: &'a crate::DeviceBatch,
     /// What to compute.
@@ -64,7 +62,7 @@ pub struct EvaluateResidentArgs<'a> {
 /// A fused filter and projection: keep rows where every predicate is true (NULL is not
 /// true, as in SQL), then keep the `projection` columns in that order.
 #[derive(Debug, Clone, Copy)]
-pub struct FilterProjectArgs<'a> {
+pub struct HostFilterArgs<'a> {
     /// The input rows.
     pub batch: &'a arrow::record_batch::RecordBatch,
     /// Conjunction of predicates (empty = keep every row).
@@ -124,11 +122,12 @@ pub struct AggSpec {
     pub column: usize,
 }
 
-/// A grouped aggregation of one batch: one output row per distinct value of the Int64
-/// group column (NULL is a group of its own), in order of first appearance; column 0 is
-/// the key, then one column per aggregate (Int64 for COUNT, the input type otherwise).
+/// A grouped aggregation of a host batch ([`crate::edge::aggregate`]): one output row
+/// per distinct value of the Int64 group column (NULL is a group of its own), in no
+/// particular order; column 0 is the key, then one column per aggregate (Int64 for
+/// COUNT, the input type otherwise).
 #[derive(Debug, Clone, Copy)]
-pub struct AggregateArgs<'a> {
+pub struct HostAggregateArgs<'a> {
     /// The input rows.
     pub batch: &'a arrow::record_batch::RecordBatch,
     /// Index of the Int64 group-by column.
@@ -137,9 +136,9 @@ pub struct AggregateArgs<'a> {
     pub aggregates: &'a [AggSpec],
 }
 
-/// What one aggregate over a device-resident batch reads.
+/// What one aggregate over a device batch reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResidentAggInput {
+pub enum AggInput {
     /// Every row (COUNT(*)).
     Rows,
     /// The valid rows of a column of any type (COUNT(x)).
@@ -156,15 +155,15 @@ pub enum ResidentAggInput {
     High32(usize),
 }
 
-/// One aggregate of [`AggregateResidentArgs`]: `Count` over `Rows` or `Valid`, `Sum`
+/// One aggregate of [`AggregateArgs`]: `Count` over `Rows` or `Valid`, `Sum`
 /// over `Int` (wrapping), `Float`, `Low32` or `High32`, `Min` / `Max` over `Int` or
 /// `Float` (NaN the largest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ResidentAgg {
+pub struct Agg {
     /// The function.
     pub func: AggFunc,
     /// What it reads.
-    pub input: ResidentAggInput,
+    pub input: AggInput,
 }
 
 /// A grouped aggregation of a batch that lives on the device (ADR-0014), grouped by the
@@ -174,22 +173,21 @@ pub struct ResidentAgg {
 /// Int64 for COUNT and the integer inputs, Float64 for `Float`, NULL where a group saw
 /// no value (never for COUNT). Groups come in no particular order.
 #[derive(Debug, Clone, Copy)]
-pub struct AggregateResidentArgs<'a> {
+pub struct AggregateArgs<'a> {
     /// The input rows, on the device.
     pub batch: &'a crate::DeviceBatch,
     /// The group key columns.
     pub keys: &'a [usize],
     /// The aggregates.
-    pub aggregates: &'a [ResidentAgg],
+    pub aggregates: &'a [Agg],
 }
 
-/// Checks `aggregates` against `batch`'s columns and the pairs [`ResidentAgg`] allows.
-pub fn check_resident_aggregates(
-    batch: &crate::DeviceBatch,
+/// Checks `aggregates` against `batch`'s columns and the pairs [`Agg`] allows.
+pub fn check_aggregates(
+    columns: usize,
     keys: &[usize],
-    aggregates: &[ResidentAgg],
+    aggregates: &[Agg],
 ) -> Result<(), oxidelake_core::EngineError> {
-    let columns = batch.columns().len();
     let out_of_range =
         |what: &'static str, c: usize| oxidelake_core::EngineError::InvalidArgument {
             what,
@@ -199,7 +197,7 @@ pub fn check_resident_aggregates(
         return Err(out_of_range("group key", *k));
     }
     for agg in aggregates {
-        use ResidentAggInput as I;
+        use AggInput as I;
         let column = match agg.input {
             I::Rows => None,
             I::Valid(c) | I::Int(c) | I::Float(c) | I::Low32(c) | I::High32(c) => Some(c),
@@ -218,7 +216,7 @@ pub fn check_resident_aggregates(
         );
         if !allowed {
             return Err(oxidelake_core::EngineError::InvalidArgument {
-                what: "resident aggregate",
+                what: "device aggregate",
                 detail: format!("{} over {:?}", agg.func.name(), agg.input),
             });
         }
@@ -226,7 +224,7 @@ pub fn check_resident_aggregates(
     Ok(())
 }
 
-/// Which probe rows a [`ProbeResidentArgs`] probe brings back.
+/// Which probe rows a [`ProbeArgs`] probe brings back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeRows {
     /// One row per matched pair, with its build row (an inner join).
@@ -241,7 +239,7 @@ pub enum ProbeRows {
 /// probe key is column `key` of `batch`, whose 8-byte images are the key widened to
 /// Int64 as the build side's keys were (one integer-like key); NULL keys never match.
 #[derive(Debug, Clone, Copy)]
-pub struct ProbeResidentArgs<'a> {
+pub struct ProbeArgs<'a> {
     /// The probe rows, on the device.
     pub batch: &'a crate::DeviceBatch,
     /// The key column.
@@ -252,19 +250,19 @@ pub struct ProbeResidentArgs<'a> {
     pub rows: ProbeRows,
 }
 
-/// What a [`ProbeResidentArgs`] probe brings back to the host: for [`ProbeRows::Pairs`]
+/// What a [`ProbeArgs`] probe brings back to the host: for [`ProbeRows::Pairs`]
 /// each matched pair's build row and the `gather` columns of its probe row (the pairs in
 /// the same order); otherwise the `gather` columns of the chosen probe rows, in probe
 /// order, and no build rows.
 #[derive(Debug, Clone)]
-pub struct ResidentMatches {
+pub struct ProbeMatches {
     /// Row indices into the build side.
     pub build_indices: UInt32Array,
     /// The gathered probe columns, one row per pair.
     pub probe_rows: arrow::record_batch::RecordBatch,
 }
 
-/// Where one column of a [`JoinResidentArgs`] join's output comes from.
+/// Where one column of a [`JoinArgs`] join's output comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JoinColumn {
     /// Column `i` of the build side, at each pair's build row.
@@ -290,7 +288,7 @@ pub struct RadixDigit {
 
 /// How a join reads its Int64 key from a device batch.
 #[derive(Debug, Clone, Copy)]
-pub enum ResidentKey<'a> {
+pub enum JoinKey<'a> {
     /// One column's 8-byte images: the key widened to Int64.
     Column(usize),
     /// Several integer-like columns as one mixed-radix key; a row with a NULL or a value
@@ -299,17 +297,17 @@ pub enum ResidentKey<'a> {
 }
 
 /// A join whose build side and probe batch both live on the device and whose output
-/// stays there (ADR-0014, stage 3): the probe is as in [`ProbeResidentArgs`], and the
+/// stays there (ADR-0014, stage 3): the probe is as in [`ProbeArgs`], and the
 /// output's columns are gathered from both sides on the device. Semi and anti joins
 /// ([`ProbeRows::Matched`], [`ProbeRows::Unmatched`]) take probe columns only.
 #[derive(Debug, Clone)]
-pub struct JoinResidentArgs<'a> {
+pub struct JoinArgs<'a> {
     /// The build side the table was built over.
     pub build: &'a crate::DeviceBatch,
     /// The probe rows.
     pub probe: &'a crate::DeviceBatch,
     /// The probe key, read as the build key was.
-    pub key: ResidentKey<'a>,
+    pub key: JoinKey<'a>,
     /// The output columns, in order.
     pub output: &'a [JoinColumn],
     /// Which rows.

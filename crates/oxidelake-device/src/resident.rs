@@ -1,7 +1,8 @@
-//! Batches that live on a device between operators (ADR-0014).
+//! The batches every backend operator takes and returns (ADR-0014, ADR-0015).
 //!
-//! A [`DeviceBatch`] holds a batch's columns in device memory, in the form the kernels
-//! read (the same form the host-in/host-out calls upload today):
+//! A [`DeviceBatch`] is a host batch wrapped without a copy on a backend whose memory is
+//! the host's (the CPU backend), and otherwise its columns in device memory
+//! ([`DeviceColumns`]), in the form the kernels read:
 //!
 //! - numbers, dates, times, timestamps, durations, booleans and decimals as 8-byte images
 //!   ([`crate::ops::write_images`]; floats as `f64` bits). A decimal column is held as
@@ -25,9 +26,11 @@
 //! [`StagingPool`] can hand the same staging buffer to batches of similar size (a copy
 //! moves a whole buffer).
 //!
-//! [`upload`] and [`download`] use only the backend's primitives (allocation, copies,
-//! synchronisation), so every backend moves batches the same way; on the CPU backend the
-//! "device" is 128-byte-aligned host memory and the copies are `memcpy`.
+//! [`upload_columns`] and [`download`] use only the backend's primitives (allocation,
+//! copies, synchronisation), so every GPU backend moves batches the same way; [`upload`]
+//! wraps the host batch instead where the backend keeps its batches on the host (on the
+//! CPU backend `upload_columns` still works, into 128-byte-aligned host memory with
+//! `memcpy` copies: the form's own tests use it).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -45,10 +48,10 @@ mod upload;
 
 pub use device_pool::{DevicePool, DevicePoolStats};
 #[cfg(feature = "cuda")]
-pub(crate) use download::column_from_spans;
+pub(crate) use download::{column_from_spans, copy_back};
 pub use download::{download, download_columns, download_with};
 pub use staging::{StagingPool, size_class};
-pub use upload::{upload, upload_with};
+pub use upload::{upload, upload_columns, upload_with};
 
 /// Where each part of a resident batch starts in its allocation.
 const ALIGN: usize = 128;
@@ -122,11 +125,12 @@ impl Drop for HeldOnDevice {
     }
 }
 
-/// A batch whose columns live in one allocation on a device. Its allocation counts in
-/// the telemetry hub's device tier while it lives (on a GPU backend), and goes back to
-/// its backend's [`DevicePool`] when the batch is dropped, if it came from one.
+/// The columns of a batch in one allocation on a device, in the kernels' form (the
+/// module docs). Its allocation counts in the telemetry hub's device tier while it lives
+/// (on a GPU backend), and goes back to its backend's [`DevicePool`] when it is dropped,
+/// if it came from one.
 #[derive(Debug)]
-pub struct DeviceBatch {
+pub struct DeviceColumns {
     schema: SchemaRef,
     rows: usize,
     columns: Vec<ResidentColumn>,
@@ -135,9 +139,9 @@ pub struct DeviceBatch {
     _held: HeldOnDevice,
 }
 
-impl Drop for DeviceBatch {
+impl Drop for DeviceColumns {
     fn drop(&mut self) {
-        // SAFETY: `memory` is taken once, here, and never used again: the batch is
+        // SAFETY: `memory` is taken once, here, and never used again: the columns are
         // being dropped and no other field refers to it.
         #[allow(unsafe_code)]
         let memory = unsafe { std::mem::ManuallyDrop::take(&mut self.memory) };
@@ -147,9 +151,9 @@ impl Drop for DeviceBatch {
     }
 }
 
-impl DeviceBatch {
-    /// A batch a backend built on the device: `columns` lie in `memory` (sized by
-    /// [`Layout::size`]), which goes back to `pool` when the batch is dropped.
+impl DeviceColumns {
+    /// Columns a backend built on the device: `columns` lie in `memory` (sized by
+    /// [`Layout::size`]), which goes back to `pool` when they are dropped.
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
@@ -191,6 +195,74 @@ impl DeviceBatch {
     /// Bytes one copy of the batch moves (its whole allocation).
     pub fn bytes(&self) -> usize {
         self.memory.len()
+    }
+}
+
+/// The batch every backend operator takes and returns (ADR-0015): on a GPU backend its
+/// columns in device memory ([`DeviceColumns`]), on a backend whose memory is the host's
+/// (the CPU backend) the host batch itself, wrapped without a copy, so the CPU reference
+/// path pays nothing for the one interface. [`upload`] makes one in the form its backend
+/// keeps, [`download`] gives the host batch back.
+#[derive(Debug)]
+pub struct DeviceBatch(Form);
+
+#[derive(Debug)]
+enum Form {
+    Host(arrow::record_batch::RecordBatch),
+    Device(DeviceColumns),
+}
+
+impl DeviceBatch {
+    /// A host batch in the form a host-memory backend keeps (no copy).
+    pub fn host(batch: arrow::record_batch::RecordBatch) -> Self {
+        Self(Form::Host(batch))
+    }
+
+    /// The batch's schema.
+    pub fn schema(&self) -> SchemaRef {
+        match &self.0 {
+            Form::Host(batch) => batch.schema(),
+            Form::Device(columns) => columns.schema(),
+        }
+    }
+
+    /// Rows in the batch.
+    pub fn num_rows(&self) -> usize {
+        match &self.0 {
+            Form::Host(batch) => batch.num_rows(),
+            Form::Device(columns) => columns.num_rows(),
+        }
+    }
+
+    /// Bytes one copy of the batch moves across the bus: its device allocation, none for
+    /// a batch in host memory (nothing crosses).
+    pub fn bytes(&self) -> usize {
+        match &self.0 {
+            Form::Host(_) => 0,
+            Form::Device(columns) => columns.bytes(),
+        }
+    }
+
+    /// The host batch, where the batch is in host memory.
+    pub fn as_host(&self) -> Option<&arrow::record_batch::RecordBatch> {
+        match &self.0 {
+            Form::Host(batch) => Some(batch),
+            Form::Device(_) => None,
+        }
+    }
+
+    /// The device columns, where the batch is on a device.
+    pub fn on_device(&self) -> Option<&DeviceColumns> {
+        match &self.0 {
+            Form::Host(_) => None,
+            Form::Device(columns) => Some(columns),
+        }
+    }
+}
+
+impl From<DeviceColumns> for DeviceBatch {
+    fn from(columns: DeviceColumns) -> Self {
+        Self(Form::Device(columns))
     }
 }
 
@@ -291,6 +363,7 @@ pub(super) fn staging_buffer(
 mod tests {
     use super::*;
     use crate::CpuBackend;
+    use crate::DeviceMemory;
     use arrow::array::{
         Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Array, DictionaryArray,
         Float32Array, Float64Array, Int8Array, Int32Array, StringArray, StringViewArray,
@@ -414,11 +487,12 @@ mod tests {
         RecordBatch::try_from_iter(columns).unwrap()
     }
 
-    fn round_trip(batch: &RecordBatch) -> (DeviceBatch, RecordBatch) {
+    /// `batch` in the device form (in the CPU backend's memory) and back.
+    fn round_trip(batch: &RecordBatch) -> (DeviceColumns, RecordBatch) {
         let cpu = CpuBackend::new();
         let stream = cpu.create_stream().unwrap();
-        let resident = upload(&cpu, &stream, batch).unwrap();
-        let back = download(&cpu, &stream, &resident).unwrap();
+        let resident = upload_columns(&cpu, &stream, batch, None).unwrap();
+        let back = download::copy_back(&cpu, &stream, &resident, None).unwrap();
         (resident, back)
     }
 

@@ -7,8 +7,9 @@
 //! of them crosses once each way. A GPU partial aggregate above such a chain takes the
 //! place of its `DeviceToHostExec`: it reads the device batches, and its result (one row
 //! per group and batch) is what comes back to the host (`input=device` in EXPLAIN). A
-//! partial aggregate over host batches keeps its host interface: an upload for it alone
-//! would move every row to save nothing. A GPU join the device runs whole
+//! partial aggregate over host batches reaches the device through the host edge
+//! (`oxidelake_device::edge`), which uploads only its key and value columns: an upload
+//! of the whole batch for it alone would move more to save nothing. A GPU join the device runs whole
 //! (`GpuHashJoinExec::joins_on_device`) with an input that hands on device batches
 //! builds and probes there and hands on device batches itself (`build=device`,
 //! `probe=device`); its other input is uploaded if it is on the host, so every scan
@@ -379,7 +380,7 @@ mod tests {
         );
         let text = displayable(out.as_ref()).indent(false).to_string();
         assert!(text.contains("input=device"), "{text}");
-        // Over host batches it keeps its host interface: no upload for it alone.
+        // Over host batches it goes through the host edge: no upload for it alone.
         let plain = partial_aggregate(scan(DataType::Utf8), BackendKind::Cuda);
         let before = shape(&plain);
         let out = DeviceTransitionRule.optimize(plain, &config()).unwrap();

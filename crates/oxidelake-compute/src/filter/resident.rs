@@ -10,7 +10,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
-use oxidelake_device::ops::{FilterProjectArgs, Predicate};
+use oxidelake_device::ops::{HostFilterArgs, Predicate};
 use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
@@ -31,8 +31,8 @@ struct Filtering {
 }
 
 impl Filtering {
-    fn args<'a>(&'a self, batch: &'a RecordBatch) -> FilterProjectArgs<'a> {
-        FilterProjectArgs {
+    fn args<'a>(&'a self, batch: &'a RecordBatch) -> HostFilterArgs<'a> {
+        HostFilterArgs {
             batch,
             predicates: &self.predicates,
             projection: &self.projection,
@@ -50,11 +50,13 @@ impl Filtering {
                 // replayed below after a device failure, and stays on the CPU.
                 let out = if self.exec.kind() == BackendKind::CpuSimd {
                     self.exec.run(&self.metrics, |backend, stream| {
-                        backend.filter_project(stream, self.args(&host))
+                        oxidelake_device::edge::filter_project(backend, stream, self.args(&host))
                     })?
                 } else {
                     self.metrics.cpu_fallback_batches.add(1);
-                    on_cpu(|cpu, stream| cpu.filter_project(stream, self.args(&host)))?
+                    on_cpu(|cpu, stream| {
+                        oxidelake_device::edge::filter_project(cpu, stream, self.args(&host))
+                    })?
                 };
                 self.metrics
                     .record(host.num_rows(), out.num_rows(), started, 0);
@@ -74,7 +76,9 @@ impl Filtering {
             Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
             Err(host) => host,
         };
-        let out = on_cpu(|cpu, stream| cpu.filter_project(stream, self.args(&replayed)))?;
+        let out = on_cpu(|cpu, stream| {
+            oxidelake_device::edge::filter_project(cpu, stream, self.args(&replayed))
+        })?;
         self.metrics
             .record(replayed.num_rows(), out.num_rows(), started, 0);
         Ok(SegmentBatch::Host(out))
@@ -84,20 +88,19 @@ impl Filtering {
     /// where the backend refuses it.
     fn on_device(&self, batch: &DeviceBatch, started: Instant) -> Result<DeviceBatch> {
         let exec = &self.exec;
-        match exec.backend.filter_project_resident(
-            &exec.stream,
-            batch,
-            &self.predicates,
-            &self.projection,
-        ) {
+        match exec
+            .backend
+            .filter_project(&exec.stream, batch, &self.predicates, &self.projection)
+        {
             Ok(kept) => {
                 // Read back: the kept count and each string column's byte total (the
                 // program's small uploads are not counted).
-                let strings = kept
-                    .columns()
-                    .iter()
-                    .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
-                    .count();
+                let strings = kept.on_device().map_or(0, |on| {
+                    on.columns()
+                        .iter()
+                        .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
+                        .count()
+                });
                 let moved = exec.bytes_moved(|| 4 * (1 + strings));
                 self.metrics
                     .record(batch.num_rows(), kept.num_rows(), started, moved);
@@ -106,7 +109,7 @@ impl Filtering {
             Err(EngineError::Unsupported { .. }) => {
                 bridge(exec, &self.metrics, &self.bridged, batch, started, |host| {
                     let out = exec.run(&self.metrics, |backend, stream| {
-                        backend.filter_project(stream, self.args(host))
+                        oxidelake_device::edge::filter_project(backend, stream, self.args(host))
                     })?;
                     Ok((out, 0))
                 })
@@ -118,8 +121,8 @@ impl Filtering {
 
 impl ResidentExec for GpuFilterExec {
     /// Filters its input's segment batches: device batches on the device where the
-    /// backend can (`GpuBackend::filter_project_resident`: the CUDA backend), others
-    /// *bridged* (copied to the host, filtered by the host-in/host-out call, copied back:
+    /// backend can (`GpuBackend::filter_project`), others
+    /// *bridged* (copied to the host, filtered there through `oxidelake_device::edge`, copied back:
     /// `bridged_batches`); host batches on the host. A batch the device fails is
     /// replayed on the CPU from its origin ([`crate::segment`]).
     fn execute_resident(
@@ -164,9 +167,10 @@ impl ResidentExec for GpuFilterExec {
     fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch> {
         let host = replay_below(&self.input, origin)?;
         on_cpu(|cpu, stream| {
-            cpu.filter_project(
+            oxidelake_device::edge::filter_project(
+                cpu,
                 stream,
-                FilterProjectArgs {
+                HostFilterArgs {
                     batch: &host,
                     predicates: &self.predicates,
                     projection: &self.projection,

@@ -46,9 +46,7 @@ use datafusion::physical_plan::joins::PartitionMode;
 use datafusion::physical_plan::metrics::Count;
 use futures::TryStreamExt;
 use oxidelake_core::EngineError;
-use oxidelake_device::ops::{
-    JoinColumn, JoinResidentArgs, ProbeResidentArgs, ProbeRows, RadixDigit, ResidentKey,
-};
+use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeRows, RadixDigit};
 use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::{JoinKeys, KeyDictionary};
@@ -208,7 +206,7 @@ fn probe_on_device(
     if gather.is_empty() {
         gather.push(key);
     }
-    let args = ProbeResidentArgs {
+    let args = ProbeArgs {
         batch,
         key,
         gather: &gather,
@@ -216,7 +214,7 @@ fn probe_on_device(
     };
     let matches = match exec
         .backend
-        .probe_join_table_resident(&exec.stream, &side.table, args)
+        .probe_join_table(&exec.stream, &side.table, args)
     {
         Ok(matches) => matches,
         Err(EngineError::Unsupported { .. }) => return Ok(None),
@@ -549,7 +547,7 @@ fn build_on_device(
     };
     let batch = match exec
         .backend
-        .append_resident(&exec.stream, &batches, Arc::clone(schema))
+        .append(&exec.stream, &batches, Arc::clone(schema))
     {
         Ok(batch) => batch,
         Err(EngineError::Unsupported { .. }) => {
@@ -591,18 +589,15 @@ fn build_on_device(
         .as_ref()
         .map(|digits| digits_over(&key_columns, digits));
     let key = match (&radix, key_columns.as_slice()) {
-        (Some(radix), _) => ResidentKey::Radix(radix),
-        (None, [column]) => ResidentKey::Column(*column),
+        (Some(radix), _) => JoinKey::Radix(radix),
+        (None, [column]) => JoinKey::Column(*column),
         (None, _) => {
             return Err(DataFusionError::Internal(
                 "several join keys without digits".into(),
             ));
         }
     };
-    let table = match exec
-        .backend
-        .build_join_table_resident(&exec.stream, &batch, key)
-    {
+    let table = match exec.backend.build_join_table(&exec.stream, &batch, key) {
         Ok(table) => table,
         Err(EngineError::Unsupported { .. }) => {
             return on_host(
@@ -622,7 +617,7 @@ fn build_on_device(
     record_build(metrics, &table, batch.num_rows(), started);
     Ok(Arc::new(BuildSide {
         host: std::sync::OnceLock::new(),
-        width: batch.columns().len(),
+        width: batch.schema().fields().len(),
         device: Some(batch),
         table,
         key_column,
@@ -672,12 +667,12 @@ fn join_on_device(
     // probe side's key columns.
     let digits: Vec<RadixDigit>;
     let key = match (&join.keys, &side.device_digits) {
-        (JoinKeys::Widened(column), None) => ResidentKey::Column(*column),
+        (JoinKeys::Widened(column), None) => JoinKey::Column(*column),
         (JoinKeys::Numbered(columns), Some(build_digits))
             if columns.len() == build_digits.len() =>
         {
             digits = digits_over(columns, build_digits);
-            ResidentKey::Radix(&digits)
+            JoinKey::Radix(&digits)
         }
         _ => return Ok(None),
     };
@@ -699,7 +694,7 @@ fn join_on_device(
             }
         })
         .collect();
-    let args = JoinResidentArgs {
+    let args = JoinArgs {
         build,
         probe: batch,
         key,
@@ -707,7 +702,7 @@ fn join_on_device(
         rows,
         schema: Arc::clone(schema),
     };
-    let out = match exec.backend.join_resident(&exec.stream, &side.table, args) {
+    let out = match exec.backend.join(&exec.stream, &side.table, args) {
         Ok(out) => out,
         Err(EngineError::Unsupported { .. }) => return Ok(None),
         Err(err) => return Err(DataFusionError::from(err)),
@@ -751,7 +746,7 @@ fn output_columns(
     };
     let wanted = match &join.projection {
         Some(projection) => projection.clone(),
-        None => (0..build_width + batch.columns().len()).collect(),
+        None => (0..build_width + batch.schema().fields().len()).collect(),
     };
     (build_width, wanted)
 }

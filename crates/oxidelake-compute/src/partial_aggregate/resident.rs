@@ -6,7 +6,7 @@
 //! groups the rows by the key columns where they lie, so keys of any number and type
 //! a device batch holds (strings included) need no numbering on the host.
 //!
-//! The aggregates map onto the device's [`ResidentAgg`]s once per operator: SUM and AVG
+//! The aggregates map onto the device's [`Agg`]s once per operator: SUM and AVG
 //! of floats, of integers and of decimals (two 32-bit halves of their images, joined
 //! exactly on the host into the state the host path makes: the checked `sum`'s wrapped
 //! sum and wrap count, so a group's sum that leaves its state type reaches the final
@@ -29,7 +29,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
+use oxidelake_device::ops::{Agg, AggFunc, AggInput as DeviceAggInput, AggregateArgs};
 use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::KeyEncoding;
@@ -43,7 +43,7 @@ use crate::segment::replay::Replay;
 /// The device aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
 pub(super) struct ResidentPlan {
-    aggregates: Vec<ResidentAgg>,
+    aggregates: Vec<Agg>,
     states: Vec<StateFrom>,
 }
 
@@ -68,18 +68,18 @@ impl ResidentPlan {
             let state = match spec.func {
                 PartialFunc::Count => {
                     let input =
-                        column.map_or(ResidentAggInput::Rows, |(c, _)| ResidentAggInput::Valid(c));
+                        column.map_or(DeviceAggInput::Rows, |(c, _)| DeviceAggInput::Valid(c));
                     StateFrom::Result(plan.push(AggFunc::Count, input))
                 }
                 PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg => {
                     let (c, dt) = column?;
                     if spec.func == PartialFunc::Avg {
-                        let count = plan.push(AggFunc::Count, ResidentAggInput::Valid(c));
+                        let count = plan.push(AggFunc::Count, DeviceAggInput::Valid(c));
                         plan.states.push(StateFrom::AvgCount(count));
                     }
                     let parts = match dt {
                         DataType::Float64 => {
-                            vec![(plan.push(AggFunc::Sum, ResidentAggInput::Float(c)), 0)]
+                            vec![(plan.push(AggFunc::Sum, DeviceAggInput::Float(c)), 0)]
                         }
                         // By halves, which cannot overflow: an i64 sum of the images could.
                         DataType::Int8
@@ -87,8 +87,8 @@ impl ResidentPlan {
                         | DataType::Int32
                         | DataType::Int64
                         | DataType::Decimal128(_, _) => vec![
-                            (plan.push(AggFunc::Sum, ResidentAggInput::Low32(c)), 0),
-                            (plan.push(AggFunc::Sum, ResidentAggInput::High32(c)), 32),
+                            (plan.push(AggFunc::Sum, DeviceAggInput::Low32(c)), 0),
+                            (plan.push(AggFunc::Sum, DeviceAggInput::High32(c)), 32),
                         ],
                         _ => return None,
                     };
@@ -106,11 +106,11 @@ impl ResidentPlan {
                         | DataType::Int16
                         | DataType::Int32
                         | DataType::Int64
-                        | DataType::Date32 => ResidentAggInput::Int(c),
+                        | DataType::Date32 => DeviceAggInput::Int(c),
                         DataType::Decimal128(p, _) if *p <= MAX_DEVICE_DECIMAL_PRECISION => {
-                            ResidentAggInput::Int(c)
+                            DeviceAggInput::Int(c)
                         }
-                        DataType::Float64 => ResidentAggInput::Float(c),
+                        DataType::Float64 => DeviceAggInput::Float(c),
                         _ => return None,
                     };
                     StateFrom::Result(plan.push(func, input))
@@ -123,8 +123,8 @@ impl ResidentPlan {
 
     /// The device aggregate `func` over `input`: an existing one when pushed already
     /// (SUM(x) beside AVG(x)'s sum, COUNT(x) beside AVG(x)'s count).
-    fn push(&mut self, func: AggFunc, input: ResidentAggInput) -> usize {
-        let agg = ResidentAgg { func, input };
+    fn push(&mut self, func: AggFunc, input: DeviceAggInput) -> usize {
+        let agg = Agg { func, input };
         if let Some(at) = self.aggregates.iter().position(|a| *a == agg) {
             return at;
         }
@@ -136,8 +136,8 @@ impl ResidentPlan {
 /// Where a host batch's partial states are computed.
 #[derive(Debug, Clone, Copy)]
 enum HostRun {
-    /// By the backend's host-in/host-out call (the CPU backend's own path; a device's
-    /// for a batch it refused in place).
+    /// By the backend, through `oxidelake_device::edge` (the CPU backend's own path; a
+    /// device's for a batch it refused in place).
     Backend,
     /// On the CPU; `counted` when the batch is already in `cpu_fallback_batches` (a
     /// replay).
@@ -230,19 +230,15 @@ impl ResidentBatches {
                 )
             })
         });
-        // Without a device plan the host interface below claims for itself.
+        // Without a device plan the host edge below claims for itself.
         let mut on_device = self.plan.is_none() || claim.is_some();
         if let (Some(plan), Some(_claim)) = (&self.plan, claim) {
-            let args = AggregateResidentArgs {
+            let args = AggregateArgs {
                 batch,
                 keys: &self.keys,
                 aggregates: &plan.aggregates,
             };
-            match self
-                .exec
-                .backend
-                .aggregate_resident(&self.exec.stream, args)
-            {
+            match self.exec.backend.aggregate(&self.exec.stream, args) {
                 Ok(result) => {
                     let out = self.assemble(plan, &result)?;
                     probe.record(batch.num_rows(), out.num_rows());
@@ -358,7 +354,7 @@ mod tests {
             spec(PartialFunc::Sum, Some(2)),
         ];
         let plan = ResidentPlan::new(&input, &specs).unwrap();
-        use ResidentAggInput as I;
+        use DeviceAggInput as I;
         let pairs: Vec<(AggFunc, I)> = plan.aggregates.iter().map(|a| (a.func, a.input)).collect();
         assert_eq!(
             pairs,

@@ -10,7 +10,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{Count, MetricBuilder};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::DeviceBatch;
-use oxidelake_device::ops::{EvaluateResidentArgs, ProjectedColumn, is_overflow};
+use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
@@ -72,13 +72,13 @@ impl Projecting {
         let exec = &self.exec;
         let mut device = true;
         if let Some(outputs) = self.outputs.as_ref() {
-            let args = EvaluateResidentArgs {
+            let args = EvaluateArgs {
                 batch,
                 columns: &self.projection.computed,
                 outputs,
                 schema: &self.projection.schema,
             };
-            match exec.backend.evaluate_resident(&exec.stream, args) {
+            match exec.backend.evaluate(&exec.stream, args) {
                 Ok(out) => {
                     // Read back: the overflow flag.
                     let moved = exec.bytes_moved(|| 4);
@@ -99,7 +99,7 @@ impl Projecting {
 
 impl ResidentExec for GpuProjectionExec {
     /// Computes its columns on its input's segment batches: device batches on the device
-    /// where the backend can (`GpuBackend::evaluate_resident`: the CUDA backend), others
+    /// where the backend can (`GpuBackend::evaluate`), others
     /// *bridged* (copied to the host, projected by the host path, copied back:
     /// `bridged_batches`); a batch whose values outgrow 64 bits on the device is bridged
     /// to DataFusion's expressions (`cpu_fallback_batches` counts it too); host batches

@@ -22,7 +22,7 @@ use oxidelake_compute::{
     GpuVectorDistanceExec, PartialAggSpec, PartialFunc,
 };
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::{CpuBackend, CudaBackend, GpuBackend};
+use oxidelake_device::{CpuBackend, CudaBackend, DeviceMemory};
 
 use super::data::{self, Rng};
 use super::emu::set_fault_hook;

@@ -1,5 +1,5 @@
 //! How the operators feed a device backend, checked without a GPU: a backend that asks
-//! for device batches (`GpuBackend::batching`) receives the filter's input and the
+//! for device batches (`DeviceMemory::batching`) receives the filter's input and the
 //! join's probe side gathered to that size, the partial aggregate's batches as they come
 //! (its device group table is sized for them), and every call on a thread other than
 //! the tokio worker polling the query; the CPU backend receives the batches as they
@@ -12,14 +12,14 @@
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow::array::{Float64Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_compute::ops::{
-    AggregateArgs, CmpOp, ColumnPredicate, EvaluateArgs, FilterProjectArgs, JoinMatches, Literal,
-    Predicate, VectorDistanceArgs,
+    AggregateArgs, CmpOp, ColumnPredicate, EvaluateArgs, JoinArgs, JoinKey, Literal, Predicate,
+    ProbeArgs, ProbeMatches, VectorDistanceArgs,
 };
 use oxidelake_compute::{
     AggInput, BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec,
@@ -27,8 +27,8 @@ use oxidelake_compute::{
 };
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_device::{
-    BatchSizes, CpuBackend, DeviceBuffer, DeviceStream, GpuBackend, HostBuffer, JoinTable,
-    MemoryInfo,
+    BatchSizes, CpuBackend, DeviceBatch, DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend,
+    HostBuffer, JoinTable, MemoryInfo,
 };
 
 use super::rows::assert_same_rows;
@@ -67,7 +67,7 @@ impl RecordingDevice {
     }
 }
 
-impl GpuBackend for RecordingDevice {
+impl DeviceMemory for RecordingDevice {
     fn kind(&self) -> BackendKind {
         if self.batching.is_some() {
             BackendKind::Cuda
@@ -80,6 +80,9 @@ impl GpuBackend for RecordingDevice {
     }
     fn batching(&self) -> Option<BatchSizes> {
         self.batching
+    }
+    fn keeps_batches_on_host(&self) -> bool {
+        true
     }
     fn memory_info(&self) -> Result<MemoryInfo, EngineError> {
         self.cpu.memory_info()
@@ -121,37 +124,25 @@ impl GpuBackend for RecordingDevice {
     ) -> Result<u64, EngineError> {
         self.cpu.null_count(s, validity, offset_bits, len_bits)
     }
+}
+
+impl GpuBackend for RecordingDevice {
     fn filter_project(
         &self,
         s: &DeviceStream,
-        args: FilterProjectArgs<'_>,
-    ) -> Result<RecordBatch, EngineError> {
-        self.record("filter", args.batch.num_rows());
-        self.cpu.filter_project(s, args)
+        batch: &DeviceBatch,
+        predicates: &[Predicate],
+        projection: &[usize],
+    ) -> Result<DeviceBatch, EngineError> {
+        self.record("filter", batch.num_rows());
+        self.cpu.filter_project(s, batch, predicates, projection)
     }
     fn evaluate(
         &self,
         s: &DeviceStream,
         args: EvaluateArgs<'_>,
-    ) -> Result<Vec<ArrayRef>, EngineError> {
+    ) -> Result<DeviceBatch, EngineError> {
         self.cpu.evaluate(s, args)
-    }
-    fn build_join_table(
-        &self,
-        s: &DeviceStream,
-        keys: &Int64Array,
-    ) -> Result<JoinTable, EngineError> {
-        self.record("build", keys.len());
-        self.cpu.build_join_table(s, keys)
-    }
-    fn probe_join_table(
-        &self,
-        s: &DeviceStream,
-        table: &JoinTable,
-        keys: &Int64Array,
-    ) -> Result<JoinMatches, EngineError> {
-        self.record("probe", keys.len());
-        self.cpu.probe_join_table(s, table, keys)
     }
     fn aggregate(
         &self,
@@ -160,6 +151,40 @@ impl GpuBackend for RecordingDevice {
     ) -> Result<RecordBatch, EngineError> {
         self.record("aggregate", args.batch.num_rows());
         self.cpu.aggregate(s, args)
+    }
+    fn build_join_table(
+        &self,
+        s: &DeviceStream,
+        batch: &DeviceBatch,
+        key: JoinKey<'_>,
+    ) -> Result<JoinTable, EngineError> {
+        self.record("build", batch.num_rows());
+        self.cpu.build_join_table(s, batch, key)
+    }
+    fn probe_join_table(
+        &self,
+        s: &DeviceStream,
+        table: &JoinTable,
+        args: ProbeArgs<'_>,
+    ) -> Result<ProbeMatches, EngineError> {
+        self.record("probe", args.batch.num_rows());
+        self.cpu.probe_join_table(s, table, args)
+    }
+    fn join(
+        &self,
+        s: &DeviceStream,
+        table: &JoinTable,
+        args: JoinArgs<'_>,
+    ) -> Result<DeviceBatch, EngineError> {
+        self.cpu.join(s, table, args)
+    }
+    fn append(
+        &self,
+        s: &DeviceStream,
+        batches: &[DeviceBatch],
+        schema: arrow::datatypes::SchemaRef,
+    ) -> Result<DeviceBatch, EngineError> {
+        self.cpu.append(s, batches, schema)
     }
     fn vector_distance(
         &self,

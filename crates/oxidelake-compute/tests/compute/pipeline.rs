@@ -198,7 +198,7 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
     if emulator_missing() {
         return;
     }
-    use oxidelake_device::GpuBackend;
+    use oxidelake_device::DeviceMemory;
     use oxidelake_device::resident;
     let backend = cuda();
     let stream = backend.create_stream().unwrap();
@@ -226,7 +226,7 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while
     if emulator_missing() {
         return;
     }
-    use oxidelake_device::GpuBackend;
+    use oxidelake_device::DeviceMemory;
     use oxidelake_device::resident;
     let device = || TelemetryHub::global().snapshot().memory.device_bytes;
     let backend = cuda();
@@ -237,10 +237,10 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while
     let on_device = resident::upload(backend.as_ref(), &stream, &batch).unwrap();
     assert_eq!(
         device(),
-        before + on_device.memory().len() as u64,
+        before + on_device.bytes() as u64,
         "the batch's allocation is counted"
     );
-    let bytes = on_device.memory().len() as u64;
+    let bytes = on_device.bytes() as u64;
     drop(on_device);
     assert_eq!(
         backend.device_pool_stats().parked_bytes as u64,

@@ -36,7 +36,7 @@
 // last bits, as any parallel sum does.
 //
 // Grid math: a 1-D grid of ceil(rows / blockDim.x) blocks. capacity is a power of two,
-// at least 2x the expected number of distinct keys; the tables hold capacity + 1 slots.
+// at least 2x the expected number of distinct keys.
 // Every global access is bounds-checked.
 
 #define AGG_SUM 0

@@ -170,8 +170,8 @@ __device__ bool like_percent(const unsigned char* s, int n, const unsigned char*
     return true;
 }
 
-// Per slot s: col_ptrs[s] the 8-byte images of a number slot; off_ptrs[s] (chunk-relative
-// int offsets, rows + 1) and byte_ptrs[s] the values of a string slot; valid_ptrs[s] its
+// Per slot s: col_ptrs[s] the 8-byte images of a number slot; off_ptrs[s] (int offsets from
+// 0, rows + 1) and byte_ptrs[s] the values of a string slot; valid_ptrs[s] its
 // validity bitmap (0 = no nulls). pool / pool_offsets: the program's string literals.
 extern "C" __global__ void eval_predicates(const unsigned long long* __restrict__ col_ptrs,
                                            const unsigned long long* __restrict__ off_ptrs,

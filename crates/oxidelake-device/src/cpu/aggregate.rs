@@ -12,7 +12,7 @@ use arrow::record_batch::RecordBatch;
 use hashbrown::HashMap;
 use oxidelake_core::EngineError;
 
-use crate::ops::{AggFunc, AggSpec, AggregateArgs};
+use crate::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
 /// Keys spanning at most this many values are numbered through a lookup table instead
 /// of a hash map (the common case for the low-cardinality keys v1 covers).
@@ -222,8 +222,8 @@ fn accumulate_f64(func: AggFunc, values: &Float64Array, groups: &Groups) -> Arra
     finish::<Float64Type>(folded)
 }
 
-/// Aggregates one batch on the CPU (see [`AggregateArgs`] for the output layout).
-pub(crate) fn aggregate(args: AggregateArgs<'_>) -> Result<RecordBatch, EngineError> {
+/// Aggregates one batch on the CPU (see [`HostAggregateArgs`] for the output layout).
+pub(crate) fn aggregate(args: HostAggregateArgs<'_>) -> Result<RecordBatch, EngineError> {
     crate::ops::validate::aggregate(&args)?;
     let batch = args.batch;
     let keys = batch
@@ -300,7 +300,7 @@ mod tests {
 
     fn run(func: AggFunc, column: usize) -> (Vec<Option<i64>>, ArrayRef) {
         let b = batch();
-        let out = aggregate(AggregateArgs {
+        let out = aggregate(HostAggregateArgs {
             batch: &b,
             group_column: 0,
             aggregates: &[AggSpec { func, column }],
@@ -383,7 +383,7 @@ mod tests {
         )
         .unwrap();
         let out = |func| {
-            let out = aggregate(AggregateArgs {
+            let out = aggregate(HostAggregateArgs {
                 batch: &batch,
                 group_column: 0,
                 aggregates: &[AggSpec { func, column: 1 }],

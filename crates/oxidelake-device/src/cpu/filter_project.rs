@@ -12,7 +12,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
-use crate::ops::{CmpOp, FilterProjectArgs, Literal, Predicate, literal_array};
+use crate::ops::{CmpOp, HostFilterArgs, Literal, Predicate, literal_array};
 use crate::predicate::canonical_float_zeros;
 
 /// `column op rhs`, `rhs` a one-element literal array when `literal`, else a column.
@@ -117,7 +117,7 @@ pub(crate) fn mask(
 }
 
 /// Runs the fused filter + projection on the CPU.
-pub(crate) fn filter_project(args: FilterProjectArgs<'_>) -> Result<RecordBatch, EngineError> {
+pub(crate) fn filter_project(args: HostFilterArgs<'_>) -> Result<RecordBatch, EngineError> {
     crate::ops::validate::filter_project(&args)?;
     let projected = args.batch.project(args.projection)?;
     match mask(args.batch, args.predicates)? {
@@ -165,7 +165,7 @@ mod tests {
             op: CmpOp::GtEq,
             literal: Literal::Int64(1),
         })];
-        let out = filter_project(FilterProjectArgs {
+        let out = filter_project(HostFilterArgs {
             batch: &b,
             predicates: &preds,
             projection: &[1],
@@ -183,7 +183,7 @@ mod tests {
             op: CmpOp::Gt,
             literal: Literal::Float64(100.0),
         })];
-        let out = filter_project(FilterProjectArgs {
+        let out = filter_project(HostFilterArgs {
             batch: &b,
             predicates: &preds,
             projection: &[0],
@@ -243,7 +243,7 @@ mod tests {
             op: CmpOp::Eq,
             literal: Literal::Float64(1.0),
         })];
-        let err = filter_project(FilterProjectArgs {
+        let err = filter_project(HostFilterArgs {
             batch: &b,
             predicates: &preds,
             projection: &[0],

@@ -29,8 +29,8 @@ use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
-use crate::ops::{AggFunc, AggregateResidentArgs, ResidentAgg, ResidentAggInput};
-use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues, Span};
+use crate::ops::{Agg, AggFunc, AggInput, AggregateArgs};
+use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues, Span};
 
 /// Slots of the first group table of a batch; a batch with more distinct keys is grouped
 /// again in a table of twice its rows, which cannot overflow.
@@ -45,7 +45,7 @@ const OP_SUM_LO: i32 = 4;
 const OP_SUM_HI: i32 = 5;
 
 /// The schema of the result the host gets: the key fields, then one per aggregate.
-fn result_schema(batch: &DeviceBatch, args: &AggregateResidentArgs<'_>) -> SchemaRef {
+fn result_schema(batch: &DeviceColumns, args: &AggregateArgs<'_>) -> SchemaRef {
     let schema = batch.schema();
     let mut fields: Vec<Field> = args
         .keys
@@ -54,7 +54,7 @@ fn result_schema(batch: &DeviceBatch, args: &AggregateResidentArgs<'_>) -> Schem
         .collect();
     fields.extend(args.aggregates.iter().enumerate().map(|(i, agg)| {
         let dt = match agg.input {
-            ResidentAggInput::Float(_) if agg.func != AggFunc::Count => DataType::Float64,
+            AggInput::Float(_) if agg.func != AggFunc::Count => DataType::Float64,
             _ => DataType::Int64,
         };
         Field::new(format!("a{i}"), dt, true)
@@ -63,7 +63,7 @@ fn result_schema(batch: &DeviceBatch, args: &AggregateResidentArgs<'_>) -> Schem
 }
 
 /// The image span of column `c`, refusing a column held otherwise.
-fn images(batch: &DeviceBatch, c: usize) -> Result<Span, EngineError> {
+fn images(batch: &DeviceColumns, c: usize) -> Result<Span, EngineError> {
     match batch.columns()[c].values {
         ResidentValues::Images(span) => Ok(span),
         ResidentValues::Wide(_) => Err(unsupported(
@@ -78,7 +78,7 @@ fn images(batch: &DeviceBatch, c: usize) -> Result<Span, EngineError> {
 /// The key columns' tables for `agg_assign_groups_rows`: kinds, then the images,
 /// offsets, bytes and validity addresses (0 where a column has none).
 fn key_tables(
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     keys: &[usize],
 ) -> Result<(Vec<i32>, [Vec<u64>; 4]), EngineError> {
     let memory = batch.memory();
@@ -123,7 +123,7 @@ struct Groups {
 /// the batch has more distinct keys than that.
 fn assign(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     keys: &[usize],
     capacity: usize,
 ) -> Result<Option<Groups>, EngineError> {
@@ -210,7 +210,7 @@ fn used_slots(dev: &Dev<'_>, groups: &Groups) -> Result<(CudaSlice<u32>, usize),
 
 /// The `agg_update_*` call of one aggregate: its operation, the values and validity
 /// addresses it reads (0: none), and whether it is the f64 kernel.
-fn update_of(batch: &DeviceBatch, agg: &ResidentAgg) -> Result<(i32, u64, u64, bool), EngineError> {
+fn update_of(batch: &DeviceColumns, agg: &Agg) -> Result<(i32, u64, u64, bool), EngineError> {
     let memory = batch.memory();
     let validity = |c: usize| {
         batch.columns()[c]
@@ -224,27 +224,27 @@ fn update_of(batch: &DeviceBatch, agg: &ResidentAgg) -> Result<(i32, u64, u64, b
         AggFunc::Max => OP_MAX,
     };
     Ok(match agg.input {
-        ResidentAggInput::Rows => (OP_COUNT, 0, 0, false),
-        ResidentAggInput::Valid(c) => (OP_COUNT, 0, validity(c), false),
-        ResidentAggInput::Int(c) => (
+        AggInput::Rows => (OP_COUNT, 0, 0, false),
+        AggInput::Valid(c) => (OP_COUNT, 0, validity(c), false),
+        AggInput::Int(c) => (
             op,
             address(memory, images(batch, c)?.offset),
             validity(c),
             false,
         ),
-        ResidentAggInput::Float(c) => (
+        AggInput::Float(c) => (
             op,
             address(memory, images(batch, c)?.offset),
             validity(c),
             true,
         ),
-        ResidentAggInput::Low32(c) => (
+        AggInput::Low32(c) => (
             OP_SUM_LO,
             address(memory, images(batch, c)?.offset),
             validity(c),
             false,
         ),
-        ResidentAggInput::High32(c) => (
+        AggInput::High32(c) => (
             OP_SUM_HI,
             address(memory, images(batch, c)?.offset),
             validity(c),
@@ -257,9 +257,9 @@ fn update_of(batch: &DeviceBatch, agg: &ResidentAgg) -> Result<(i32, u64, u64, b
 /// slots each: aggregate `i`'s accumulator in column `2i`, its count in `2i + 1`.
 fn fold(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     groups: &Groups,
-    aggregates: &[ResidentAgg],
+    aggregates: &[Agg],
 ) -> Result<crate::DeviceBuffer, EngineError> {
     let stream = dev.stream;
     let capacity = groups.capacity;
@@ -319,13 +319,13 @@ fn fold(
 }
 
 /// See the module docs.
-pub(super) fn aggregate_resident(
+pub(super) fn aggregate(
     dev: &Dev<'_>,
     device_stream: &DeviceStream,
-    args: AggregateResidentArgs<'_>,
+    batch: &DeviceColumns,
+    args: AggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
-    let batch = args.batch;
-    crate::ops::check_resident_aggregates(batch, args.keys, args.aggregates)?;
+    crate::ops::check_aggregates(batch.columns().len(), args.keys, args.aggregates)?;
     let schema = result_schema(batch, &args);
     let rows = batch.num_rows();
     if rows == 0 {
@@ -430,24 +430,24 @@ pub(super) fn aggregate_resident(
         .map(|f| f.as_ref().clone())
         .collect();
     fields.extend((0..words).map(|w| Field::new(format!("w{w}"), DataType::Int64, false)));
-    let out = DeviceBatch::from_parts(
+    let out = DeviceColumns::from_parts(
         Arc::new(Schema::new(fields)),
         count,
         columns,
         memory,
         batch_pool(dev),
     );
-    let host = crate::resident::download(dev.backend, device_stream, &out)?;
+    let host = crate::resident::copy_back(dev.backend, device_stream, &out, None)?;
     drop(table);
     results_from_words(&host, args.keys.len(), args.aggregates, schema)
 }
 
 /// The result batch from the downloaded keys and word columns (see
-/// [`AggregateResidentArgs`]).
+/// [`AggregateArgs`]).
 fn results_from_words(
     host: &RecordBatch,
     keys: usize,
-    aggregates: &[ResidentAgg],
+    aggregates: &[Agg],
     schema: SchemaRef,
 ) -> Result<RecordBatch, EngineError> {
     let mut out: Vec<ArrayRef> = host.columns()[..keys].to_vec();
@@ -460,14 +460,14 @@ fn results_from_words(
         }
         let seen = NullBuffer::from_iter(counts.values().iter().map(|c| *c > 0));
         let column: ArrayRef = match (agg.input, agg.func) {
-            (ResidentAggInput::Float(_), AggFunc::Sum) => Arc::new(Float64Array::new(
+            (AggInput::Float(_), AggFunc::Sum) => Arc::new(Float64Array::new(
                 acc.values()
                     .iter()
                     .map(|bits| f64::from_bits(*bits as u64))
                     .collect(),
                 Some(seen),
             )),
-            (ResidentAggInput::Float(_), _) => Arc::new(Float64Array::new(
+            (AggInput::Float(_), _) => Arc::new(Float64Array::new(
                 acc.values()
                     .iter()
                     .map(|k| {
@@ -509,17 +509,17 @@ mod tests {
         ])
         .unwrap();
         let aggregates = [
-            ResidentAgg {
+            Agg {
                 func: AggFunc::Sum,
-                input: ResidentAggInput::Int(1),
+                input: AggInput::Int(1),
             },
-            ResidentAgg {
+            Agg {
                 func: AggFunc::Count,
-                input: ResidentAggInput::Rows,
+                input: AggInput::Rows,
             },
-            ResidentAgg {
+            Agg {
                 func: AggFunc::Max,
-                input: ResidentAggInput::Float(2),
+                input: AggInput::Float(2),
             },
         ];
         let schema = Arc::new(Schema::new(vec![

@@ -12,15 +12,16 @@ use oxidelake_core::EngineError;
 use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool, copy_span};
 use crate::kernels::CudaKernel;
-use crate::ops::{EvaluateResidentArgs, ProjectedColumn, ValueProgram, overflow_error};
-use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
+use crate::ops::{EvaluateArgs, ProjectedColumn, ValueProgram, overflow_error};
+use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// The kernel's flag bit for a malformed program (stack under- or overflow).
 const BAD_PROGRAM: u32 = 2;
 
 /// The output column `output` lays out in `layout` for a batch of `rows` rows.
 fn output_column(
-    args: &EvaluateResidentArgs<'_>,
+    batch: &DeviceColumns,
+    args: &EvaluateArgs<'_>,
     position: usize,
     output: ProjectedColumn,
     rows: usize,
@@ -29,7 +30,7 @@ fn output_column(
     let data_type = args.schema.field(position).data_type().clone();
     match output {
         ProjectedColumn::Input(i) => {
-            let input = &args.batch.columns()[i];
+            let input = &batch.columns()[i];
             let string_bytes = match input.values {
                 ResidentValues::Strings { bytes, .. } => bytes.len,
                 _ => 0,
@@ -62,7 +63,7 @@ fn output_column(
 }
 
 /// Checks `args`' outputs against the batch, the computed columns and the schema.
-fn check_outputs(args: &EvaluateResidentArgs<'_>) -> Result<(), EngineError> {
+fn check_outputs(batch: &DeviceColumns, args: &EvaluateArgs<'_>) -> Result<(), EngineError> {
     if args.outputs.len() != args.schema.fields().len() {
         return Err(EngineError::InvalidArgument {
             what: "resident projection",
@@ -73,7 +74,7 @@ fn check_outputs(args: &EvaluateResidentArgs<'_>) -> Result<(), EngineError> {
             ),
         });
     }
-    let inputs = args.batch.columns().len();
+    let inputs = batch.columns().len();
     let computed = args.columns.len();
     for output in args.outputs {
         let (index, bound, what) = match output {
@@ -91,12 +92,12 @@ fn check_outputs(args: &EvaluateResidentArgs<'_>) -> Result<(), EngineError> {
 }
 
 /// See the module docs.
-pub(super) fn evaluate_resident(
+pub(super) fn evaluate(
     dev: &Dev<'_>,
-    args: EvaluateResidentArgs<'_>,
-) -> Result<DeviceBatch, EngineError> {
-    check_outputs(&args)?;
-    let batch = args.batch;
+    batch: &DeviceColumns,
+    args: EvaluateArgs<'_>,
+) -> Result<DeviceColumns, EngineError> {
+    check_outputs(batch, &args)?;
     let in_schema = batch.schema();
     let rows = batch.num_rows();
     let mut slots = Vec::new();
@@ -129,7 +130,7 @@ pub(super) fn evaluate_resident(
         .outputs
         .iter()
         .enumerate()
-        .map(|(position, output)| output_column(&args, position, *output, rows, &mut layout))
+        .map(|(position, output)| output_column(batch, &args, position, *output, rows, &mut layout))
         .collect::<Result<Vec<_>, _>>()?;
     let size = layout.size();
     let stream = dev.stream;
@@ -247,7 +248,7 @@ pub(super) fn evaluate_resident(
     stream
         .synchronize()
         .map_err(dev.err("cuStreamSynchronize"))?;
-    Ok(DeviceBatch::from_parts(
+    Ok(DeviceColumns::from_parts(
         std::sync::Arc::clone(args.schema),
         rows,
         columns,

@@ -1,6 +1,6 @@
 //! The CUDA filter over a device-resident batch (ADR-0014): the predicate program reads
 //! the batch's columns where they lie, the kept rows are compacted, and the projected
-//! columns are gathered into a new resident batch (`resident_gather`). Only sizes come
+//! columns are gathered into a new device batch (`gather`). Only sizes come
 //! back to the host: the kept count, and each projected string column's byte total,
 //! which the output's allocation needs.
 
@@ -14,13 +14,13 @@ use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
-use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
+use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// Per program slot: (images, offsets, bytes, validity) addresses, 0 where the slot's
 /// kind has none (a validity of 0 is "no NULLs" to the kernels). A column held as 16-byte
 /// values cannot be read by the program: `Unsupported`, and the batch is bridged.
 fn slot_pointers(
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     program: &DeviceProgram,
 ) -> Result<[Vec<u64>; 4], EngineError> {
     let memory = batch.memory();
@@ -52,12 +52,12 @@ fn wide_column() -> EngineError {
 }
 
 /// See the module docs.
-pub(super) fn filter_project_resident(
+pub(super) fn filter_project(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     predicates: &[Predicate],
     projection: &[usize],
-) -> Result<DeviceBatch, EngineError> {
+) -> Result<DeviceColumns, EngineError> {
     let schema = batch.schema();
     crate::ops::check_predicates(&schema, predicates)?;
     if let Some(beyond) = projection.iter().find(|i| **i >= schema.fields().len()) {
@@ -160,7 +160,7 @@ pub(super) fn filter_project_resident(
     stream
         .synchronize()
         .map_err(dev.err("cuStreamSynchronize"))?;
-    Ok(DeviceBatch::from_parts(
+    Ok(DeviceColumns::from_parts(
         out_schema,
         kept,
         columns,

@@ -17,7 +17,7 @@ use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::memory::address;
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
-use crate::resident::{DeviceBatch, ResidentColumn, ResidentValues};
+use crate::resident::{DeviceColumns, ResidentColumn, ResidentValues};
 
 /// Scans the first `len` entries of `values` (which holds `len + 1`) into exclusive
 /// prefix sums in one block, writing their total at index `len`
@@ -163,7 +163,7 @@ pub(super) struct StringExtent {
 /// `row_list` (below `batch.num_rows()`).
 pub(super) fn string_extents(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     sources: &[usize],
     row_list: &CudaSlice<u32>,
     rows: usize,
@@ -224,7 +224,7 @@ pub(super) fn string_extents(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gather_columns(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     sources: &[usize],
     row_list: &CudaSlice<u32>,
     rows: usize,

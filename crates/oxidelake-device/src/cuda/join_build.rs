@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use oxidelake_core::EngineError;
@@ -22,9 +22,9 @@ use super::memory::{
 };
 use crate::DeviceBuffer;
 use crate::kernels::CudaKernel;
-use crate::ops::{RadixDigit, ResidentKey, ValueClass, value_class};
+use crate::ops::{JoinKey, RadixDigit, ValueClass, value_class};
 use crate::resident::{
-    DeviceBatch, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
+    DeviceColumns, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
 };
 
 /// Device state of a built join table.
@@ -55,8 +55,8 @@ pub(super) struct KeyImages {
 /// enqueued on `dev`'s stream).
 pub(super) fn key_images(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
-    key: ResidentKey<'_>,
+    batch: &DeviceColumns,
+    key: JoinKey<'_>,
 ) -> Result<KeyImages, EngineError> {
     let columns = batch.columns();
     let memory = batch.memory();
@@ -74,7 +74,7 @@ pub(super) fn key_images(
         Ok((address(memory, span.offset), valid))
     };
     match key {
-        ResidentKey::Column(c) => {
+        JoinKey::Column(c) => {
             let (keys, valid) = images(c)?;
             Ok(KeyImages {
                 keys,
@@ -82,7 +82,7 @@ pub(super) fn key_images(
                 _computed: None,
             })
         }
-        ResidentKey::Radix(digits) => radix_keys(dev, batch.num_rows(), digits, images),
+        JoinKey::Radix(digits) => radix_keys(dev, batch.num_rows(), digits, images),
     }
 }
 
@@ -142,8 +142,8 @@ fn radix_keys(
 /// Builds the table over the key of `batch`.
 pub(super) fn build_table(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
-    key: ResidentKey<'_>,
+    batch: &DeviceColumns,
+    key: JoinKey<'_>,
 ) -> Result<CudaJoinTable, EngineError> {
     let _finished = SyncOnExit(dev.stream);
     let keys = key_images(dev, batch, key)?;
@@ -153,7 +153,7 @@ pub(super) fn build_table(
 /// Columns `columns` of `batch` copied to the host, each from its own spans.
 pub(super) fn download_columns(
     dev: &Dev<'_>,
-    batch: &DeviceBatch,
+    batch: &DeviceColumns,
     columns: &[usize],
 ) -> Result<Vec<ArrayRef>, EngineError> {
     let memory = batch.memory();
@@ -195,9 +195,9 @@ pub(super) fn download_columns(
 /// some batch holds as 16-byte values is `Unsupported`: the caller builds on the host.
 pub(super) fn append(
     dev: &Dev<'_>,
-    batches: &[DeviceBatch],
+    batches: &[&DeviceColumns],
     schema: SchemaRef,
-) -> Result<DeviceBatch, EngineError> {
+) -> Result<DeviceColumns, EngineError> {
     let _finished = SyncOnExit(dev.stream);
     let width = schema.fields().len();
     if let Some(b) = batches.iter().find(|b| b.columns().len() != width) {
@@ -206,7 +206,7 @@ pub(super) fn append(
             detail: format!("{} columns where the schema has {width}", b.columns().len()),
         });
     }
-    let rows: usize = batches.iter().map(DeviceBatch::num_rows).sum();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     let mut layout = Layout::new();
     let mut columns = Vec::with_capacity(width);
     for (c, field) in schema.fields().iter().enumerate() {
@@ -298,7 +298,7 @@ pub(super) fn append(
         at += n;
     }
     dev.sync()?;
-    Ok(DeviceBatch::from_parts(
+    Ok(DeviceColumns::from_parts(
         Arc::clone(&schema),
         rows,
         columns,
@@ -360,22 +360,6 @@ fn append_bits(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows / 8 + 2)) }.map_err(dev.err("launch append_bits"))?;
     Ok(())
-}
-
-/// Builds a table over host keys (the host interface's build).
-pub(super) fn build_join_table(
-    dev: &Dev<'_>,
-    keys: &Int64Array,
-) -> Result<CudaJoinTable, EngineError> {
-    let rows = keys.len();
-    if rows == 0 {
-        return build_join_table_at(dev, 0, 0, 0);
-    }
-    let d_keys = dev.upload(keys.values())?;
-    let d_valid = dev.validity(keys.nulls(), rows)?;
-    // The addresses stay valid: the build waits for its kernel before returning.
-    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
-    build_join_table_at(dev, keys_at, valid_at, rows)
 }
 
 /// Builds the table over `rows` Int64 keys at device address `keys` (validity bitmap at

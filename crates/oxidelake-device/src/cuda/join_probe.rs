@@ -5,7 +5,7 @@
 //! second each pair's build row (the build side lives on the host). The match counts
 //! are scanned on the device ([`probe_pairs`]): only their total comes back.
 //!
-//! [`join_resident`] (stage 3) joins with a build side that lives on the device too: the
+//! [`join`] (stage 3) joins with a build side that lives on the device too: the
 //! output's build columns are gathered at the pairs' build rows there, and the joined
 //! batch stays on the device.
 //!
@@ -14,7 +14,7 @@
 //! number is the one readback besides string byte totals), and the gather brings back
 //! those rows.
 
-use arrow::array::{Array, Int64Array, UInt32Array};
+use arrow::array::UInt32Array;
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
@@ -23,28 +23,25 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::join_build::{CudaJoinTable, key_images};
-use super::memory::{SyncOnExit, alloc_on_stream, batch_pool, slice_address};
+use super::memory::{SyncOnExit, alloc_on_stream, batch_pool};
 use crate::DeviceStream;
 use crate::kernels::CudaKernel;
-use crate::ops::{
-    JoinColumn, JoinMatches, JoinResidentArgs, ProbeResidentArgs, ProbeRows, ResidentKey,
-    ResidentMatches,
-};
-use crate::resident::{DeviceBatch, Layout, ResidentColumn, ResidentValues};
+use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRows};
+use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// See the module docs.
-pub(super) fn probe_resident(
+pub(super) fn probe(
     dev: &Dev<'_>,
     device_stream: &DeviceStream,
     table: &CudaJoinTable,
-    args: ProbeResidentArgs<'_>,
-) -> Result<ResidentMatches, EngineError> {
-    let batch = args.batch;
+    batch: &DeviceColumns,
+    args: ProbeArgs<'_>,
+) -> Result<ProbeMatches, EngineError> {
     let columns = batch.columns();
     check_gather(batch, args.gather)?;
     let schema = std::sync::Arc::new(batch.schema().project(args.gather)?);
     let _finished = SyncOnExit(dev.stream);
-    let empty = || ResidentMatches {
+    let empty = || ProbeMatches {
         build_indices: UInt32Array::from(Vec::<u32>::new()),
         probe_rows: RecordBatch::new_empty(std::sync::Arc::clone(&schema)),
     };
@@ -52,7 +49,7 @@ pub(super) fn probe_resident(
         probe: row_list,
         len,
         build,
-    }) = probe_rows(dev, table, batch, ResidentKey::Column(args.key), args.rows)?
+    }) = probe_rows(dev, table, batch, JoinKey::Column(args.key), args.rows)?
     else {
         return Ok(empty());
     };
@@ -76,13 +73,13 @@ pub(super) fn probe_resident(
         &gathered,
     )?;
     dev.sync()?;
-    let on_device = DeviceBatch::from_parts(schema, len, out, gathered, batch_pool(dev));
-    let probe_rows = crate::resident::download(dev.backend, device_stream, &on_device)?;
+    let on_device = DeviceColumns::from_parts(schema, len, out, gathered, batch_pool(dev));
+    let probe_rows = crate::resident::copy_back(dev.backend, device_stream, &on_device, None)?;
     let build_indices = match build {
         Some(build) => UInt32Array::from(dev.download(&build)?),
         None => UInt32Array::from(Vec::<u32>::new()),
     };
-    Ok(ResidentMatches {
+    Ok(ProbeMatches {
         build_indices,
         probe_rows,
     })
@@ -101,8 +98,8 @@ struct ProbedRows {
 fn probe_rows(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
-    batch: &DeviceBatch,
-    key: ResidentKey<'_>,
+    batch: &DeviceColumns,
+    key: JoinKey<'_>,
     which: ProbeRows,
 ) -> Result<Option<ProbedRows>, EngineError> {
     let rows = batch.num_rows();
@@ -134,7 +131,7 @@ fn probe_rows(
 
 /// Checks that every column in `gather` exists and none is held as 16-byte values (the
 /// key columns are checked where they are read).
-fn check_gather(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError> {
+fn check_gather(batch: &DeviceColumns, gather: &[usize]) -> Result<(), EngineError> {
     let columns = batch.columns();
     if let Some(c) = gather.iter().find(|c| **c >= columns.len()) {
         return Err(EngineError::InvalidArgument {
@@ -147,7 +144,7 @@ fn check_gather(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError
 
 /// Fails with `Unsupported` when a column of `batch` in `gather` is held as 16-byte
 /// values (no gather kernel moves them).
-fn wide_free(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError> {
+fn wide_free(batch: &DeviceColumns, gather: &[usize]) -> Result<(), EngineError> {
     let columns = batch.columns();
     if gather.iter().any(|c| {
         matches!(
@@ -165,12 +162,13 @@ fn wide_free(batch: &DeviceBatch, gather: &[usize]) -> Result<(), EngineError> {
 /// A join of a device batch with a build side on the device, whose output stays there
 /// (ADR-0014, stage 3): the probe as above, then each output column gathered from its
 /// side at the pairs' build or probe rows.
-pub(super) fn join_resident(
+pub(super) fn join(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
-    args: JoinResidentArgs<'_>,
-) -> Result<DeviceBatch, EngineError> {
-    let (probe, build) = (args.probe, args.build);
+    build: &DeviceColumns,
+    probe: &DeviceColumns,
+    args: JoinArgs<'_>,
+) -> Result<DeviceColumns, EngineError> {
     let (mut from_probe, mut from_build) = (Vec::new(), Vec::new());
     for column in args.output {
         match column {
@@ -217,7 +215,7 @@ pub(super) fn join_resident(
             .map(|c| layout.column_like(source(c), 0, 0))
             .collect();
         let memory = alloc_on_stream(dev, layout.size())?;
-        return Ok(DeviceBatch::from_parts(
+        return Ok(DeviceColumns::from_parts(
             args.schema,
             0,
             out,
@@ -285,7 +283,7 @@ pub(super) fn join_resident(
         )?;
     }
     dev.sync()?;
-    Ok(DeviceBatch::from_parts(
+    Ok(DeviceColumns::from_parts(
         args.schema,
         len,
         out,
@@ -315,26 +313,6 @@ fn match_flags(
     #[allow(unsafe_code)]
     unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch join_match_flags"))?;
     Ok(flags)
-}
-
-/// Probes `table` with host keys (the host interface's probe): the matched pairs.
-pub(super) fn probe_join_table(
-    dev: &Dev<'_>,
-    table: &CudaJoinTable,
-    keys: &Int64Array,
-) -> Result<JoinMatches, EngineError> {
-    let rows = keys.len();
-    let d_keys = dev.upload(keys.values())?;
-    let d_valid = dev.validity(keys.nulls(), rows)?;
-    let (keys_at, valid_at) = (slice_address(dev, &d_keys), slice_address(dev, &d_valid));
-    let (build, probe) = match probe_pairs(dev, table, keys_at, valid_at, rows)? {
-        Some(pairs) => (dev.download(&pairs.build)?, dev.download(&pairs.probe)?),
-        None => (Vec::new(), Vec::new()),
-    };
-    Ok(JoinMatches {
-        build_indices: UInt32Array::from(build),
-        probe_indices: UInt32Array::from(probe),
-    })
 }
 
 /// The matched pairs of a probe, on the device: each pair's build row and probe row.

@@ -9,11 +9,11 @@ use arrow::datatypes::{DataType, Field, Schema};
 use oxidelake_core::EngineError;
 
 use crate::ops::{
-    AggFunc, AggSpec, AggregateArgs, FilterProjectArgs, VectorDistanceArgs, check_predicates,
+    AggFunc, AggSpec, HostAggregateArgs, HostFilterArgs, VectorDistanceArgs, check_predicates,
 };
 
 /// Checks the predicates and projection against the batch's schema.
-pub(crate) fn filter_project(args: &FilterProjectArgs<'_>) -> Result<(), EngineError> {
+pub(crate) fn filter_project(args: &HostFilterArgs<'_>) -> Result<(), EngineError> {
     let schema = args.batch.schema();
     let fields = schema.fields();
     check_predicates(&schema, args.predicates)?;
@@ -27,7 +27,7 @@ pub(crate) fn filter_project(args: &FilterProjectArgs<'_>) -> Result<(), EngineE
 }
 
 /// Checks an aggregate's column types against the v1 coverage.
-pub(crate) fn aggregate(args: &AggregateArgs<'_>) -> Result<(), EngineError> {
+pub(crate) fn aggregate(args: &HostAggregateArgs<'_>) -> Result<(), EngineError> {
     let schema = args.batch.schema();
     let column_type = |i: usize| {
         schema
@@ -62,7 +62,7 @@ pub(crate) fn aggregate(args: &AggregateArgs<'_>) -> Result<(), EngineError> {
 
 /// The layout of an aggregate's output: the key, then `func(column)` per aggregate.
 pub(crate) fn aggregate_schema(
-    args: &AggregateArgs<'_>,
+    args: &HostAggregateArgs<'_>,
 ) -> Result<arrow::datatypes::SchemaRef, EngineError> {
     let schema = args.batch.schema();
     let key_field = schema.field(args.group_column);

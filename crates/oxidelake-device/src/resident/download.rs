@@ -13,10 +13,13 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
-use super::{DeviceBatch, ResidentColumn, ResidentValues, Span, StagingPool, staging_buffer};
+use super::{
+    DeviceBatch, DeviceColumns, ResidentColumn, ResidentValues, Span, StagingPool, staging_buffer,
+};
 use crate::{DeviceStream, GpuBackend};
 
-/// Copies `batch` back to the host with its columns' original types (one copy).
+/// `batch` on the host with its columns' original types: one copy from a device, the
+/// batch itself where it is in host memory.
 pub fn download(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
@@ -31,6 +34,20 @@ pub fn download_with(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     batch: &DeviceBatch,
+    pool: Option<&StagingPool>,
+) -> Result<RecordBatch, EngineError> {
+    match (batch.as_host(), batch.on_device()) {
+        (Some(host), _) => Ok(host.clone()),
+        (None, Some(columns)) => copy_back(backend, stream, columns, pool),
+        (None, None) => Err(EngineError::Internal("a batch in neither form".into())),
+    }
+}
+
+/// Device columns copied back to the host (one copy), each in its own Arrow type.
+pub(crate) fn copy_back(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &DeviceColumns,
     pool: Option<&StagingPool>,
 ) -> Result<RecordBatch, EngineError> {
     let mut staging = staging_buffer(backend, pool, batch.memory.len())?;
@@ -55,16 +72,18 @@ pub fn download_with(
 }
 
 /// Columns `columns` of `batch` on the host: only those columns' bytes where the backend
-/// copies parts of a batch ([`GpuBackend::download_columns`]), the whole batch otherwise.
+/// copies parts of a batch ([`crate::DeviceMemory::download_columns`]), the whole batch otherwise.
 pub fn download_columns(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     batch: &DeviceBatch,
     columns: &[usize],
 ) -> Result<Vec<ArrayRef>, EngineError> {
-    match backend.download_columns(stream, batch, columns) {
-        Err(EngineError::Unsupported { .. }) => {}
-        done => return done,
+    if batch.as_host().is_none() {
+        match backend.download_columns(stream, batch, columns) {
+            Err(EngineError::Unsupported { .. }) => {}
+            done => return done,
+        }
     }
     let host = download(backend, stream, batch)?;
     columns

@@ -5,7 +5,7 @@
 //! system call, milliseconds on a real driver) per batch and direction. A [`StagingPool`]
 //! parks the buffers a transition is done with and hands them to its next batches.
 //!
-//! Copies move whole buffers (`GpuBackend::copy_h2d` requires equal lengths), so a
+//! Copies move whole buffers (`DeviceMemory::copy_h2d` requires equal lengths), so a
 //! pooled batch's allocation is rounded up to a [size class](size_class): eight classes
 //! per doubling, so the rounding adds less than an eighth (or 4 KiB), and the
 //! device-sized batches a transition gathers, whose sizes differ only by their strings,
@@ -109,6 +109,7 @@ impl StagingPool {
 mod tests {
     use super::*;
     use crate::CpuBackend;
+    use crate::DeviceMemory;
 
     #[test]
     fn size_classes_round_up_by_at_most_an_eighth_and_start_at_4_kib() {

@@ -1,6 +1,6 @@
-//! Copying a host batch to the device as one [`DeviceBatch`] (module docs of
-//! `resident`): each column packed into one staging buffer in the kernels' format, then
-//! one host-to-device copy into one allocation.
+//! A host batch as a [`DeviceBatch`] (module docs of `resident`): wrapped on a backend
+//! that keeps its batches on the host; otherwise each column packed into one staging
+//! buffer in the kernels' format, then one host-to-device copy into one allocation.
 
 use arrow::array::{Array, AsArray, StringArray};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
@@ -9,8 +9,8 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
 use super::{
-    DeviceBatch, Layout, ResidentColumn, ResidentValues, StagingPool, check_resident_schema,
-    staging_buffer,
+    DeviceBatch, DeviceColumns, Layout, ResidentColumn, ResidentValues, StagingPool,
+    check_resident_schema, staging_buffer,
 };
 use crate::ops::{ValueClass, is_overflow, load_images, string_column, value_class};
 use crate::{DeviceStream, GpuBackend};
@@ -32,8 +32,10 @@ fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
     }
 }
 
-/// Copies `batch` to the device as one allocation (see the module docs). Fails with
-/// `Unsupported` for a column type outside [`is_resident_type`], before any device work.
+/// `batch` as its backend keeps batches: wrapped without a copy where the backend's
+/// memory is the host's ([`crate::DeviceMemory::keeps_batches_on_host`]), otherwise copied to the
+/// device as one allocation (see the module docs). Fails with `Unsupported` for a column
+/// type outside [`is_resident_type`], before any device work.
 pub fn upload(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
@@ -49,6 +51,22 @@ pub fn upload_with(
     batch: &RecordBatch,
     pool: Option<&StagingPool>,
 ) -> Result<DeviceBatch, EngineError> {
+    if backend.keeps_batches_on_host() {
+        // The same refusals on every backend, though this one copies nothing.
+        check_resident_schema(&batch.schema())?;
+        return Ok(DeviceBatch::host(batch.clone()));
+    }
+    upload_columns(backend, stream, batch, pool).map(DeviceBatch::from)
+}
+
+/// `batch` copied into device memory in the kernels' form, on any backend (on the CPU
+/// backend, 128-byte-aligned host memory: the form's own tests use it there).
+pub fn upload_columns(
+    backend: &dyn GpuBackend,
+    stream: &DeviceStream,
+    batch: &RecordBatch,
+    pool: Option<&StagingPool>,
+) -> Result<DeviceColumns, EngineError> {
     check_resident_schema(&batch.schema())?;
     let rows = batch.num_rows();
     let mut layout = Layout::new();
@@ -143,7 +161,7 @@ pub fn upload_with(
     if let Some(pool) = pool {
         pool.give(staging);
     }
-    Ok(DeviceBatch::from_parts(
+    Ok(DeviceColumns::from_parts(
         batch.schema(),
         rows,
         columns,

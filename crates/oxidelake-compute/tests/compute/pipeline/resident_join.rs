@@ -245,7 +245,7 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
     .await;
     // Without a session limit a share of the device's memory bounds the side.
     {
-        use oxidelake_device::GpuBackend;
+        use oxidelake_device::DeviceMemory;
         let backend = cuda();
         let total = backend.memory_info().unwrap().total_bytes as usize;
         assert_eq!(

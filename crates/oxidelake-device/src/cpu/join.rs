@@ -1,0 +1,204 @@
+//! The CPU's join operators over device batches: the Int64 key each row joins on (one
+//! integer-like column's image, or several combined by mixed radix, as the device
+//! computes them), the probe's rows, and the joined output gathered with arrow's `take`.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array};
+use arrow::buffer::NullBuffer;
+use arrow::compute::take;
+use arrow::datatypes::Int64Type;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use oxidelake_core::EngineError;
+
+use super::CpuJoinTable;
+use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRows, load_images};
+
+/// The key of each row of `batch` read as `key` says; NULL where a row has none (a NULL
+/// key column, or a radix digit outside its span), and such a row never joins.
+pub(crate) fn join_keys(batch: &RecordBatch, key: JoinKey<'_>) -> Result<Int64Array, EngineError> {
+    let column = |c: usize| {
+        batch
+            .columns()
+            .get(c)
+            .ok_or_else(|| EngineError::InvalidArgument {
+                what: "join key column",
+                detail: format!("column {c} of {}", batch.num_columns()),
+            })
+    };
+    match key {
+        JoinKey::Column(c) => {
+            let column = column(c)?;
+            // An Int64 key is its own image: no copy.
+            if let Some(keys) = column.as_primitive_opt::<Int64Type>() {
+                return Ok(keys.clone());
+            }
+            Ok(Int64Array::new(
+                load_images(column.as_ref())?.into(),
+                column.logical_nulls(),
+            ))
+        }
+        JoinKey::Radix(digits) => {
+            let rows = batch.num_rows();
+            let mut keys = vec![0i64; rows];
+            let mut valid = vec![true; rows];
+            for digit in digits {
+                let column = column(digit.column)?;
+                let images = load_images(column.as_ref())?;
+                let nulls = column.logical_nulls();
+                for row in 0..rows {
+                    let offset = i128::from(images[row]) - i128::from(digit.min);
+                    let inside = (0..i128::from(digit.span)).contains(&offset);
+                    if !inside || nulls.as_ref().is_some_and(|n| n.is_null(row)) {
+                        valid[row] = false;
+                        continue;
+                    }
+                    keys[row] = keys[row].wrapping_add((offset as i64).wrapping_mul(digit.stride));
+                }
+            }
+            Ok(Int64Array::new(keys.into(), Some(NullBuffer::from(valid))))
+        }
+    }
+}
+
+/// The probe rows `rows` asks for, with their build rows for pairs (empty otherwise).
+fn probed_rows(
+    table: &CpuJoinTable,
+    keys: &Int64Array,
+    rows: ProbeRows,
+) -> Result<(UInt32Array, UInt32Array), EngineError> {
+    let matches = table.probe(keys)?;
+    if rows == ProbeRows::Pairs {
+        return Ok((matches.build_indices, matches.probe_indices));
+    }
+    let mut matched = vec![false; keys.len()];
+    for p in matches.probe_indices.values() {
+        matched[*p as usize] = true;
+    }
+    let want = rows == ProbeRows::Matched;
+    let chosen: UInt32Array = (0..keys.len() as u32)
+        .filter(|r| matched[*r as usize] == want)
+        .collect();
+    Ok((UInt32Array::from(Vec::<u32>::new()), chosen))
+}
+
+/// See [`crate::GpuBackend::probe_join_table`].
+pub(crate) fn probe(
+    table: &CpuJoinTable,
+    batch: &RecordBatch,
+    args: &ProbeArgs<'_>,
+) -> Result<ProbeMatches, EngineError> {
+    let keys = join_keys(batch, JoinKey::Column(args.key))?;
+    let (build_indices, probe_rows) = probed_rows(table, &keys, args.rows)?;
+    let gathered = batch.project(args.gather)?;
+    Ok(ProbeMatches {
+        build_indices,
+        probe_rows: arrow::compute::take_record_batch(&gathered, &probe_rows)?,
+    })
+}
+
+/// Column `c` of `batch`, or the error naming it.
+fn column_of(batch: &RecordBatch, c: usize) -> Result<&ArrayRef, EngineError> {
+    batch
+        .columns()
+        .get(c)
+        .ok_or_else(|| EngineError::InvalidArgument {
+            what: "join output column",
+            detail: format!("column {c} of {}", batch.num_columns()),
+        })
+}
+
+/// See [`crate::GpuBackend::join`]: `build` and `probe` are the host forms of the
+/// arguments' batches.
+pub(crate) fn join(
+    table: &CpuJoinTable,
+    build: &RecordBatch,
+    probe: &RecordBatch,
+    args: &JoinArgs<'_>,
+) -> Result<RecordBatch, EngineError> {
+    let keys = join_keys(probe, args.key)?;
+    let (build_rows, probe_rows) = probed_rows(table, &keys, args.rows)?;
+    let columns = args
+        .output
+        .iter()
+        .map(|column| match (column, args.rows) {
+            (JoinColumn::Probe(c), _) => Ok(take(column_of(probe, *c)?, &probe_rows, None)?),
+            (JoinColumn::Build(c), ProbeRows::Pairs) => {
+                Ok(take(column_of(build, *c)?, &build_rows, None)?)
+            }
+            (JoinColumn::Build(_), _) => Err(EngineError::InvalidArgument {
+                what: "join output",
+                detail: "a semi or anti join outputs probe columns only".into(),
+            }),
+        })
+        .collect::<Result<Vec<ArrayRef>, EngineError>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(probe_rows.len()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(&args.schema),
+        columns,
+        &options,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::RadixDigit;
+    use arrow::array::Int32Array;
+
+    #[test]
+    fn a_radix_key_combines_its_digits_and_has_none_outside_a_span_or_on_a_null() {
+        let a = Int32Array::from(vec![Some(0), Some(2), Some(1), None, Some(9)]);
+        let b = Int32Array::from(vec![Some(10), Some(11), Some(12), Some(10), Some(10)]);
+        let batch = RecordBatch::try_from_iter(vec![
+            ("a", Arc::new(a) as ArrayRef),
+            ("b", Arc::new(b) as ArrayRef),
+        ])
+        .unwrap();
+        let digits = [
+            RadixDigit {
+                column: 0,
+                min: 0,
+                span: 3,
+                stride: 1,
+            },
+            RadixDigit {
+                column: 1,
+                min: 10,
+                span: 2,
+                stride: 3,
+            },
+        ];
+        let keys = join_keys(&batch, JoinKey::Radix(&digits)).unwrap();
+        let got: Vec<Option<i64>> = keys.iter().collect();
+        assert_eq!(got, vec![Some(0), Some(5), None, None, None]);
+    }
+
+    #[test]
+    fn semi_and_anti_probes_bring_back_each_probe_row_once_in_probe_order() {
+        let build = Int64Array::from(vec![Some(1), Some(1), Some(2)]);
+        let table = CpuJoinTable::build(&build).unwrap();
+        let probe = Int64Array::from(vec![Some(2), None, Some(1), Some(7)]);
+        let batch = RecordBatch::try_from_iter(vec![("k", Arc::new(probe) as ArrayRef)]).unwrap();
+        let rows = |which| {
+            let args = ProbeArgs {
+                batch: &crate::DeviceBatch::host(batch.clone()),
+                key: 0,
+                gather: &[0],
+                rows: which,
+            };
+            probe_rows_of(&self::probe(&table, &batch, &args).unwrap())
+        };
+        assert_eq!(rows(ProbeRows::Matched), vec![Some(2), Some(1)]);
+        assert_eq!(rows(ProbeRows::Unmatched), vec![None, Some(7)]);
+        assert_eq!(rows(ProbeRows::Pairs).len(), 3, "1 pair for 2, 2 for 1");
+    }
+
+    fn probe_rows_of(m: &ProbeMatches) -> Vec<Option<i64>> {
+        m.probe_rows
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .iter()
+            .collect()
+    }
+}
