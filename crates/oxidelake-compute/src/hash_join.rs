@@ -71,7 +71,7 @@ use oxidelake_device::JoinTable;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::gathering::{coalesce_small, map_batches};
 use crate::placement_label;
-use crate::segment::each_blocking;
+use crate::segment::each_batch;
 use crate::segment::replay::as_resident;
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
@@ -893,6 +893,7 @@ impl ExecutionPlan for GpuHashJoinExec {
                     probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
                 }),
                 ProbeInput::Device(device_batches) => {
+                    let backend = Arc::clone(&exec.backend);
                     let probing = resident::SegmentProbe {
                         exec,
                         metrics,
@@ -902,7 +903,9 @@ impl ExecutionPlan for GpuHashJoinExec {
                         join,
                         schema,
                     };
-                    let joined = each_blocking(device_batches, move |item| probing.rows(item));
+                    let joined = each_batch(device_batches, backend.as_ref(), move |item| {
+                        probing.rows(item)
+                    });
                     Box::pin(RecordBatchStreamAdapter::new(output, joined))
                 }
             };

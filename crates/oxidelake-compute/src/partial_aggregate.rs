@@ -71,7 +71,7 @@ use oxidelake_device::ops::{AggFunc, AggSpec, HostAggregateArgs};
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::gathering::off_the_polling_thread;
 use crate::placement_label;
-use crate::segment::each_blocking;
+use crate::segment::each_batch;
 use crate::segment::replay::{as_resident, resident_input};
 
 use keys::KeyEncoding;
@@ -620,7 +620,9 @@ impl GpuPartialAggregateExec {
             bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
         };
-        let batches = each_blocking(input.batches, move |item| shared.states_of(item));
+        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+            shared.states_of(item)
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             batches,

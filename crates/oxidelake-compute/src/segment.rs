@@ -114,20 +114,28 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
-/// `work` over each of `batches`, one at a time and in order, on tokio's blocking pool
-/// ([`blocking`]): how a segment's operators run their batches.
-pub(crate) fn each_blocking<T: Send + 'static>(
+/// `work` over each of `batches`, one at a time and in order: how a segment's operators
+/// run their batches. On a device, on tokio's blocking pool ([`blocking`]: a device call
+/// blocks on its copies and kernels); on a backend that keeps its batches on the host
+/// (the CPU backend), on the polling thread, as any DataFusion operator does its CPU
+/// work: a hop to another thread per batch and operator cost TPC-H Q1 at SF 1 twice its
+/// time on two cores (docs/benchmarks.md).
+pub(crate) fn each_batch<T: Send + 'static>(
     batches: SegmentBatches,
+    backend: &dyn GpuBackend,
     work: impl Fn(SegmentBatch) -> Result<T> + Send + Sync + 'static,
-) -> impl Stream<Item = Result<T>> + Send + 'static {
+) -> Pin<Box<dyn Stream<Item = Result<T>> + Send>> {
+    if backend.keeps_batches_on_host() {
+        return Box::pin(batches.map(move |item| work(item?)));
+    }
     let work = Arc::new(work);
-    batches.then(move |item| {
+    Box::pin(batches.then(move |item| {
         let work = Arc::clone(&work);
         async move {
             let item = item?;
             blocking(move || work(item)).await
         }
-    })
+    }))
 }
 
 /// `batches` of a segment on the CPU backend (every one a host batch) with the small ones

@@ -17,7 +17,7 @@ use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
 use crate::segment::{
-    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_blocking, on_cpu,
+    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_batch, on_cpu,
 };
 
 /// What one partition's filtering of segment batches needs.
@@ -148,11 +148,13 @@ impl ResidentExec for GpuFilterExec {
             predicates: self.predicates.clone(),
             projection: self.projection.clone(),
         };
-        let batches = each_blocking(input.batches, move |item| filtering.filter(item));
+        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+            filtering.filter(item)
+        });
         // What a selective predicate keeps of each host batch is merged into fuller
         // batches, as the host path does (`coalesce_small`).
         let batches = coalesce_host_items(
-            Box::pin(batches),
+            batches,
             input.backend.kind(),
             Arc::clone(&self.schema),
             batch_size,

@@ -57,9 +57,7 @@ use super::{
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::replay::{Replay, as_resident, is_device_failure, recover, replay_below};
-use crate::segment::{
-    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_blocking,
-};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_batch};
 
 /// Joins one device batch (see the module docs).
 fn probe_device_batch(
@@ -299,6 +297,7 @@ impl ResidentExec for GpuHashJoinExec {
             build,
         } = self.probing(partition, context, exec, Some(source));
         let batches = input.batches;
+        let backend = Arc::clone(&input.backend);
         let probe = Arc::clone(&self.right);
         let joined = futures::stream::once(async move {
             let probing = SegmentProbe {
@@ -310,7 +309,9 @@ impl ResidentExec for GpuHashJoinExec {
                 join,
                 schema,
             };
-            Ok::<_, DataFusionError>(each_blocking(batches, move |item| probing.join(item)))
+            Ok::<_, DataFusionError>(each_batch(batches, backend.as_ref(), move |item| {
+                probing.join(item)
+            }))
         })
         .try_flatten();
         // Selective probes match few rows per batch: on the CPU backend they are merged,

@@ -15,7 +15,7 @@ use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, is_overflow};
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, each_blocking};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, each_batch};
 
 /// What one partition's projection of segment batches needs.
 struct Projecting {
@@ -127,11 +127,13 @@ impl ResidentExec for GpuProjectionExec {
             outputs: self.projection.resident_outputs(),
             projection: self.projection.clone(),
         };
-        let batches = each_blocking(input.batches, move |item| projecting.project(item));
+        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+            projecting.project(item)
+        });
         Ok(ResidentStream {
             backend: input.backend,
             detected: input.detected,
-            batches: Box::pin(batches),
+            batches,
         })
     }
 
