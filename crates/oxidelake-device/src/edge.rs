@@ -84,15 +84,16 @@ pub fn filter_project(
     stream: &DeviceStream,
     args: HostFilterArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
+    if backend.keeps_batches_on_host() {
+        // The backend's filter checks the arguments and runs over the whole batch.
+        let whole = DeviceBatch::host(args.batch.clone());
+        let kept = backend.filter_project(stream, &whole, args.predicates, args.projection)?;
+        return resident::download(backend, stream, &kept);
+    }
     validate::filter_project(&args)?;
     let projected = args.batch.project(args.projection)?;
     if args.batch.num_rows() == 0 || args.predicates.is_empty() {
         return Ok(projected);
-    }
-    if backend.keeps_batches_on_host() {
-        let whole = DeviceBatch::host(args.batch.clone());
-        let kept = backend.filter_project(stream, &whole, args.predicates, args.projection)?;
-        return resident::download(backend, stream, &kept);
     }
     let mut read = Vec::new();
     args.predicates.iter().for_each(|p| p.columns(&mut read));

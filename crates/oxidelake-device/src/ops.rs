@@ -182,6 +182,29 @@ pub struct AggregateArgs<'a> {
     pub aggregates: &'a [Agg],
 }
 
+impl AggregateArgs<'_> {
+    /// The result's schema, the same on every backend: the key fields (nullable), then
+    /// `a<i>` per aggregate (Float64 for a float aggregate other than COUNT, Int64
+    /// otherwise).
+    pub fn result_schema(&self) -> arrow::datatypes::SchemaRef {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = self.batch.schema();
+        let mut fields: Vec<Field> = self
+            .keys
+            .iter()
+            .map(|k| schema.field(*k).clone().with_nullable(true))
+            .collect();
+        fields.extend(self.aggregates.iter().enumerate().map(|(i, agg)| {
+            let dt = match agg.input {
+                AggInput::Float(_) if agg.func != AggFunc::Count => DataType::Float64,
+                _ => DataType::Int64,
+            };
+            Field::new(format!("a{i}"), dt, true)
+        }));
+        std::sync::Arc::new(Schema::new(fields))
+    }
+}
+
 /// Checks `aggregates` against `batch`'s columns and the pairs [`Agg`] allows.
 pub fn check_aggregates(
     columns: usize,

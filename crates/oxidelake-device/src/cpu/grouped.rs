@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, UInt32Array};
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::DataType;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use arrow::row::{RowConverter, SortField};
 use hashbrown::HashMap;
@@ -22,7 +22,7 @@ pub(crate) fn aggregate(
     batch: &RecordBatch,
     args: &AggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
-    let schema = result_schema(batch, args);
+    let schema = args.result_schema();
     if let Some(specs) = single_int64_key(batch, args) {
         let out = super::aggregate::aggregate(HostAggregateArgs {
             batch,
@@ -52,25 +52,6 @@ pub(crate) fn aggregate(
     Ok(RecordBatch::try_new_with_options(
         schema, columns, &options,
     )?)
-}
-
-/// The result's schema, as every backend gives it: the key fields, then `a<i>` per
-/// aggregate (Float64 for a float aggregate other than COUNT, Int64 otherwise).
-fn result_schema(batch: &RecordBatch, args: &AggregateArgs<'_>) -> SchemaRef {
-    let schema = batch.schema();
-    let mut fields: Vec<Field> = args
-        .keys
-        .iter()
-        .map(|k| schema.field(*k).clone().with_nullable(true))
-        .collect();
-    fields.extend(args.aggregates.iter().enumerate().map(|(i, agg)| {
-        let dt = match agg.input {
-            AggInput::Float(_) if agg.func != AggFunc::Count => DataType::Float64,
-            _ => DataType::Int64,
-        };
-        Field::new(format!("a{i}"), dt, true)
-    }));
-    Arc::new(Schema::new(fields))
 }
 
 /// The single-key path's aggregates, where `args` has that shape: one Int64 key, and

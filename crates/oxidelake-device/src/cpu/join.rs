@@ -17,15 +17,7 @@ use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRo
 /// The key of each row of `batch` read as `key` says; NULL where a row has none (a NULL
 /// key column, or a radix digit outside its span), and such a row never joins.
 pub(crate) fn join_keys(batch: &RecordBatch, key: JoinKey<'_>) -> Result<Int64Array, EngineError> {
-    let column = |c: usize| {
-        batch
-            .columns()
-            .get(c)
-            .ok_or_else(|| EngineError::InvalidArgument {
-                what: "join key column",
-                detail: format!("column {c} of {}", batch.num_columns()),
-            })
-    };
+    let column = |c: usize| column_of(batch, c, "join key column");
     match key {
         JoinKey::Column(c) => {
             let column = column(c)?;
@@ -97,13 +89,17 @@ pub(crate) fn probe(
     })
 }
 
-/// Column `c` of `batch`, or the error naming it.
-fn column_of(batch: &RecordBatch, c: usize) -> Result<&ArrayRef, EngineError> {
+/// Column `c` of `batch`, or the error naming it as `what`.
+fn column_of<'a>(
+    batch: &'a RecordBatch,
+    c: usize,
+    what: &'static str,
+) -> Result<&'a ArrayRef, EngineError> {
     batch
         .columns()
         .get(c)
         .ok_or_else(|| EngineError::InvalidArgument {
-            what: "join output column",
+            what,
             detail: format!("column {c} of {}", batch.num_columns()),
         })
 }
@@ -122,10 +118,16 @@ pub(crate) fn join(
         .output
         .iter()
         .map(|column| match (column, args.rows) {
-            (JoinColumn::Probe(c), _) => Ok(take(column_of(probe, *c)?, &probe_rows, None)?),
-            (JoinColumn::Build(c), ProbeRows::Pairs) => {
-                Ok(take(column_of(build, *c)?, &build_rows, None)?)
-            }
+            (JoinColumn::Probe(c), _) => Ok(take(
+                column_of(probe, *c, "join output column")?,
+                &probe_rows,
+                None,
+            )?),
+            (JoinColumn::Build(c), ProbeRows::Pairs) => Ok(take(
+                column_of(build, *c, "join output column")?,
+                &build_rows,
+                None,
+            )?),
             (JoinColumn::Build(_), _) => Err(EngineError::InvalidArgument {
                 what: "join output",
                 detail: "a semi or anti join outputs probe columns only".into(),

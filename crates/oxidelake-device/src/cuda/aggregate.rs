@@ -44,24 +44,6 @@ const OP_MAX: i32 = 3;
 const OP_SUM_LO: i32 = 4;
 const OP_SUM_HI: i32 = 5;
 
-/// The schema of the result the host gets: the key fields, then one per aggregate.
-fn result_schema(batch: &DeviceColumns, args: &AggregateArgs<'_>) -> SchemaRef {
-    let schema = batch.schema();
-    let mut fields: Vec<Field> = args
-        .keys
-        .iter()
-        .map(|k| schema.field(*k).clone().with_nullable(true))
-        .collect();
-    fields.extend(args.aggregates.iter().enumerate().map(|(i, agg)| {
-        let dt = match agg.input {
-            AggInput::Float(_) if agg.func != AggFunc::Count => DataType::Float64,
-            _ => DataType::Int64,
-        };
-        Field::new(format!("a{i}"), dt, true)
-    }));
-    Arc::new(Schema::new(fields))
-}
-
 /// The image span of column `c`, refusing a column held otherwise.
 fn images(batch: &DeviceColumns, c: usize) -> Result<Span, EngineError> {
     match batch.columns()[c].values {
@@ -326,7 +308,7 @@ pub(super) fn aggregate(
     args: AggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
     crate::ops::check_aggregates(batch.columns().len(), args.keys, args.aggregates)?;
-    let schema = result_schema(batch, &args);
+    let schema = args.result_schema();
     let rows = batch.num_rows();
     if rows == 0 {
         return Ok(RecordBatch::new_empty(schema));
