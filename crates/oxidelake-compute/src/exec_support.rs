@@ -49,6 +49,19 @@ impl BackendChoice {
     }
 }
 
+impl BackendChoice {
+    /// The backend an operator placed on `placement` runs on, and whether the detector
+    /// chose it: the choice's, except that an operator placed for the CPU
+    /// (`oxidelake.placement.cpu_operators`) runs its CPU path wherever the detector
+    /// would find a GPU.
+    pub(crate) fn for_placement(&self, placement: BackendKind) -> (Arc<dyn GpuBackend>, bool) {
+        match (self, placement) {
+            (BackendChoice::Detect, BackendKind::CpuSimd) => (Arc::new(CpuBackend::new()), false),
+            _ => (self.resolve(), matches!(self, BackendChoice::Detect)),
+        }
+    }
+}
+
 /// A backend, its stream, and the CPU reference to fall back to.
 pub(crate) struct ExecBackend {
     pub(crate) backend: Arc<dyn GpuBackend>,
@@ -79,16 +92,10 @@ fn fallback_reason(err: &EngineError) -> Option<&'static str> {
 }
 
 impl ExecBackend {
-    /// The backend for an operator placed on `placement`: `choice`'s, except that an
-    /// operator placed for the CPU (`oxidelake.placement.cpu_operators`) runs its CPU
-    /// path wherever the detector would find a GPU.
+    /// The backend for an operator placed on `placement` ([`BackendChoice::for_placement`]).
     pub(crate) fn new(choice: &BackendChoice, placement: BackendKind) -> Result<Self> {
-        match (choice, placement) {
-            (BackendChoice::Detect, BackendKind::CpuSimd) => {
-                Self::on(Arc::new(CpuBackend::new()), false)
-            }
-            _ => Self::on(choice.resolve(), matches!(choice, BackendChoice::Detect)),
-        }
+        let (backend, detected) = choice.for_placement(placement);
+        Self::on(backend, detected)
     }
 
     /// On `backend`, which the detector chose when `detected` (a resident stream's, whose
@@ -345,6 +352,9 @@ pub(crate) struct OperatorMetrics {
     pub(crate) device_errors: Count,
     /// Batches the CPU ran because the device budget refused their device state.
     pub(crate) device_budget_cpu_batches: Count,
+    /// Device batches the backend refused in place (a type or size its kernels do not
+    /// take): copied back once and run by the operator's host path (`crate::segment`).
+    pub(crate) refused_batches: Count,
     /// Placed for a GPU but executing where the detector found none (the `no_device`
     /// metric is 1 per such partition).
     pub(crate) no_device: bool,
@@ -379,6 +389,7 @@ impl OperatorMetrics {
             device_errors: MetricBuilder::new(set).counter("device_errors", partition),
             device_budget_cpu_batches: MetricBuilder::new(set)
                 .counter("device_budget_cpu_batches", partition),
+            refused_batches: MetricBuilder::new(set).counter("refused_batches", partition),
             no_device,
             // The hub is told where the operator runs, not where it was placed.
             telemetry: TelemetryHub::global().register_operator(name, exec.kind()),

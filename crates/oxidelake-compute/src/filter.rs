@@ -4,7 +4,6 @@ mod resident;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -21,15 +20,15 @@ use datafusion::physical_plan::{
     statistics::ChildStats,
 };
 use oxidelake_core::BackendKind;
-use oxidelake_device::ops::{HostFilterArgs, Predicate, check_predicates};
+use oxidelake_device::ops::{Predicate, check_predicates};
 
 use crate::exec_support::{
-    BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
-    stock_child_stats,
+    BackendChoice, ExecBackend, nothing_passes_before_optimisation, single_child, stock_child_stats,
 };
-use crate::gathering::{coalesce_small, map_batches};
+use crate::gathering::coalesce_small;
 use crate::placement_label;
 use crate::predicate_expr::conjunction_expr;
+use crate::segment::{host_items, host_stream};
 
 /// Keeps the rows where every predicate is true, and outputs the projected columns.
 /// Equivalent to `FilterExec(a AND b ...)` with a projection, but the dropped columns are
@@ -275,41 +274,20 @@ impl ExecutionPlan for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        // The one batch function over the input's host batches (gathered to a device's
+        // batch size); what a selective predicate keeps of each is merged into fuller
+        // batches, as the stock filter does (see `coalesce_small`).
         let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
         let batch_size = context.session_config().batch_size();
-        let input = self.input.execute(partition, context)?;
-        let metrics = OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuFilterExec",
-            self.placement,
-            &exec,
+        let input = host_items(
+            self.input.execute(partition, context)?,
+            exec.backend.batching(),
         );
-        let batching = exec.backend.batching();
-        let (predicates, projection) = (self.predicates.clone(), self.projection.clone());
-        // What a selective predicate keeps of each batch is merged into fuller batches,
-        // as the stock filter does (see `coalesce_small`).
-        let filtered = map_batches(input, Arc::clone(&self.schema), batching, move |batch| {
-            let started = Instant::now();
-            // On the device: the batch and what it keeps (at most as much again).
-            let state = || 2 * batch.get_array_memory_size();
-            let out = exec.run_within_budget(&metrics, state, |backend, stream| {
-                oxidelake_device::edge::filter_project(
-                    backend,
-                    stream,
-                    HostFilterArgs {
-                        batch: &batch,
-                        predicates: &predicates,
-                        projection: &projection,
-                    },
-                )
-            })?;
-            let moved =
-                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
-            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-            Ok(out)
-        });
-        Ok(coalesce_small(filtered, batch_size))
+        let filtered = self.filtered(partition, exec, input);
+        Ok(coalesce_small(
+            host_stream(filtered, Arc::clone(&self.schema)),
+            batch_size,
+        ))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -8,22 +8,19 @@
 //! wide that the target would pass the byte bound; the last batch holds what is left.
 //! On the CPU backend nothing is gathered.
 //!
-//! [`map_batches`] is how the per-batch operators (filter, computed columns, vector
-//! distance, the join's probe) run their work: on a device, gathered and on tokio's blocking pool, since a
-//! device call blocks on its copies and kernels and would otherwise hold a runtime
-//! worker that other tasks need; on the CPU, batch by batch on the polling thread, as
-//! DataFusion's own operators run.
-
-use std::sync::Arc;
+//! An operator reading host batches gathers them ([`gather`], through
+//! `crate::segment::host_items`) and runs its batch function through
+//! `crate::segment::each_batch`: on a device on tokio's blocking pool, since a device
+//! call blocks on its copies and kernels and would otherwise hold a runtime worker that
+//! other tasks need; on the CPU batch by batch on the polling thread, as DataFusion's
+//! own operators run.
 
 use arrow::compute::BatchCoalescer;
-use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
-use oxidelake_device::BatchSizes;
 
 /// Where the gathering stands.
 struct Gather {
@@ -130,61 +127,10 @@ fn regather(
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
-/// `work` applied to every batch of `input`, producing batches of `schema`: gathered to
-/// `batching`'s size and run on the blocking pool when the backend is a device (`Some`),
-/// as the batches come and inline otherwise (`None`).
-pub(crate) fn map_batches<F>(
-    input: SendableRecordBatchStream,
-    schema: SchemaRef,
-    batching: Option<BatchSizes>,
-    work: F,
-) -> SendableRecordBatchStream
-where
-    F: Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
-{
-    match batching {
-        Some(batching) => off_the_polling_thread(
-            gather(input, batching.batch_rows, batching.batch_bytes),
-            schema,
-            true,
-            work,
-        ),
-        None => off_the_polling_thread(input, schema, false, work),
-    }
-}
-
-/// `work` applied to every batch of `input` as it comes, producing batches of `schema`:
-/// on tokio's blocking pool when `on_device`, inline otherwise. For an operator whose
-/// device work must not be gathered (the partial aggregate: its device group table is
-/// sized for the batches DataFusion hands out).
-pub(crate) fn off_the_polling_thread<F>(
-    input: SendableRecordBatchStream,
-    schema: SchemaRef,
-    on_device: bool,
-    work: F,
-) -> SendableRecordBatchStream
-where
-    F: Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
-{
-    if !on_device {
-        let stream = input.map(move |batch| batch.and_then(&work));
-        return Box::pin(RecordBatchStreamAdapter::new(schema, stream));
-    }
-    let work = Arc::new(work);
-    let stream = input.then(move |batch| {
-        let work = Arc::clone(&work);
-        async move {
-            let batch = batch?;
-            tokio::task::spawn_blocking(move || work(batch))
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-        }
-    });
-    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use arrow::array::{Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};

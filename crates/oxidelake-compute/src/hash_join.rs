@@ -69,10 +69,10 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
-use crate::gathering::{coalesce_small, map_batches};
+use crate::gathering::coalesce_small;
 use crate::placement_label;
-use crate::segment::each_batch;
 use crate::segment::replay::as_resident;
+use crate::segment::{each_batch, input_batches};
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
@@ -85,7 +85,7 @@ pub(crate) use widen::widened;
 #[derive(Debug)]
 struct BuildSide {
     /// The build rows on the host: collected there, or copied from `device` the first
-    /// time a host path needs them (a bridged probe batch).
+    /// time a host path needs them (a probe batch the device refused).
     host: std::sync::OnceLock<RecordBatch>,
     /// The build rows on the device, where the side was built there (`resident`).
     device: Option<oxidelake_device::DeviceBatch>,
@@ -551,7 +551,6 @@ impl GpuHashJoinExec {
             true => None,
             false => self.device_limit.or(exec.device_limit()),
         };
-        let bridged = MetricBuilder::new(&self.metrics).counter("bridged_batches", partition);
         let metrics = Arc::new(OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -625,7 +624,6 @@ impl GpuHashJoinExec {
         Probing {
             exec,
             metrics,
-            bridged,
             join,
             schema: Arc::clone(&self.schema),
             build,
@@ -858,58 +856,41 @@ impl ExecutionPlan for GpuHashJoinExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         // Device batches where the probe input hands them on (see `resident`), host
-        // batches otherwise.
-        let (probe, exec) = match as_resident(&self.right) {
-            Some(resident) => {
-                let input = resident.execute_resident(partition, Arc::clone(&context))?;
-                let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
-                (ProbeInput::Device(input.batches), exec)
-            }
-            None => (
-                ProbeInput::Host(self.right.execute(partition, Arc::clone(&context))?),
-                ExecBackend::new(&self.backend, self.placement)?,
-            ),
-        };
+        // batches otherwise, gathered to a device's batch size.
+        let input = input_batches(
+            &self.right,
+            (&self.backend, self.placement),
+            partition,
+            Arc::clone(&context),
+            true,
+        )?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
         let batch_size = context.session_config().batch_size().max(1);
         let Probing {
             exec,
             metrics,
-            bridged,
             join,
             schema,
             build,
         } = self.probing(partition, context, exec, None);
-        // Probe batches are gathered to the device's batch size and probed on the
-        // blocking pool on a device backend, as they come on the CPU (ADR-0012). A
-        // gathered probe can match into a batch far beyond the session's batch size,
-        // so the output is handed on in slices of that size.
-        let batching = exec.backend.batching();
+        // Probe batches are probed on the blocking pool on a device backend, as they
+        // come on the CPU (ADR-0012). A gathered probe can match into a batch far beyond
+        // the session's batch size, so the output is handed on in slices of that size.
         let probe_plan = Arc::clone(&self.right);
         let stream = futures::stream::once(async move {
-            let side = build.await?;
             let output = Arc::clone(&schema);
-            let joined: SendableRecordBatchStream = match probe {
-                ProbeInput::Host(probe) => map_batches(probe, output, batching, move |batch| {
-                    probe_batch(&exec, &metrics, &side, &batch, &join, &schema)
-                }),
-                ProbeInput::Device(device_batches) => {
-                    let backend = Arc::clone(&exec.backend);
-                    let probing = resident::SegmentProbe {
-                        exec,
-                        metrics,
-                        bridged,
-                        side,
-                        input: probe_plan,
-                        join,
-                        schema,
-                    };
-                    let joined = each_batch(device_batches, backend.as_ref(), move |item| {
-                        probing.rows(item)
-                    });
-                    Box::pin(RecordBatchStreamAdapter::new(output, joined))
-                }
+            let probing = resident::SegmentProbe {
+                exec,
+                metrics,
+                side: build.await?,
+                input: probe_plan,
+                join,
+                schema,
             };
-            let joined_schema = joined.schema();
+            let backend = Arc::clone(&input.backend);
+            let joined = each_batch(input.batches, backend.as_ref(), move |item| {
+                probing.rows(item)
+            });
             let sliced = joined.flat_map(move |batch| {
                 futures::stream::iter(match batch {
                     Ok(batch) => slices(&batch, batch_size).into_iter().map(Ok).collect(),
@@ -919,7 +900,7 @@ impl ExecutionPlan for GpuHashJoinExec {
             // A selective join matches few rows per probe batch: those small batches are
             // merged (see `coalesce_small`).
             Ok::<_, DataFusionError>(coalesce_small(
-                Box::pin(RecordBatchStreamAdapter::new(joined_schema, sliced)),
+                Box::pin(RecordBatchStreamAdapter::new(output, sliced)),
                 batch_size,
             ))
         })
@@ -1189,16 +1170,9 @@ fn is_identity(indices: &UInt32Array, rows: usize) -> bool {
 struct Probing {
     exec: Arc<ExecBackend>,
     metrics: Arc<OperatorMetrics>,
-    bridged: datafusion::physical_plan::metrics::Count,
     join: Arc<ProbeSpec>,
     schema: SchemaRef,
     build: BoxFuture<'static, Result<Arc<BuildSide>>>,
-}
-
-/// The probe side's batches: on the host, or on the device (see `resident`).
-enum ProbeInput {
-    Host(SendableRecordBatchStream),
-    Device(crate::segment::SegmentBatches),
 }
 
 /// What each probe batch needs besides the build side.

@@ -45,7 +45,6 @@ mod spec;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
@@ -59,7 +58,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildFilterDescription, FilterDescription, FilterPushdownPhase,
 };
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
@@ -69,10 +68,9 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
-use crate::gathering::off_the_polling_thread;
 use crate::placement_label;
-use crate::segment::each_batch;
-use crate::segment::replay::{as_resident, resident_input};
+use crate::segment::replay::as_resident;
+use crate::segment::{each_batch, input_batches};
 
 use keys::KeyEncoding;
 use limbs::{exact_sum_state, limb_states};
@@ -443,18 +441,9 @@ impl BatchPlan<'_> {
         Arc::new(Schema::new(fields))
     }
 
-    /// Aggregates `batch` on `exec`'s backend (see the module docs), each slice's device
-    /// state claimed from the device budget (the CPU's past it).
-    fn run(
-        &self,
-        exec: &ExecBackend,
-        metrics: &OperatorMetrics,
-        batch: &RecordBatch,
-    ) -> Result<RecordBatch> {
-        self.run_where(exec, metrics, batch, true)
-    }
-
-    /// [`Self::run`] on `exec`'s backend when `device`, on its CPU reference otherwise.
+    /// Aggregates `batch` (see the module docs) on `exec`'s backend when `device`, each
+    /// slice's device state claimed from the device budget (the CPU's past it); on its
+    /// CPU reference otherwise.
     fn run_where(
         &self,
         exec: &ExecBackend,
@@ -596,38 +585,6 @@ impl GpuPartialAggregateExec {
             exec,
         )
     }
-
-    /// The partial states of the device batches `input` hands on (see `resident`).
-    fn execute_on_device_batches(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        let probe = pass_through::SkipProbe::new(context.session_config().options());
-        let config = context.session_config().clone();
-        let input = resident_input(&self.input, "GpuPartialAggregateExec", partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
-        let metrics = self.partition_metrics(partition, &exec);
-        let shared = resident::ResidentBatches {
-            keys: self.keys.clone(),
-            aggregates: self.aggregates.clone(),
-            encoding: Arc::clone(&self.encoding),
-            schema: Arc::clone(&self.schema),
-            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates),
-            probe: std::sync::Mutex::new(probe),
-            exec,
-            metrics,
-            bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
-            input: Arc::clone(&self.input),
-        };
-        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
-            shared.states_of(item)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            batches,
-        )))
-    }
 }
 
 impl ExecutionPlan for GpuPartialAggregateExec {
@@ -723,54 +680,38 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if as_resident(&self.input).is_some() {
-            return self.execute_on_device_batches(partition, context);
-        }
+        // Host batches are not gathered: the device group table is sized for the
+        // batches DataFusion hands out (a gathered batch holds more groups and would
+        // fall back to the CPU more often).
         let probe = pass_through::SkipProbe::new(context.session_config().options());
-        let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
-        let input = self.input.execute(partition, context)?;
+        let config = context.session_config().clone();
+        let input = input_batches(
+            &self.input,
+            (&self.backend, self.placement),
+            partition,
+            context,
+            false,
+        )?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let metrics = self.partition_metrics(partition, &exec);
-        let (keys, aggregates, encoding, schema) = (
-            self.keys.clone(),
-            self.aggregates.clone(),
-            Arc::clone(&self.encoding),
-            Arc::clone(&self.schema),
-        );
-        // Device calls leave the polling thread; batches are not gathered, since the
-        // device group table is sized for the batches DataFusion hands out (a gathered
-        // batch holds more groups and would fall back to the CPU more often).
-        let on_device = exec.backend.batching().is_some();
-        let probe = std::sync::Mutex::new(probe);
-        let work = move |batch: RecordBatch| {
-            let mut probe = probe
-                .lock()
-                .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
-            let started = Instant::now();
-            let plan = BatchPlan {
-                keys: &keys,
-                aggregates: &aggregates,
-                encoding: &encoding,
-                schema: &schema,
-            };
-            if probe.skipping() {
-                // Grouping does not reduce here: each row is its own state (no device work).
-                let out = pass_through::row_states(&batch, &keys, &aggregates, &schema)?;
-                metrics.record(batch.num_rows(), out.num_rows(), started, 0);
-                return Ok(out);
-            }
-            let out = plan.run(&exec, &metrics, &batch)?;
-            probe.record(batch.num_rows(), out.num_rows());
-            let moved =
-                exec.bytes_moved(|| batch.get_array_memory_size() + out.get_array_memory_size());
-            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-            Ok(out)
+        let shared = resident::ResidentBatches {
+            keys: self.keys.clone(),
+            aggregates: self.aggregates.clone(),
+            encoding: Arc::clone(&self.encoding),
+            schema: Arc::clone(&self.schema),
+            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates),
+            probe: std::sync::Mutex::new(probe),
+            exec,
+            metrics,
+            input: Arc::clone(&self.input),
         };
-        Ok(off_the_polling_thread(
-            input,
+        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+            shared.states_of(item)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
-            on_device,
-            work,
-        ))
+            batches,
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -10,15 +10,14 @@
 //! answer.
 //!
 //! Between device transitions (ADR-0014) it takes and gives device batches: the backend
-//! computes the columns on the device batch (`GpuBackend::evaluate`), and a
-//! batch it refuses (the CPU backend's host batches, a constant output, an operand held as 16-byte
-//! decimals) or whose values outgrow 64 bits is bridged through the host path.
+//! computes the columns on the device batch (`GpuBackend::evaluate`), and a batch it
+//! refuses (a constant output, an operand held as 16-byte decimals) or whose values
+//! outgrow 64 bits is copied back once and goes on by the host path (see `resident`).
 
 mod resident;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
@@ -44,8 +43,8 @@ use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
     stock_child_stats,
 };
-use crate::gathering::map_batches;
 use crate::placement_label;
+use crate::segment::{host_items, host_stream};
 use crate::value_expr::value_column;
 
 /// Where one output column comes from.
@@ -390,25 +389,15 @@ impl ExecutionPlan for GpuProjectionExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        // The one batch function over the input's host batches, gathered to a device's
+        // batch size.
         let exec = ExecBackend::for_task(&self.backend, self.placement, context.session_config())?;
-        let input = self.input.execute(partition, context)?;
-        let metrics = OperatorMetrics::new(
-            &self.metrics,
-            partition,
-            "GpuProjectionExec",
-            self.placement,
-            &exec,
+        let input = host_items(
+            self.input.execute(partition, context)?,
+            exec.backend.batching(),
         );
-        let projection = self.projection.clone();
-        let schema = Arc::clone(&projection.schema);
-        let batching = exec.backend.batching();
-        let work = move |batch: RecordBatch| {
-            let started = Instant::now();
-            let (out, moved) = projection.project(&exec, &metrics, &batch, true)?;
-            metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-            Ok(out)
-        };
-        Ok(map_batches(input, schema, batching, work))
+        let projected = self.projected(partition, exec, input);
+        Ok(host_stream(projected, Arc::clone(&self.projection.schema)))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -3,23 +3,31 @@
 //!
 //! A *segment* is the part of a plan between a `HostToDeviceExec` and the operator that
 //! brings its batches back to the host (a `DeviceToHostExec`, a partial aggregate or a
-//! join probe reading device batches). Its operators hand each other
-//! [`SegmentBatch`]es:
+//! join probe reading device batches). Its operators hand each other [`SegmentBatch`]es,
+//! a [`DeviceBatch`] in either form:
 //!
-//! - [`SegmentBatch::Device`]: a [`DeviceBatch`] on the device, with its **origin**, the
-//!   host batch the segment's upload started from. The origin is kept (an `Arc`, no
-//!   copy: the scan's batch itself) until the batch leaves the segment, so that a device
-//!   failure on any operator of the segment (a launch, a copy, a sticky kernel fault, out
-//!   of memory) can **replay** that batch on the CPU: every operator below the failing
-//!   one runs its CPU path on the origin ([`ResidentExec::replay`]), the failing one
-//!   runs its own CPU path on the result, and the batch goes on as a host batch. The
-//!   failure is counted (`device_errors`, `cpu_fallback_batches`) and named in a
-//!   warning; the failing operator's backend is *degraded* (the rest of its execution
-//!   runs on the CPU, as a failed device fails every later batch the same way).
-//! - [`SegmentBatch::Host`]: a batch on the host. On the CPU backend every batch is one
-//!   (the upload would be a `memcpy` into images for nothing), so placing a plan for a
-//!   GPU on a machine without one costs the transitions nothing; on a device, a replayed
-//!   batch is one. Operators run their host path on it.
+//! - **On the device**, with its **origin**, the host batch the segment's upload started
+//!   from. The origin is kept (an `Arc`, no copy: the scan's batch itself) until the
+//!   batch leaves the segment, so that a device failure on any operator of the segment
+//!   (a launch, a copy, a sticky kernel fault, out of memory) can **replay** that batch
+//!   on the CPU: every operator below the failing one runs its CPU path on the origin
+//!   ([`ResidentExec::replay`]), the failing one runs its own CPU path on the result,
+//!   and the batch goes on as a host batch. The failure is counted (`device_errors`,
+//!   `cpu_fallback_batches`) and named in a warning; the failing operator's backend is
+//!   *degraded* (the rest of its execution runs on the CPU, as a failed device fails
+//!   every later batch the same way).
+//! - **On the host**: every batch on the CPU backend (the upload would be a `memcpy` into
+//!   images for nothing), so placing a plan for a GPU on a machine without one costs the
+//!   transitions nothing; on a device, a batch replayed after a failure, or one the
+//!   device *refused* in place (a type or size its kernels do not take: copied back
+//!   once, counted in `refused_batches`, and left on the host for the rest of the
+//!   segment instead of being copied up again). Operators run their host path on it,
+//!   which still uses the device where it can (`oxidelake_device::edge`: only the
+//!   columns a kernel reads cross) and falls back to the CPU on its own.
+//!
+//! An operator has one batch function for both forms; its `execute` (a host consumer's)
+//! runs that function over its input's host batches, its `execute_resident` over the
+//! segment batches below it.
 //!
 //! A join whose build side lives on the device hands on batches without an origin: its
 //! output depends on device state a batch cannot replay. A device failure there fails
@@ -35,36 +43,59 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::TaskContext;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{Stream, StreamExt};
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::{CpuBackend, DeviceBatch, DeviceMemory, DeviceStream, GpuBackend};
+use oxidelake_device::{
+    BatchSizes, CpuBackend, DeviceBatch, DeviceMemory, DeviceStream, GpuBackend,
+};
 
-use crate::gathering::coalesce_small;
+use crate::exec_support::BackendChoice;
+use crate::gathering::{coalesce_small, gather};
 
-/// One batch between a plan's transitions (see the module docs).
+/// One batch between a plan's transitions (see the module docs): a [`DeviceBatch`] in
+/// either of its forms, and, for one on the device, its origin.
 #[derive(Debug)]
-pub enum SegmentBatch {
-    /// On the device, with the host batch the segment uploaded it from (`None` where no
-    /// replay is possible: the output of a join built on the device).
-    Device {
-        /// The batch.
-        batch: DeviceBatch,
-        /// The host batch the segment started from.
-        origin: Option<Arc<RecordBatch>>,
-    },
-    /// On the host: every batch on the CPU backend; a replayed one on a device.
-    Host(RecordBatch),
+pub struct SegmentBatch {
+    /// The batch: on the device, or on the host (every batch on the CPU backend; on a
+    /// device, one the device refused or failed, or one from a host input).
+    pub batch: DeviceBatch,
+    /// For a batch on the device, the host batch the segment uploaded it from (`None`
+    /// where no replay is possible: the output of a join built on the device). A batch
+    /// on the host keeps none: its operators' host paths fall back on their own.
+    pub origin: Option<Arc<RecordBatch>>,
 }
 
 impl SegmentBatch {
+    /// `batch` with `origin`, which only a batch on the device keeps.
+    pub fn new(batch: DeviceBatch, origin: Option<Arc<RecordBatch>>) -> Self {
+        let origin = origin.filter(|_| batch.on_device().is_some());
+        Self { batch, origin }
+    }
+
+    /// A batch on the host.
+    pub fn host(batch: RecordBatch) -> Self {
+        Self {
+            batch: DeviceBatch::host(batch),
+            origin: None,
+        }
+    }
+
     /// Rows in the batch.
     pub fn num_rows(&self) -> usize {
-        match self {
-            Self::Device { batch, .. } => batch.num_rows(),
-            Self::Host(batch) => batch.num_rows(),
-        }
+        self.batch.num_rows()
+    }
+
+    /// The batch as a host consumer takes it; an error for one still on the device,
+    /// which only a `DeviceToHostExec` brings back.
+    pub(crate) fn into_host(self) -> Result<RecordBatch> {
+        self.batch.as_host().cloned().ok_or_else(|| {
+            DataFusionError::Internal(
+                "a device batch reached a host consumer without a DeviceToHostExec".into(),
+            )
+        })
     }
 }
 
@@ -114,18 +145,18 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
-/// `work` over each of `batches`, one at a time and in order: how a segment's operators
-/// run their batches. On a device, on tokio's blocking pool ([`blocking`]: a device call
-/// blocks on its copies and kernels); on a backend that keeps its batches on the host
-/// (the CPU backend), on the polling thread, as any DataFusion operator does its CPU
-/// work: a hop to another thread per batch and operator cost TPC-H Q1 at SF 1 twice its
-/// time on two cores (docs/benchmarks.md).
+/// `work` over each of `batches`, one at a time and in order: how every GPU operator
+/// runs its batch function. On a device, on tokio's blocking pool ([`blocking`]: a device
+/// call blocks on its copies and kernels, wherever its batches live); on the CPU backend,
+/// on the polling thread, as any DataFusion operator does its CPU work: a hop to another
+/// thread per batch and operator cost TPC-H Q1 at SF 1 twice its time on two cores
+/// (docs/benchmarks.md).
 pub(crate) fn each_batch<T: Send + 'static>(
     batches: SegmentBatches,
     backend: &dyn GpuBackend,
     work: impl Fn(SegmentBatch) -> Result<T> + Send + Sync + 'static,
 ) -> Pin<Box<dyn Stream<Item = Result<T>> + Send>> {
-    if backend.keeps_batches_on_host() {
+    if backend.kind() == BackendKind::CpuSimd {
         return Box::pin(batches.map(move |item| work(item?)));
     }
     let work = Arc::new(work);
@@ -150,17 +181,59 @@ pub(crate) fn coalesce_host_items(
     if backend != BackendKind::CpuSimd {
         return batches;
     }
-    let host = batches.map(|item| match item? {
-        SegmentBatch::Host(batch) => Ok(batch),
-        SegmentBatch::Device { .. } => Err(DataFusionError::Internal(
-            "a device batch in a segment on the CPU backend".into(),
-        )),
-    });
+    let host = batches.map(|item| item?.into_host());
     let merged = coalesce_small(
         Box::pin(RecordBatchStreamAdapter::new(schema, host)),
         batch_size,
     );
-    Box::pin(merged.map(|batch| batch.map(SegmentBatch::Host)))
+    Box::pin(merged.map(|batch| batch.map(SegmentBatch::host)))
+}
+
+/// `input`'s host batches as segment batches on the host, for an operator whose input
+/// hands on none of its own; gathered to `gathered`'s sizes where given (a device's
+/// batch size, which its launches are sized for).
+pub(crate) fn host_items(
+    input: SendableRecordBatchStream,
+    gathered: Option<BatchSizes>,
+) -> SegmentBatches {
+    let input = match gathered {
+        Some(b) => gather(input, b.batch_rows, b.batch_bytes),
+        None => input,
+    };
+    Box::pin(input.map(|batch| batch.map(SegmentBatch::host)))
+}
+
+/// The batches of `partition` an operator that brings its output back to the host (a
+/// partial aggregate, a join's probe) works on: the segment batches its `input` hands on
+/// where it does, otherwise `input`'s host batches ([`host_items`], gathered to a
+/// device's batch size where `gathered`) on the backend `choice` gives an operator placed
+/// on `placement`.
+pub(crate) fn input_batches(
+    input: &Arc<dyn ExecutionPlan>,
+    (choice, placement): (&BackendChoice, BackendKind),
+    partition: usize,
+    context: Arc<TaskContext>,
+    gathered: bool,
+) -> Result<ResidentStream> {
+    if let Some(resident) = replay::as_resident(input) {
+        return resident.execute_resident(partition, context);
+    }
+    let (backend, detected) = choice.for_placement(placement);
+    let batching = backend.batching().filter(|_| gathered);
+    Ok(ResidentStream {
+        batches: host_items(input.execute(partition, context)?, batching),
+        backend,
+        detected,
+    })
+}
+
+/// What `batches` (of an operator fed by [`host_items`], so every one on the host) hold,
+/// as a host consumer takes it.
+pub(crate) fn host_stream(batches: SegmentBatches, schema: SchemaRef) -> SendableRecordBatchStream {
+    Box::pin(RecordBatchStreamAdapter::new(
+        schema,
+        batches.map(|item| item?.into_host()),
+    ))
 }
 
 /// Runs `op` on the CPU reference backend (a replay's work: no device is involved).

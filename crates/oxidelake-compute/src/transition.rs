@@ -10,10 +10,11 @@
 //! [`StagingPool`] of its own per partition, so a run of similar batches allocates one
 //! pinned staging buffer per batch in flight, not one per batch (`staging_allocations`
 //! in EXPLAIN ANALYZE). On the CPU backend nothing is copied: the batches stay host
-//! batches ([`SegmentBatch::Host`]) and each operator runs its host path.
+//! batches ([`SegmentBatch::host`]) and each operator runs its host path.
 //!
 //! Every node's `execute` still returns host batches with the right rows (the
-//! `HostToDeviceExec` passes its input through, a GPU operator runs its host path), so a
+//! `HostToDeviceExec` passes its input through, a GPU operator runs its one batch
+//! function over host batches), so a
 //! plan that some later rewrite separated from its transitions stays correct, only
 //! slower.
 

@@ -17,8 +17,8 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::ops::{DistanceMetric, VectorDistanceArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
-use crate::gathering::map_batches;
 use crate::placement_label;
+use crate::segment::{SegmentBatch, each_batch, host_items, host_stream};
 
 /// Outputs every input column plus a nullable Float64 column with the L2 or cosine
 /// distance between a `FixedSizeList<Float32>` column and a query vector.
@@ -226,8 +226,11 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             self.metric,
             Arc::clone(&self.schema),
         );
-        let batching = exec.backend.batching();
-        let work = move |batch: RecordBatch| {
+        // Gathered to a device's batch size, each batch on the blocking pool there.
+        let batches = host_items(input, exec.backend.batching());
+        let backend = Arc::clone(&exec.backend);
+        let work = move |item: SegmentBatch| {
+            let batch = item.into_host()?;
             let started = Instant::now();
             let vectors = batch
                 .column(column)
@@ -253,9 +256,10 @@ impl ExecutionPlan for GpuVectorDistanceExec {
             let out = RecordBatch::try_new(Arc::clone(&schema), columns)?;
             let moved = exec.bytes_moved(|| vectors.get_array_memory_size());
             metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-            Ok(out)
+            Ok(SegmentBatch::host(out))
         };
-        Ok(map_batches(input, Arc::clone(&self.schema), batching, work))
+        let batches = each_batch(batches, backend.as_ref(), work);
+        Ok(host_stream(batches, Arc::clone(&self.schema)))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

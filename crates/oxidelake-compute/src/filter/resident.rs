@@ -1,4 +1,5 @@
-//! `GpuFilterExec` inside a device segment ([`crate::segment`]).
+//! `GpuFilterExec`'s one batch function, over segment batches in either form
+//! ([`crate::segment`]), and the filter inside a device segment.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,24 +8,23 @@ use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::{Count, MetricBuilder};
-use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_core::EngineError;
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{HostFilterArgs, Predicate};
 use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
+use crate::segment::replay::{Replay, refused, replay_below, resident_input};
 use crate::segment::{
-    ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_batch, on_cpu,
+    ResidentExec, ResidentStream, SegmentBatch, SegmentBatches, coalesce_host_items, each_batch,
+    on_cpu,
 };
 
-/// What one partition's filtering of segment batches needs.
+/// What one partition's filtering needs.
 struct Filtering {
     exec: ExecBackend,
     metrics: OperatorMetrics,
-    bridged: Count,
     input: Arc<dyn ExecutionPlan>,
     predicates: Vec<Predicate>,
     projection: Vec<usize>,
@@ -39,53 +39,58 @@ impl Filtering {
         }
     }
 
-    /// One segment batch filtered: a device batch on the device (bridged through the
-    /// host where the device refuses it), a host batch on the host; a device batch the
+    /// One segment batch filtered: a device batch on the device (through the host path
+    /// where the device refuses it), a host batch by the host path; a device batch the
     /// device fails is replayed on the CPU.
     fn filter(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         let started = Instant::now();
-        let (batch, origin) = match item {
-            SegmentBatch::Host(host) => {
-                // On the CPU backend its own path; on a device, a host batch is one
-                // replayed below after a device failure, and stays on the CPU.
-                let out = if self.exec.kind() == BackendKind::CpuSimd {
-                    self.exec.run(&self.metrics, |backend, stream| {
-                        oxidelake_device::edge::filter_project(backend, stream, self.args(&host))
-                    })?
-                } else {
-                    self.metrics.cpu_fallback_batches.add(1);
-                    on_cpu(|cpu, stream| {
-                        oxidelake_device::edge::filter_project(cpu, stream, self.args(&host))
-                    })?
-                };
-                self.metrics
-                    .record(host.num_rows(), out.num_rows(), started, 0);
-                return Ok(SegmentBatch::Host(out));
-            }
-            SegmentBatch::Device { batch, origin } => (batch, origin),
-        };
+        if let Some(host) = item.batch.as_host() {
+            return Ok(SegmentBatch::host(self.on_host(host, started, 0)?));
+        }
         let replay = Replay {
             input: &self.input,
             exec: &self.exec,
             metrics: &self.metrics,
             operator: "GpuFilterExec",
         };
-        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
+        match replay.device_or_replayed(&item.batch, item.origin.as_deref(), |batch| {
             self.on_device(batch, started)
         })? {
-            Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
-            Err(host) => host,
-        };
-        let out = on_cpu(|cpu, stream| {
-            oxidelake_device::edge::filter_project(cpu, stream, self.args(&replayed))
-        })?;
-        self.metrics
-            .record(replayed.num_rows(), out.num_rows(), started, 0);
-        Ok(SegmentBatch::Host(out))
+            Ok(out) => Ok(SegmentBatch::new(out, item.origin)),
+            Err(replayed) => {
+                let out = on_cpu(|cpu, stream| {
+                    oxidelake_device::edge::filter_project(cpu, stream, self.args(&replayed))
+                })?;
+                self.metrics
+                    .record(replayed.num_rows(), out.num_rows(), started, 0);
+                Ok(SegmentBatch::host(out))
+            }
+        }
     }
 
-    /// `batch` filtered on the device into a device batch, or bridged through the host
-    /// where the backend refuses it.
+    /// `host` filtered by the host path: the backend through `oxidelake_device::edge`
+    /// (on a device only the predicate columns cross), the CPU where the device refuses
+    /// or fails it or the device budget has no room; `moved` counts the bytes that
+    /// brought the batch to the host.
+    fn on_host(&self, host: &RecordBatch, started: Instant, moved: usize) -> Result<RecordBatch> {
+        // On the device: the batch and what it keeps (at most as much again).
+        let state = || 2 * host.get_array_memory_size();
+        let out = self
+            .exec
+            .run_within_budget(&self.metrics, state, |backend, stream| {
+                oxidelake_device::edge::filter_project(backend, stream, self.args(host))
+            })?;
+        let moved = moved
+            + self
+                .exec
+                .bytes_moved(|| host.get_array_memory_size() + out.get_array_memory_size());
+        self.metrics
+            .record(host.num_rows(), out.num_rows(), started, moved);
+        Ok(out)
+    }
+
+    /// `batch` filtered on the device into a device batch, or by the host path where
+    /// the backend refuses it.
     fn on_device(&self, batch: &DeviceBatch, started: Instant) -> Result<DeviceBatch> {
         let exec = &self.exec;
         match exec
@@ -107,32 +112,24 @@ impl Filtering {
                 Ok(kept)
             }
             Err(EngineError::Unsupported { .. }) => {
-                bridge(exec, &self.metrics, &self.bridged, batch, started, |host| {
-                    let out = exec.run(&self.metrics, |backend, stream| {
-                        oxidelake_device::edge::filter_project(backend, stream, self.args(host))
-                    })?;
-                    Ok((out, 0))
-                })
+                let (host, moved) = refused(exec, &self.metrics, batch)?;
+                Ok(DeviceBatch::host(self.on_host(&host, started, moved)?))
             }
             Err(err) => Err(DataFusionError::from(err)),
         }
     }
 }
 
-impl ResidentExec for GpuFilterExec {
-    /// Filters its input's segment batches: device batches on the device where the
-    /// backend can (`GpuBackend::filter_project`), others
-    /// *bridged* (copied to the host, filtered there through `oxidelake_device::edge`, copied back:
-    /// `bridged_batches`); host batches on the host. A batch the device fails is
-    /// replayed on the CPU from its origin ([`crate::segment`]).
-    fn execute_resident(
+impl GpuFilterExec {
+    /// `batches` of `partition` filtered one at a time on `exec`'s backend
+    /// ([`Filtering::filter`]).
+    pub(super) fn filtered(
         &self,
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
-        let batch_size = context.session_config().batch_size();
-        let input = resident_input(&self.input, "GpuFilterExec", partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        exec: ExecBackend,
+        batches: SegmentBatches,
+    ) -> SegmentBatches {
+        let backend = Arc::clone(&exec.backend);
         let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -143,21 +140,35 @@ impl ResidentExec for GpuFilterExec {
         let filtering = Filtering {
             exec,
             metrics,
-            bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
             predicates: self.predicates.clone(),
             projection: self.projection.clone(),
         };
-        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+        each_batch(batches, backend.as_ref(), move |item| {
             filtering.filter(item)
-        });
+        })
+    }
+}
+
+impl ResidentExec for GpuFilterExec {
+    /// Filters its input's segment batches ([`Filtering::filter`]). A batch the device
+    /// fails is replayed on the CPU from its origin ([`crate::segment`]).
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let config = context.session_config().clone();
+        let input = resident_input(&self.input, "GpuFilterExec", partition, context)?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
+        let batches = self.filtered(partition, exec, input.batches);
         // What a selective predicate keeps of each host batch is merged into fuller
-        // batches, as the host path does (`coalesce_small`).
+        // batches, as a host consumer's stream is (`coalesce_small`).
         let batches = coalesce_host_items(
             batches,
             input.backend.kind(),
             Arc::clone(&self.schema),
-            batch_size,
+            config.batch_size(),
         );
         Ok(ResidentStream {
             backend: input.backend,

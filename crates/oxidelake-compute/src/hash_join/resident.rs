@@ -6,10 +6,11 @@
 //! the build batches are appended into one batch on the device and the table built over
 //! their key images, only the key column crossing to the host (for the dynamic filter);
 //! each probe batch's output is gathered from both sides on the device and handed on as
-//! a device batch. A probe batch the device cannot join is bridged: downloaded, probed
-//! by the host path (the build rows downloaded once, on first need) and its output
-//! uploaded. On the CPU backend the batches are host batches ([`SegmentBatch::Host`]):
-//! the side is built and every batch probed by the host path.
+//! a device batch. A probe batch the device cannot join is refused in place: copied
+//! back, probed by the host path (the build rows downloaded once, on first need) and its
+//! output left on the host (`refused_batches`). On the CPU backend the batches are on
+//! the host ([`SegmentBatch`]): the side is built and every batch probed by the host
+//! path.
 //!
 //! **Stage 2: the probe on the device.**
 //! Where the probe input hands on device batches (a GPU filter or projection between
@@ -18,8 +19,8 @@
 //! back to the host: for an inner join each pair's build row (the build side lives on
 //! the host) and the probe columns the join outputs, gathered on the device; for a semi
 //! or anti join the probe rows with (without) a match. The join is then the way back to the host for its
-//! probe side. Any other device batch is *bridged*: downloaded and probed by the host
-//! path (`bridged_batches`); a host batch is probed by the host path.
+//! probe side. Any other device batch is refused in place: copied back and probed by the
+//! host path (`refused_batches`); a host batch is probed by the host path.
 //!
 //! **Device failures.** A probe batch the device fails is replayed on the CPU from its
 //! origin and probed by the host path (against a CPU copy of the table); a build side
@@ -43,7 +44,6 @@ use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::PartitionMode;
-use datafusion::physical_plan::metrics::Count;
 use futures::TryStreamExt;
 use oxidelake_core::EngineError;
 use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeRows, RadixDigit};
@@ -56,14 +56,15 @@ use super::{
     record_build,
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, as_resident, is_device_failure, recover, replay_below};
+use crate::segment::replay::{
+    Replay, as_resident, is_device_failure, recover, refused, replay_below,
+};
 use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_batch};
 
 /// Joins one device batch (see the module docs).
 fn probe_device_batch(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
-    bridged: &Count,
     side: &BuildSide,
     batch: &DeviceBatch,
     join: &ProbeSpec,
@@ -72,8 +73,7 @@ fn probe_device_batch(
     if let Some(out) = probe_on_device(exec, metrics, side, batch, join, schema)? {
         return Ok(out);
     }
-    let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
-    bridged.add(1);
+    let (host, _) = refused(exec, metrics, batch)?;
     probe_batch(exec, metrics, side, &host, join, schema)
 }
 
@@ -81,7 +81,6 @@ fn probe_device_batch(
 pub(super) struct SegmentProbe {
     pub(super) exec: Arc<ExecBackend>,
     pub(super) metrics: Arc<OperatorMetrics>,
-    pub(super) bridged: Count,
     pub(super) side: Arc<BuildSide>,
     /// The probe input (to replay a batch on the CPU).
     pub(super) input: Arc<dyn ExecutionPlan>,
@@ -91,14 +90,13 @@ pub(super) struct SegmentProbe {
 
 impl SegmentProbe {
     /// The joined host rows of `item` (stage 2, module docs): a host batch probed by the
-    /// host path, a device batch on the device (bridged where it cannot); a device batch
+    /// host path, a device batch on the device (refused in place where it cannot); a device batch
     /// the device fails is replayed on the CPU ([`crate::segment`]) and probed there.
     pub(super) fn rows(&self, item: SegmentBatch) -> Result<RecordBatch> {
         let host = match self.device_or_replayed(item, |batch| {
             probe_device_batch(
                 &self.exec,
                 &self.metrics,
-                &self.bridged,
                 &self.side,
                 batch,
                 &self.join,
@@ -126,19 +124,13 @@ impl SegmentProbe {
             join_device_batch(
                 &self.exec,
                 &self.metrics,
-                &self.bridged,
                 &self.side,
                 batch,
                 &self.join,
                 &self.schema,
             )
         })? {
-            Ok(out) => {
-                return Ok(SegmentBatch::Device {
-                    batch: out,
-                    origin: None,
-                });
-            }
+            Ok(out) => return Ok(SegmentBatch::new(out, None)),
             Err(host) => host,
         };
         let out = probe_batch(
@@ -149,7 +141,7 @@ impl SegmentProbe {
             &self.join,
             &self.schema,
         )?;
-        Ok(SegmentBatch::Host(out))
+        Ok(SegmentBatch::host(out))
     }
 
     /// `on_device`'s output for a device batch (`Ok(Ok(_))`), or the host batch to probe
@@ -160,17 +152,16 @@ impl SegmentProbe {
         item: SegmentBatch,
         on_device: impl FnOnce(&DeviceBatch) -> Result<T>,
     ) -> Result<std::result::Result<T, RecordBatch>> {
-        let (batch, origin) = match item {
-            SegmentBatch::Host(host) => return Ok(Err(host)),
-            SegmentBatch::Device { batch, origin } => (batch, origin),
-        };
+        if let Some(host) = item.batch.as_host() {
+            return Ok(Err(host.clone()));
+        }
         Replay {
             input: &self.input,
             exec: &self.exec,
             metrics: &self.metrics,
             operator: "GpuHashJoinExec",
         }
-        .device_or_replayed(&batch, origin.as_deref(), on_device)
+        .device_or_replayed(&item.batch, item.origin.as_deref(), on_device)
     }
 }
 
@@ -291,7 +282,6 @@ impl ResidentExec for GpuHashJoinExec {
         let Probing {
             exec,
             metrics,
-            bridged,
             join,
             schema,
             build,
@@ -303,7 +293,6 @@ impl ResidentExec for GpuHashJoinExec {
             let probing = SegmentProbe {
                 exec,
                 metrics,
-                bridged,
                 side: build.await?,
                 input: probe,
                 join,
@@ -384,9 +373,7 @@ pub(super) async fn collect_and_build(
     } = inputs;
     // Copies, kernels and the host build's device table block: off the runtime's workers.
     tokio::task::spawn_blocking(move || {
-        let on_device = items
-            .iter()
-            .all(|item| matches!(item, SegmentBatch::Device { .. }));
+        let on_device = items.iter().all(|item| item.batch.on_device().is_some());
         if !on_device {
             // Host batches among them (the CPU backend's, or replayed after a device
             // failure): the side is built from host batches.
@@ -407,10 +394,7 @@ pub(super) async fn collect_and_build(
         }
         let (batches, origins): (Vec<DeviceBatch>, Vec<Option<Arc<RecordBatch>>>) = items
             .into_iter()
-            .filter_map(|item| match item {
-                SegmentBatch::Device { batch, origin } => Some((batch, origin)),
-                SegmentBatch::Host(_) => None,
-            })
+            .map(|item| (item.batch, item.origin))
             .unzip();
         // The side's device bytes (its batches appended, then the table) claimed under
         // the limit; refused, the side is kept on the host.
@@ -481,11 +465,9 @@ pub(super) async fn collect_and_build(
 /// The host memory a segment item adds (a host batch's, or a device batch's origin),
 /// each allocation counted once across the items `counter` has seen.
 fn host_bytes(item: &SegmentBatch, counter: &mut RecordBatchMemoryCounter) -> usize {
-    match item {
-        SegmentBatch::Host(batch) => counter.count_batch(batch),
-        SegmentBatch::Device { origin, .. } => {
-            origin.as_ref().map_or(0, |o| counter.count_batch(o))
-        }
+    match (item.batch.as_host(), &item.origin) {
+        (Some(batch), _) => counter.count_batch(batch),
+        (None, origin) => origin.as_ref().map_or(0, |o| counter.count_batch(o)),
     }
 }
 
@@ -499,22 +481,19 @@ fn host_batches(
 ) -> Result<Vec<RecordBatch>> {
     items
         .into_iter()
-        .map(|item| match item {
-            SegmentBatch::Host(host) => Ok(host),
-            SegmentBatch::Device { batch, origin } => {
-                resident::download(exec.backend.as_ref(), &exec.stream, &batch)
-                    .map_err(DataFusionError::from)
-                    .or_else(|err| {
-                        recover(
-                            err,
-                            origin.as_deref(),
-                            source,
-                            exec,
-                            metrics,
-                            "GpuHashJoinExec",
-                        )
-                    })
-            }
+        .map(|item| {
+            resident::download(exec.backend.as_ref(), &exec.stream, &item.batch)
+                .map_err(DataFusionError::from)
+                .or_else(|err| {
+                    recover(
+                        err,
+                        item.origin.as_deref(),
+                        source,
+                        exec,
+                        metrics,
+                        "GpuHashJoinExec",
+                    )
+                })
         })
         .collect()
 }
@@ -632,11 +611,11 @@ fn build_on_device(
 }
 
 /// Joins one device batch into a device batch: on the device where both sides are
-/// there and the join is one it runs (module docs), bridged through the host otherwise.
+/// there and the join is one it runs (module docs); otherwise refused in place and
+/// probed by the host path, its output left on the host.
 fn join_device_batch(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
-    bridged: &Count,
     side: &BuildSide,
     batch: &DeviceBatch,
     join: &ProbeSpec,
@@ -645,10 +624,9 @@ fn join_device_batch(
     if let Some(out) = join_on_device(exec, metrics, side, batch, join, schema)? {
         return Ok(out);
     }
-    let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
+    let (host, _) = refused(exec, metrics, batch)?;
     let out = probe_batch(exec, metrics, side, &host, join, schema)?;
-    bridged.add(1);
-    Ok(resident::upload(exec.backend.as_ref(), &exec.stream, &out)?)
+    Ok(DeviceBatch::host(out))
 }
 
 /// The join of `batch` with a build side on the device, or `None` where this join,

@@ -1,4 +1,5 @@
-//! `GpuPartialAggregateExec` over device-resident batches (ADR-0014, stage 2).
+//! `GpuPartialAggregateExec`'s one batch function, over segment batches in either form
+//! ([`crate::segment`]).
 //!
 //! Where the aggregate's input hands on device batches (a GPU filter or projection
 //! between transitions), the aggregate reads them in place and is itself the way back to
@@ -13,9 +14,10 @@
 //! aggregate exactly), COUNT(*) and
 //! COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and floats. An
 //! aggregate outside that (a cast the device would have to compute) makes the operator
-//! *bridge* every batch: download it and run the host path. So does a backend that
-//! refuses the batch (CUDA for a decimal column whose batch needs more than 64 bits).
-//! Host batches (the CPU backend's, or replayed) run the host path; a batch the device
+//! refuse every device batch in place: copy it back and run the host path
+//! (`refused_batches`). So does a backend that refuses the batch (CUDA for a decimal
+//! column whose batch needs more than 64 bits). Host batches (the CPU backend's, a host
+//! input's, or ones refused or replayed below) run the host path; a batch the device
 //! fails is replayed on the CPU from its origin ([`crate::segment`]). Once grouping stops
 //! reducing, batches are downloaded and pass through as their own states, as on the host
 //! path.
@@ -27,8 +29,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::Count;
-use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_core::EngineError;
 use oxidelake_device::ops::{Agg, AggFunc, AggInput as DeviceAggInput, AggregateArgs};
 use oxidelake_device::resident::{self, DeviceBatch};
 
@@ -154,7 +155,6 @@ pub(super) struct ResidentBatches {
     pub(super) probe: Mutex<SkipProbe>,
     pub(super) exec: ExecBackend,
     pub(super) metrics: OperatorMetrics,
-    pub(super) bridged: Count,
     /// The node handing on the batches (to replay one on the CPU).
     pub(super) input: Arc<dyn ExecutionPlan>,
 }
@@ -169,30 +169,24 @@ impl ResidentBatches {
             .probe
             .lock()
             .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
-        let (batch, origin) = match item {
-            // On the CPU backend its own path; on a device, a host batch is one replayed
-            // below after a device failure, and stays on the CPU.
-            SegmentBatch::Host(host) => {
-                let run = match self.exec.kind() {
-                    BackendKind::CpuSimd => HostRun::Backend,
-                    _ => HostRun::Cpu { counted: false },
-                };
-                return self.host_states(&mut probe, &host, run, started, 0);
-            }
-            SegmentBatch::Device { batch, origin } => (batch, origin),
-        };
+        if let Some(host) = item.batch.as_host() {
+            // The CPU backend's batches, a host input's, or one the device refused or
+            // failed below: the host path, on the backend where it can.
+            return self.host_states(&mut probe, host, HostRun::Backend, started, 0);
+        }
         let replay = Replay {
             input: &self.input,
             exec: &self.exec,
             metrics: &self.metrics,
             operator: "GpuPartialAggregateExec",
         };
-        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
-            self.device_states(&mut probe, batch, started)
-        })? {
-            Ok(out) => return Ok(out),
-            Err(host) => host,
-        };
+        let replayed =
+            match replay.device_or_replayed(&item.batch, item.origin.as_deref(), |batch| {
+                self.device_states(&mut probe, batch, started)
+            })? {
+                Ok(out) => return Ok(out),
+                Err(host) => host,
+            };
         // The replay counted the batch as a CPU one already.
         self.host_states(
             &mut probe,
@@ -262,7 +256,11 @@ impl ResidentBatches {
             }
         }
         let host = self.download(batch)?;
-        self.bridged.add(1);
+        if on_device {
+            // Refused in place (no device plan, or the backend's refusal); not after
+            // running out of memory or past the budget, which are counted as such.
+            self.metrics.refused_batches.add(1);
+        }
         let moved = self.exec.bytes_moved(|| batch.bytes());
         let run = match on_device {
             true => HostRun::Backend,

@@ -1,4 +1,5 @@
-//! `GpuProjectionExec` inside a device segment ([`crate::segment`]).
+//! `GpuProjectionExec`'s one batch function, over segment batches in either form
+//! ([`crate::segment`]), and the projection inside a device segment.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,21 +8,19 @@ use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::{Count, MetricBuilder};
-use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_core::EngineError;
 use oxidelake_device::DeviceBatch;
 use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, bridge, replay_below, resident_input};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, each_batch};
+use crate::segment::replay::{Replay, refused, replay_below, resident_input};
+use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, SegmentBatches, each_batch};
 
-/// What one partition's projection of segment batches needs.
+/// What one partition's projection needs.
 struct Projecting {
     exec: ExecBackend,
     metrics: OperatorMetrics,
-    bridged: Count,
     input: Arc<dyn ExecutionPlan>,
     projection: Projection,
     /// The outputs as the device computes them (`None`: a constant, host path only).
@@ -29,45 +28,54 @@ struct Projecting {
 }
 
 impl Projecting {
-    /// One segment batch projected: a device batch on the device (bridged through the
-    /// host where the device refuses it or its values outgrow 64 bits), a host batch on
-    /// the host; a device batch the device fails is replayed on the CPU.
+    /// One segment batch projected: a device batch on the device (by the host path where
+    /// the device refuses it or its values outgrow 64 bits), a host batch by the host
+    /// path; a device batch the device fails is replayed on the CPU.
     fn project(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         let started = Instant::now();
-        let (batch, origin) = match item {
-            SegmentBatch::Host(host) => {
-                // On the CPU backend its own path; on a device, a host batch is one
-                // replayed below after a device failure, and stays on the CPU.
-                let cpu_backend = self.exec.kind() == BackendKind::CpuSimd;
-                let (out, moved) =
-                    self.projection
-                        .project(&self.exec, &self.metrics, &host, cpu_backend)?;
-                self.metrics
-                    .record(host.num_rows(), out.num_rows(), started, moved);
-                return Ok(SegmentBatch::Host(out));
-            }
-            SegmentBatch::Device { batch, origin } => (batch, origin),
-        };
+        if let Some(host) = item.batch.as_host() {
+            return Ok(SegmentBatch::host(self.on_host(host, started, 0, true)?));
+        }
         let replay = Replay {
             input: &self.input,
             exec: &self.exec,
             metrics: &self.metrics,
             operator: "GpuProjectionExec",
         };
-        let replayed = match replay.device_or_replayed(&batch, origin.as_deref(), |batch| {
+        match replay.device_or_replayed(&item.batch, item.origin.as_deref(), |batch| {
             self.on_device(batch, started)
         })? {
-            Ok(out) => return Ok(SegmentBatch::Device { batch: out, origin }),
-            Err(host) => host,
-        };
-        let out = self.projection.on_cpu(&replayed)?;
-        self.metrics
-            .record(replayed.num_rows(), out.num_rows(), started, 0);
-        Ok(SegmentBatch::Host(out))
+            Ok(out) => Ok(SegmentBatch::new(out, item.origin)),
+            Err(replayed) => {
+                let out = self.projection.on_cpu(&replayed)?;
+                self.metrics
+                    .record(replayed.num_rows(), out.num_rows(), started, 0);
+                Ok(SegmentBatch::host(out))
+            }
+        }
     }
 
-    /// `batch`'s columns computed on the device into a device batch, or bridged through
-    /// the host where the backend refuses it or a value outgrows 64 bits.
+    /// `host` projected by the host path (its computed columns by the backend where
+    /// `device`, see [`Projection::project`]); `moved` counts the bytes that brought the
+    /// batch to the host.
+    fn on_host(
+        &self,
+        host: &RecordBatch,
+        started: Instant,
+        moved: usize,
+        device: bool,
+    ) -> Result<RecordBatch> {
+        let (out, computed) = self
+            .projection
+            .project(&self.exec, &self.metrics, host, device)?;
+        self.metrics
+            .record(host.num_rows(), out.num_rows(), started, moved + computed);
+        Ok(out)
+    }
+
+    /// `batch`'s columns computed on the device into a device batch, or by the host path
+    /// where the backend refuses it or a value outgrows 64 bits (then by DataFusion's
+    /// 128-bit expressions).
     fn on_device(&self, batch: &DeviceBatch, started: Instant) -> Result<DeviceBatch> {
         let exec = &self.exec;
         let mut device = true;
@@ -91,27 +99,23 @@ impl Projecting {
                 Err(err) => return Err(DataFusionError::from(err)),
             }
         }
-        bridge(exec, &self.metrics, &self.bridged, batch, started, |host| {
-            self.projection.project(exec, &self.metrics, host, device)
-        })
+        let (host, moved) = refused(exec, &self.metrics, batch)?;
+        Ok(DeviceBatch::host(
+            self.on_host(&host, started, moved, device)?,
+        ))
     }
 }
 
-impl ResidentExec for GpuProjectionExec {
-    /// Computes its columns on its input's segment batches: device batches on the device
-    /// where the backend can (`GpuBackend::evaluate`), others
-    /// *bridged* (copied to the host, projected by the host path, copied back:
-    /// `bridged_batches`); a batch whose values outgrow 64 bits on the device is bridged
-    /// to DataFusion's expressions (`cpu_fallback_batches` counts it too); host batches
-    /// on the host. A batch the device fails is replayed on the CPU from its origin
-    /// ([`crate::segment`]).
-    fn execute_resident(
+impl GpuProjectionExec {
+    /// `batches` of `partition` projected one at a time on `exec`'s backend
+    /// ([`Projecting::project`]).
+    pub(super) fn projected(
         &self,
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
-        let input = resident_input(&self.input, "GpuProjectionExec", partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        exec: ExecBackend,
+        batches: SegmentBatches,
+    ) -> SegmentBatches {
+        let backend = Arc::clone(&exec.backend);
         let metrics = OperatorMetrics::new(
             &self.metrics,
             partition,
@@ -122,14 +126,30 @@ impl ResidentExec for GpuProjectionExec {
         let projecting = Projecting {
             exec,
             metrics,
-            bridged: MetricBuilder::new(&self.metrics).counter("bridged_batches", partition),
             input: Arc::clone(&self.input),
             outputs: self.projection.resident_outputs(),
             projection: self.projection.clone(),
         };
-        let batches = each_batch(input.batches, input.backend.as_ref(), move |item| {
+        each_batch(batches, backend.as_ref(), move |item| {
             projecting.project(item)
-        });
+        })
+    }
+}
+
+impl ResidentExec for GpuProjectionExec {
+    /// Computes its columns on its input's segment batches ([`Projecting::project`]). A
+    /// batch whose values outgrow 64 bits on the device goes to DataFusion's
+    /// expressions (`cpu_fallback_batches` counts it too); a batch the device fails is
+    /// replayed on the CPU from its origin ([`crate::segment`]).
+    fn execute_resident(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<ResidentStream> {
+        let config = context.session_config().clone();
+        let input = resident_input(&self.input, "GpuProjectionExec", partition, context)?;
+        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
+        let batches = self.projected(partition, exec, input.batches);
         Ok(ResidentStream {
             backend: input.backend,
             detected: input.detected,

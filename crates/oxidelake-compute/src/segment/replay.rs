@@ -2,13 +2,11 @@
 //! device fails is replayed on the CPU (see [`crate::segment`]).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::Count;
 use oxidelake_core::EngineError;
 use oxidelake_device::resident::{self, DeviceBatch};
 
@@ -52,24 +50,18 @@ pub(crate) fn resident_input(
         .execute_resident(partition, context)
 }
 
-/// Runs a resident operator's host path on `batch` (a *bridged* batch): copies it to the
-/// host, runs `host_work` (its output and the bytes that work moved), copies the output
-/// back, and records the batch in `metrics` and `bridged`.
-pub(crate) fn bridge(
+/// The host copy of `batch`, a device batch the backend refused in place: copied back
+/// once, counted in `refused_batches`, and run by the operator's host path from there
+/// (it stays on the host for the rest of its segment). Returns the copy and the bytes
+/// that crossed.
+pub(crate) fn refused(
     exec: &ExecBackend,
     metrics: &OperatorMetrics,
-    bridged: &Count,
     batch: &DeviceBatch,
-    started: Instant,
-    host_work: impl FnOnce(&RecordBatch) -> Result<(RecordBatch, usize)>,
-) -> Result<DeviceBatch> {
+) -> Result<(RecordBatch, usize)> {
     let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
-    let (out, moved) = host_work(&host)?;
-    let back = resident::upload(exec.backend.as_ref(), &exec.stream, &out)?;
-    bridged.add(1);
-    let moved = moved + exec.bytes_moved(|| batch.bytes() + back.bytes());
-    metrics.record(host.num_rows(), out.num_rows(), started, moved);
-    Ok(back)
+    metrics.refused_batches.add(1);
+    Ok((host, exec.bytes_moved(|| batch.bytes())))
 }
 
 /// Whether `err`, from an operator's device work on a batch, is the device failing (so

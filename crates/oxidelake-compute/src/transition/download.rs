@@ -148,14 +148,12 @@ impl ExecutionPlan for DeviceToHostExec {
                 Arc::clone(&input),
             );
             async move {
-                let (batch, origin) = match batch? {
-                    SegmentBatch::Host(host) => {
-                        let no_device = metrics.operator.no_device;
-                        metrics.host_batch(host.num_rows(), Instant::now(), no_device);
-                        return Ok(host);
-                    }
-                    SegmentBatch::Device { batch, origin } => (batch, origin),
-                };
+                let SegmentBatch { batch, origin } = batch?;
+                if let Some(host) = batch.as_host() {
+                    let no_device = metrics.operator.no_device;
+                    metrics.host_batch(host.num_rows(), Instant::now(), no_device);
+                    return Ok(host.clone());
+                }
                 blocking(move || {
                     let started = Instant::now();
                     let replayed =

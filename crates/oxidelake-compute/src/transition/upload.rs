@@ -164,7 +164,7 @@ impl ResidentExec for HostToDeviceExec {
                 // EXPLAIN ANALYZE says so, as for every operator placed so.
                 let no_device = metrics.operator.no_device;
                 metrics.host_batch(batch.num_rows(), Instant::now(), no_device);
-                Ok(SegmentBatch::Host(batch))
+                Ok(SegmentBatch::host(batch))
             });
             return Ok(ResidentStream {
                 backend,
@@ -213,15 +213,12 @@ fn upload_or_keep(
     let started = Instant::now();
     if exec.is_degraded() {
         metrics.host_batch(batch.num_rows(), started, true);
-        return SegmentBatch::Host(batch);
+        return SegmentBatch::host(batch);
     }
     match resident::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
         Ok(resident) => {
             metrics.record(exec, batch.num_rows(), started, resident.bytes(), pool);
-            SegmentBatch::Device {
-                batch: resident,
-                origin: Some(Arc::new(batch)),
-            }
+            SegmentBatch::new(resident, Some(Arc::new(batch)))
         }
         Err(err) => {
             tracing::warn!(
@@ -231,7 +228,7 @@ fn upload_or_keep(
             exec.degrade();
             metrics.operator.device_errors.add(1);
             metrics.host_batch(batch.num_rows(), started, true);
-            SegmentBatch::Host(batch)
+            SegmentBatch::host(batch)
         }
     }
 }

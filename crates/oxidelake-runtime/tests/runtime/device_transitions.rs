@@ -5,7 +5,7 @@
 //! EXPLAIN shows; the partial aggregate's result is what comes back to the host; the
 //! answer is that of the plan placed for the CPU. Without a GPU the batches stay host
 //! batches: the upload copies nothing (`copies` 0) and each operator runs its CPU path
-//! on them without bridging (`bridged_batches` 0). `scripts/test-cuda-emulated.sh` runs
+//! on them. `scripts/test-cuda-emulated.sh` runs
 //! the tests again with `OXIDE_BACKEND=cuda`, where the CUDA backend filters the batches,
 //! computes their products (31-digit decimals, held as 64-bit images while they fit) and
 //! groups and sums them where they lie: every row a scan hands on crosses to the device
@@ -142,9 +142,9 @@ const GPU_OPERATORS: [&str; 4] = [
 ///   (its `rows_in` equals the input's `output_rows`), and a GPU filter or projection
 ///   reading an upload took each copied batch once (its `output_batches` equals the
 ///   upload's `copies`); on the CPU backend nothing was copied (`copies` 0);
-/// - between: no GPU operator bridged a batch through the host (on a device each worked
-///   on the batches where they lie, on the CPU backend each ran its CPU path on host
-///   batches), and the device failed none (`device_errors` 0);
+/// - between: on a device no GPU operator refused a batch in place (each worked on the
+///   batches where they lie: `refused_batches` 0; on the CPU backend each ran its CPU
+///   path on host batches), and the device failed none (`device_errors` 0);
 /// - out: the plan has no `DeviceToHostExec`: its partial aggregates read the device
 ///   batches (`input=device`), each taking every row the operator below it handed on,
 ///   and their groups are the one way back to the host.
@@ -190,9 +190,9 @@ fn check_crossings(plan: &Arc<dyn ExecutionPlan>, what: &str) -> usize {
     assert!(text.contains("input=device"), "{what}\n{text}");
     for node in GPU_OPERATORS {
         assert_eq!(
-            metric(plan, node, "bridged_batches"),
+            metric(plan, node, "refused_batches"),
             0,
-            "{what} {node}: no batch bridged through the host"
+            "{what} {node}: no batch refused in place"
         );
         assert_eq!(
             metric(plan, node, "device_errors"),
@@ -286,8 +286,8 @@ async fn tpch_q1_crosses_to_the_device_once_and_back_as_its_partial_aggregates_g
 /// probes there (`build=device`, `probe=device`: build sides appended and indexed where
 /// they lie, Q5's two-column key combined there, joined rows gathered from both sides),
 /// and so do the revenue product and the partial aggregate, whose groups are the one way
-/// back: the plans have no `DeviceToHostExec`. On the emulated driver nothing is
-/// bridged; on the CPU backend nothing is copied or bridged. Answers equal the plan
+/// back: the plans have no `DeviceToHostExec`. On the emulated driver no batch is
+/// refused in place; on the CPU backend nothing is copied. Answers equal the plan
 /// placed for the CPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_q3_and_q5_cross_to_the_device_once_per_scan_and_back_once_as_their_aggregates_groups()

@@ -98,7 +98,7 @@ async fn a_join_of_two_resident_inputs_builds_and_joins_on_the_device_and_downlo
         (&joined, "join"),
     ] {
         assert_eq!(
-            metric(node, "bridged_batches"),
+            metric(node, "refused_batches"),
             0,
             "{name}: no batch via the host"
         );
@@ -216,7 +216,7 @@ async fn a_join_on_two_integer_keys_combines_them_on_the_device_for_the_build_an
         .await;
         let rows = assert_same_rows(&format!("two keys, {join_type}"), &ours, &stock, 0.0);
         assert!(rows > 500, "{join_type}: {rows}");
-        assert_eq!(metric(&joined, "bridged_batches"), 0, "{join_type}");
+        assert_eq!(metric(&joined, "refused_batches"), 0, "{join_type}");
         assert_eq!(metric(&joined, "cpu_fallback_batches"), 0, "{join_type}");
         let count = traced_ops();
         assert_eq!(count("launch join_build"), 1, "{join_type}");
@@ -253,8 +253,8 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
             Some(total / 100 * oxidelake_compute::DEFAULT_DEVICE_SHARE_PERCENT as usize)
         );
     }
-    // (device limit, build sides kept on the host, probe batches bridged)
-    for (limit, on_host, bridged) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
+    // (device limit, build sides kept on the host, probe batches refused in place)
+    for (limit, on_host, refused) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
         let backend = cuda();
         let fixed = BackendChoice::Fixed(backend.clone());
         let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
@@ -288,12 +288,12 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
             on_host,
             "limit {limit}"
         );
-        assert_eq!(metric(&joined, "bridged_batches"), bridged, "limit {limit}");
+        assert_eq!(metric(&joined, "refused_batches"), refused, "limit {limit}");
         // Refused, the side takes no device memory: its table is the CPU's, which
         // every probe batch then goes through.
         assert_eq!(
             metric(&joined, "cpu_fallback_batches"),
-            bridged,
+            refused,
             "limit {limit}"
         );
         drop((d2h, joined));
