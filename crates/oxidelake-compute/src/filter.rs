@@ -1,6 +1,6 @@
 //! `GpuFilterExec`: fused filter + projection.
 
-mod resident;
+mod batches;
 
 use std::fmt;
 use std::sync::Arc;

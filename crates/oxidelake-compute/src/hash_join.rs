@@ -17,7 +17,7 @@
 //!
 //! Where the probe input hands on device batches (ADR-0014), an inner, right semi or
 //! right anti join without a join filter on one integer-like key probes them where they
-//! lie and brings back only the joined rows (see `resident`); EXPLAIN says
+//! lie and brings back only the joined rows (see `device`); EXPLAIN says
 //! `probe=device`.
 //!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
@@ -26,11 +26,11 @@
 //! semi / anti join with the inputs swapped instead.
 
 mod build_memory;
+mod device;
 mod dynamic_filter;
 mod key_set;
 mod keys;
 mod radix;
-mod resident;
 mod residual;
 mod strings;
 mod widen;
@@ -71,8 +71,8 @@ use oxidelake_device::JoinTable;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
-use crate::segment::replay::as_resident;
-use crate::segment::{each_batch, input_batches};
+use crate::segment::each_batch;
+use crate::segment::replay::{as_segment, input_batches};
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
@@ -87,7 +87,7 @@ struct BuildSide {
     /// The build rows on the host: collected there, or copied from `device` the first
     /// time a host path needs them (a probe batch the device refused).
     host: std::sync::OnceLock<RecordBatch>,
-    /// The build rows on the device, where the side was built there (`resident`).
+    /// The build rows on the device, where the side was built there (`device`).
     device: Option<oxidelake_device::DeviceBatch>,
     /// Columns of the build input.
     width: usize,
@@ -98,7 +98,7 @@ struct BuildSide {
     /// part of the side on the host), for the dynamic filter.
     device_keys: Option<Vec<ArrayRef>>,
     /// For a side built on the device over several key columns: each digit's (min,
-    /// span, stride), which probes read their key columns with (`resident`).
+    /// span, stride), which probes read their key columns with (`device`).
     device_digits: Option<Vec<(i64, u64, i64)>>,
     /// For numbered keys: the build keys' numbers, which probes look up.
     dictionary: Option<KeyDictionary>,
@@ -138,7 +138,7 @@ impl BuildSide {
             DataFusionError::Internal("a join build side with no rows anywhere".into())
         })?;
         let batch =
-            oxidelake_device::resident::download(exec.backend.as_ref(), &exec.stream, device)
+            oxidelake_device::device_batch::download(exec.backend.as_ref(), &exec.stream, device)
                 .map_err(DataFusionError::from)?;
         Ok(self.host.get_or_init(|| {
             self.reservation.grow(batch.get_array_memory_size());
@@ -393,7 +393,7 @@ impl GpuHashJoinExec {
     }
 
     /// This join with a build side built on the device bounded by `limit`
-    /// (`oxidelake.memory.device_limit`; see `resident`).
+    /// (`oxidelake.memory.device_limit`; see `device`).
     pub fn with_device_limit(mut self, limit: Option<usize>) -> Self {
         self.device_limit = limit;
         self
@@ -536,7 +536,7 @@ impl GpuHashJoinExec {
 
     /// What probing `partition` needs: the backend, metrics, the probe spec and the
     /// build side's future. `device_build` is the build input whose device batches the
-    /// side is built from (`resident`), if it is built on the device.
+    /// side is built from (`device`), if it is built on the device.
     fn probing(
         &self,
         partition: usize,
@@ -632,7 +632,7 @@ impl GpuHashJoinExec {
 
     /// Whether a device can probe this join with device batches where they lie: an
     /// inner, right semi or right anti join without a join filter, on one key the device
-    /// widens to Int64 (see `resident`). The transition rule hands such a join its probe
+    /// widens to Int64 (see `device`). The transition rule hands such a join its probe
     /// input's device batches.
     pub fn probes_device_batches(&self) -> bool {
         let right = self.right.schema();
@@ -647,7 +647,7 @@ impl GpuHashJoinExec {
     }
 
     /// Whether a device can run this join where both inputs are device batches
-    /// (stage 3, see `resident`): an inner, right semi or right anti join without a join
+    /// (stage 3, see `device`): an inner, right semi or right anti join without a join
     /// filter, on key columns that are all integer-like (one key read in place, several
     /// combined into one key digit by digit). The transition rule makes such a join a
     /// resident operator when its inputs hand on device batches, or one does and the
@@ -696,7 +696,7 @@ impl DisplayAs for GpuHashJoinExec {
                     self.join_type,
                     on.join(", ")
                 )?;
-                if as_resident(&self.right).is_some() {
+                if as_segment(&self.right).is_some() {
                     write!(f, ", probe=device")?;
                 }
                 if self.gives_device_batches() {
@@ -855,7 +855,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        // Device batches where the probe input hands them on (see `resident`), host
+        // Device batches where the probe input hands them on (see `device`), host
         // batches otherwise, gathered to a device's batch size.
         let input = input_batches(
             &self.right,
@@ -879,7 +879,7 @@ impl ExecutionPlan for GpuHashJoinExec {
         let probe_plan = Arc::clone(&self.right);
         let stream = futures::stream::once(async move {
             let output = Arc::clone(&schema);
-            let probing = resident::SegmentProbe {
+            let probing = device::SegmentProbe {
                 exec,
                 metrics,
                 side: build.await?,
@@ -985,7 +985,7 @@ fn slices(batch: &RecordBatch, rows: usize) -> Vec<RecordBatch> {
 struct BuildInputs {
     left: Arc<dyn ExecutionPlan>,
     /// The plan whose device batches the side is built from, when it is built on the
-    /// device (`resident`): the left input, or the input of its partition coalescing.
+    /// device (`device`): the left input, or the input of its partition coalescing.
     device_source: Option<Arc<dyn ExecutionPlan>>,
     /// The device limit a side built on the device claims its bytes under.
     device_limit: Option<usize>,
@@ -1013,8 +1013,7 @@ impl BuildInputs {
         reservation: MemoryReservation,
     ) -> Result<Arc<BuildSide>> {
         if let Some(source) = self.device_source.clone() {
-            return resident::collect_and_build(self, source, partitions, context, reservation)
-                .await;
+            return device::collect_and_build(self, source, partitions, context, reservation).await;
         }
         let batches =
             build_memory::collect_reserved(&self.left, partitions, &context, &reservation).await?;

@@ -90,16 +90,16 @@ pub use join_filter::{
 };
 pub use options::keys as option_keys;
 pub use options::{CpuOperators, OxideOptions, PlacementTarget};
+pub use oxidelake_device::device_batch;
 pub use oxidelake_device::ops;
-pub use oxidelake_device::resident;
 pub use partial_aggregate::{
     AggInput, GpuPartialAggregateExec, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc,
 };
 pub use placement::placement_label;
 pub use projection::{GpuProjectionExec, is_constant};
 pub use repartition_grant::{RepartitionGrantPool, is_repartition_channel};
-pub use segment::replay::as_resident;
-pub use segment::{ResidentExec, ResidentStream, SegmentBatch, SegmentBatches};
+pub use segment::replay::as_segment;
+pub use segment::{SegmentBatch, SegmentBatches, SegmentExec, SegmentStream};
 pub use transition::{DeviceToHostExec, HostToDeviceExec};
 pub use udf::{L2Distance, l2_distance_udf};
 pub use vector_distance::GpuVectorDistanceExec;

@@ -32,15 +32,15 @@
 //! `pass_through`).
 //!
 //! Where the input hands on device batches (ADR-0014), the aggregate reads them where
-//! they lie and only its result comes back to the host (see `resident`); EXPLAIN says
+//! they lie and only its result comes back to the host (see `batches`); EXPLAIN says
 //! `input=device`.
 
+mod batches;
 mod digits;
 mod from_plan;
 mod keys;
 mod limbs;
 mod pass_through;
-mod resident;
 mod spec;
 
 use std::fmt;
@@ -69,8 +69,8 @@ use oxidelake_device::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
-use crate::segment::replay::as_resident;
-use crate::segment::{each_batch, input_batches};
+use crate::segment::each_batch;
+use crate::segment::replay::{as_segment, input_batches};
 
 use keys::KeyEncoding;
 use limbs::{exact_sum_state, limb_states};
@@ -244,7 +244,7 @@ impl DisplayAs for GpuPartialAggregateExec {
                 f,
                 "{}: mode=Partial, {}gby=[{}], aggr=[{}]",
                 placement_label("GpuPartialAggregateExec", self.placement),
-                if as_resident(&self.input).is_some() {
+                if as_segment(&self.input).is_some() {
                     "input=device, "
                 } else {
                     ""
@@ -694,12 +694,12 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         )?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let metrics = self.partition_metrics(partition, &exec);
-        let shared = resident::ResidentBatches {
+        let shared = batches::SegmentStates {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
             encoding: Arc::clone(&self.encoding),
             schema: Arc::clone(&self.schema),
-            plan: resident::ResidentPlan::new(&self.input.schema(), &self.aggregates),
+            plan: batches::DevicePlan::new(&self.input.schema(), &self.aggregates),
             probe: std::sync::Mutex::new(probe),
             exec,
             metrics,

@@ -12,9 +12,9 @@
 //! Between device transitions (ADR-0014) it takes and gives device batches: the backend
 //! computes the columns on the device batch (`GpuBackend::evaluate`), and a batch it
 //! refuses (a constant output, an operand held as 16-byte decimals) or whose values
-//! outgrow 64 bits is copied back once and goes on by the host path (see `resident`).
+//! outgrow 64 bits is copied back once and goes on by the host path (see `batches`).
 
-mod resident;
+mod batches;
 
 use std::fmt;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //!   batch leaves the segment, so that a device failure on any operator of the segment
 //!   (a launch, a copy, a sticky kernel fault, out of memory) can **replay** that batch
 //!   on the CPU: every operator below the failing one runs its CPU path on the origin
-//!   ([`ResidentExec::replay`]), the failing one runs its own CPU path on the result,
+//!   ([`SegmentExec::replay`]), the failing one runs its own CPU path on the result,
 //!   and the batch goes on as a host batch. The failure is counted (`device_errors`,
 //!   `cpu_fallback_batches`) and named in a warning; the failing operator's backend is
 //!   *degraded* (the rest of its execution runs on the CPU, as a failed device fails
@@ -26,7 +26,7 @@
 //!   columns a kernel reads cross) and falls back to the CPU on its own.
 //!
 //! An operator has one batch function for both forms; its `execute` (a host consumer's)
-//! runs that function over its input's host batches, its `execute_resident` over the
+//! runs that function over its input's host batches, its `execute_segment` over the
 //! segment batches below it.
 //!
 //! A join whose build side lives on the device hands on batches without an origin: its
@@ -44,7 +44,6 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{Stream, StreamExt};
 use oxidelake_core::{BackendKind, EngineError};
@@ -52,7 +51,6 @@ use oxidelake_device::{
     BatchSizes, CpuBackend, DeviceBatch, DeviceMemory, DeviceStream, GpuBackend,
 };
 
-use crate::exec_support::BackendChoice;
 use crate::gathering::{coalesce_small, gather};
 
 /// One batch between a plan's transitions (see the module docs): a [`DeviceBatch`] in
@@ -103,7 +101,7 @@ impl SegmentBatch {
 pub type SegmentBatches = Pin<Box<dyn Stream<Item = Result<SegmentBatch>> + Send>>;
 
 /// Device batches of one partition, with the backend whose memory holds them.
-pub struct ResidentStream {
+pub struct SegmentStream {
     /// The backend that allocated the batches; consumers run on it.
     pub backend: Arc<dyn GpuBackend>,
     /// Whether the hardware detector chose that backend (for the `no_device` metric).
@@ -112,22 +110,19 @@ pub struct ResidentStream {
     pub batches: SegmentBatches,
 }
 
-impl fmt::Debug for ResidentStream {
+impl fmt::Debug for SegmentStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResidentStream")
+        f.debug_struct("SegmentStream")
             .field("backend", &self.backend.kind())
             .finish()
     }
 }
 
 /// A node that can hand its output over as device batches.
-pub trait ResidentExec {
+pub trait SegmentExec {
     /// The output of `partition` as segment batches.
-    fn execute_resident(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<ResidentStream>;
+    fn execute_segment(&self, partition: usize, context: Arc<TaskContext>)
+    -> Result<SegmentStream>;
 
     /// The host batch this node hands on for the segment batch whose origin (the host
     /// batch its segment uploaded) is `origin`, computed by the CPU paths of this node
@@ -201,30 +196,6 @@ pub(crate) fn host_items(
         None => input,
     };
     Box::pin(input.map(|batch| batch.map(SegmentBatch::host)))
-}
-
-/// The batches of `partition` an operator that brings its output back to the host (a
-/// partial aggregate, a join's probe) works on: the segment batches its `input` hands on
-/// where it does, otherwise `input`'s host batches ([`host_items`], gathered to a
-/// device's batch size where `gathered`) on the backend `choice` gives an operator placed
-/// on `placement`.
-pub(crate) fn input_batches(
-    input: &Arc<dyn ExecutionPlan>,
-    (choice, placement): (&BackendChoice, BackendKind),
-    partition: usize,
-    context: Arc<TaskContext>,
-    gathered: bool,
-) -> Result<ResidentStream> {
-    if let Some(resident) = replay::as_resident(input) {
-        return resident.execute_resident(partition, context);
-    }
-    let (backend, detected) = choice.for_placement(placement);
-    let batching = backend.batching().filter(|_| gathered);
-    Ok(ResidentStream {
-        batches: host_items(input.execute(partition, context)?, batching),
-        backend,
-        detected,
-    })
 }
 
 /// What `batches` (of an operator fed by [`host_items`], so every one on the host) hold,

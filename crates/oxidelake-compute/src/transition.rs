@@ -3,7 +3,7 @@
 //! each other, and `DeviceToHostExec` copies them back once, where the next operator runs
 //! on the CPU (the segment and its replay on a device failure: [`crate::segment`]).
 //!
-//! Between the two, batches travel through [`ResidentExec::execute_resident`] rather than
+//! Between the two, batches travel through [`SegmentExec::execute_segment`] rather than
 //! `ExecutionPlan::execute`; DataFusion sees ordinary nodes with their input's schema.
 //! A `HostToDeviceExec` uploads one batch ahead of its consumer, so a copy overlaps the
 //! device work on the batch before it. Each transition stages its copies through a

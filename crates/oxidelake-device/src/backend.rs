@@ -95,15 +95,15 @@ pub trait DeviceMemory: Send + Sync + Debug {
     ) -> Result<u64, EngineError>;
 
     /// The pool that device batches on this backend take their allocations from and
-    /// give them back to (`resident::DevicePool`); `None` where allocating costs
+    /// give them back to (`device_batch::DevicePool`); `None` where allocating costs
     /// nothing worth pooling (the CPU backend's "device" is host memory).
-    fn device_pool(&self) -> Option<std::sync::Arc<crate::resident::DevicePool>> {
+    fn device_pool(&self) -> Option<std::sync::Arc<crate::device_batch::DevicePool>> {
         None
     }
 
     /// Columns `columns` of a batch on this device, copied to the host in their own
     /// types, without the rest of the batch. The default refuses with `Unsupported`;
-    /// [`crate::resident::download_columns`] then copies the whole batch.
+    /// [`crate::device_batch::download_columns`] then copies the whole batch.
     fn download_columns(
         &self,
         stream: &DeviceStream,

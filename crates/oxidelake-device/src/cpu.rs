@@ -59,7 +59,7 @@ impl CpuBackend {
     }
 
     /// `batch` as a host batch: itself, or (for device columns in this backend's memory,
-    /// made by [`crate::resident::upload_columns`]) copied out.
+    /// made by [`crate::device_batch::upload_columns`]) copied out.
     fn host_of<'a>(
         &self,
         stream: &DeviceStream,
@@ -68,7 +68,7 @@ impl CpuBackend {
         self.check_stream(stream)?;
         match batch.as_host() {
             Some(host) => Ok(Cow::Borrowed(host)),
-            None => crate::resident::download(self, stream, batch).map(Cow::Owned),
+            None => crate::device_batch::download(self, stream, batch).map(Cow::Owned),
         }
     }
 

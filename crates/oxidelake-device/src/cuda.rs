@@ -25,9 +25,9 @@ use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::HostAllocator;
 
 use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::device_batch::DeviceColumns;
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::kernels::CudaKernel;
-use crate::resident::DeviceColumns;
 use crate::{
     CudaAvailability, DeviceBatch, DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend,
     HostBuffer, MemoryInfo,
@@ -134,7 +134,7 @@ impl CudaBackend {
                 arch,
                 modules: Mutex::new(HashMap::new()),
                 batching,
-                device_pool: Arc::new(crate::resident::DevicePool::new(device_pool_bytes)),
+                device_pool: Arc::new(crate::device_batch::DevicePool::new(device_pool_bytes)),
             },
         })
     }
@@ -148,12 +148,12 @@ impl CudaBackend {
     /// The same backend with a device pool that keeps at most `bytes` of device-batch
     /// allocations parked (0: every device batch allocates; for comparisons).
     pub fn with_device_pool_bytes(mut self, bytes: usize) -> Self {
-        self.gpu.device_pool = Arc::new(crate::resident::DevicePool::new(bytes));
+        self.gpu.device_pool = Arc::new(crate::device_batch::DevicePool::new(bytes));
         self
     }
 
     /// The device pool's counters: allocations made and reused, bytes parked.
-    pub fn device_pool_stats(&self) -> crate::resident::DevicePoolStats {
+    pub fn device_pool_stats(&self) -> crate::device_batch::DevicePoolStats {
         self.gpu.device_pool.stats()
     }
 
@@ -197,7 +197,7 @@ impl CudaBackend {
                 columns.memory().device(),
                 "device batch",
             )),
-            (None, Some(host)) => crate::resident::upload_columns(self, stream, host, None)
+            (None, Some(host)) => crate::device_batch::upload_columns(self, stream, host, None)
                 .map(OnThisDevice::Uploaded),
             (None, None) => Err(EngineError::Internal("a batch in neither form".into())),
         }
@@ -379,7 +379,7 @@ impl DeviceMemory for CudaBackend {
             .ok_or_else(|| EngineError::Internal("count_unset_bits returned no value".into()))
     }
 
-    fn device_pool(&self) -> Option<Arc<crate::resident::DevicePool>> {
+    fn device_pool(&self) -> Option<Arc<crate::device_batch::DevicePool>> {
         Some(Arc::clone(&self.gpu.device_pool))
     }
 

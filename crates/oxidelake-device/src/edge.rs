@@ -34,7 +34,7 @@ use crate::ops::{
     HostFilterArgs, JoinKey, JoinMatches, Predicate, ProbeArgs, ProbeRows, ProjectedColumn,
     ValueColumn, check_value_column, output_array,
 };
-use crate::{DeviceBatch, DeviceStream, GpuBackend, JoinTable, resident};
+use crate::{DeviceBatch, DeviceStream, GpuBackend, JoinTable, device_batch};
 
 /// The columns of `batch` at `columns`, as one batch, and the position in it of each
 /// column of `batch` (`usize::MAX` for the others).
@@ -88,7 +88,7 @@ pub fn filter_project(
         // The backend's filter checks the arguments and runs over the whole batch.
         let whole = DeviceBatch::host(args.batch.clone());
         let kept = backend.filter_project(stream, &whole, args.predicates, args.projection)?;
-        return resident::download(backend, stream, &kept);
+        return device_batch::download(backend, stream, &kept);
     }
     validate::filter_project(&args)?;
     let projected = args.batch.project(args.projection)?;
@@ -105,9 +105,9 @@ pub fn filter_project(
         .collect();
     let host = narrow.with_row_numbers()?;
     let row_column = host.num_columns() - 1;
-    let on_device = resident::upload(backend, stream, &host)?;
+    let on_device = device_batch::upload(backend, stream, &host)?;
     let kept = backend.filter_project(stream, &on_device, &predicates, &[row_column])?;
-    let rows = resident::download_columns(backend, stream, &kept, &[0])?;
+    let rows = device_batch::download_columns(backend, stream, &kept, &[0])?;
     let indices = rows
         .first()
         .and_then(|a| a.as_primitive_opt::<UInt32Type>())
@@ -151,7 +151,7 @@ pub fn evaluate(
             .map(|(i, c)| Field::new(format!("c{i}"), c.data_type.clone(), true))
             .collect::<Vec<_>>(),
     ));
-    let on_device = resident::upload(backend, stream, &narrow.batch)?;
+    let on_device = device_batch::upload(backend, stream, &narrow.batch)?;
     let computed = backend.evaluate(
         stream,
         EvaluateArgs {
@@ -161,7 +161,7 @@ pub fn evaluate(
             schema: &schema,
         },
     )?;
-    Ok(resident::download(backend, stream, &computed)?
+    Ok(device_batch::download(backend, stream, &computed)?
         .columns()
         .to_vec())
 }
@@ -196,7 +196,7 @@ pub fn aggregate(
             }
         })
         .collect();
-    let on_device = resident::upload(backend, stream, &narrow.batch)?;
+    let on_device = device_batch::upload(backend, stream, &narrow.batch)?;
     let groups = backend.aggregate(
         stream,
         AggregateArgs {
@@ -215,7 +215,7 @@ pub fn build_join_table(
     keys: &Int64Array,
 ) -> Result<JoinTable, EngineError> {
     let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
-    let batch = resident::upload(backend, stream, &host)?;
+    let batch = device_batch::upload(backend, stream, &host)?;
     backend.build_join_table(stream, &batch, JoinKey::Column(0))
 }
 
@@ -236,7 +236,7 @@ pub fn probe_join_table(
             Arc::new(UInt32Array::from_iter_values(0..rows)) as ArrayRef,
         ),
     ])?;
-    let batch = resident::upload(backend, stream, &host)?;
+    let batch = device_batch::upload(backend, stream, &host)?;
     let matches = backend.probe_join_table(
         stream,
         table,

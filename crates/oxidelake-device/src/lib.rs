@@ -31,6 +31,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod detector;
+pub mod device_batch;
 pub mod edge;
 mod handles;
 pub mod kernels;
@@ -40,7 +41,6 @@ mod metal;
 pub mod nvrtc;
 pub mod ops;
 mod predicate;
-pub mod resident;
 mod value;
 
 pub use backend::{DeviceMemory, GpuBackend, MemoryInfo};
@@ -49,8 +49,8 @@ pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 pub use cuda::CudaBackend;
 pub use detector::HardwareDetector;
+pub use device_batch::DeviceBatch;
 pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 #[cfg(all(feature = "metal", target_os = "macos"))]
 pub use metal::MetalBackend;
 pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};
-pub use resident::DeviceBatch;

@@ -51,7 +51,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
-use oxidelake_compute::resident::check_resident_schema;
+use oxidelake_compute::device_batch::check_device_schema;
 use oxidelake_compute::{GpuFilterExec, JoinFilterExec};
 use oxidelake_core::BackendKind;
 
@@ -70,8 +70,8 @@ impl JoinFilterRowsRule {
 /// a device, over columns a device batch can hold (the rule's own test).
 fn between_transitions(filter: &GpuFilterExec) -> bool {
     filter.placement() != BackendKind::CpuSimd
-        && check_resident_schema(&filter.input().schema()).is_ok()
-        && check_resident_schema(&filter.schema()).is_ok()
+        && check_device_schema(&filter.input().schema()).is_ok()
+        && check_device_schema(&filter.schema()).is_ok()
 }
 
 impl PhysicalOptimizerRule for JoinFilterRowsRule {

@@ -33,7 +33,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::joins::PartitionMode;
-use oxidelake_compute::resident::check_resident_schema;
+use oxidelake_compute::device_batch::check_device_schema;
 use oxidelake_compute::{
     DeviceToHostExec, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec, GpuProjectionExec,
     HostToDeviceExec,
@@ -54,10 +54,7 @@ impl DeviceTransitionRule {
 /// The device-batch source for a resident operator above `input`: the node inside an
 /// existing `DeviceToHostExec` (two resident operators in a row), or a new
 /// `HostToDeviceExec`.
-fn resident_input(
-    input: &Arc<dyn ExecutionPlan>,
-    placement: BackendKind,
-) -> Arc<dyn ExecutionPlan> {
+fn segment_input(input: &Arc<dyn ExecutionPlan>, placement: BackendKind) -> Arc<dyn ExecutionPlan> {
     match input.downcast_ref::<DeviceToHostExec>() {
         Some(d2h) => Arc::clone(d2h.input()),
         None => Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)),
@@ -126,7 +123,7 @@ fn upload(
     input: &Arc<dyn ExecutionPlan>,
     placement: BackendKind,
 ) -> Option<Arc<dyn ExecutionPlan>> {
-    check_resident_schema(&input.schema())
+    check_device_schema(&input.schema())
         .is_ok()
         .then(|| Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)) as _)
 }
@@ -156,7 +153,7 @@ fn join_reading_device_batches(
     let probe = inside_download(join.right());
     let build = rewrite_build(join, inside_download)?;
     let whole = join.joins_on_device()
-        && check_resident_schema(&node.schema()).is_ok()
+        && check_device_schema(&node.schema()).is_ok()
         && (probe.is_some() || build.is_some());
     if whole {
         let build = match build {
@@ -205,12 +202,12 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
                 return Ok(Transformed::no(node));
             };
             let fits = placement != BackendKind::CpuSimd
-                && check_resident_schema(&input.schema()).is_ok()
-                && check_resident_schema(&node.schema()).is_ok();
+                && check_device_schema(&input.schema()).is_ok()
+                && check_device_schema(&node.schema()).is_ok();
             if !fits {
                 return Ok(Transformed::no(node));
             }
-            let input = resident_input(input, placement);
+            let input = segment_input(input, placement);
             let resident = Arc::clone(&node).replace_children(
                 vec![input],
                 ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
@@ -293,7 +290,7 @@ mod tests {
                 "        DataSourceExec",
             ]
         );
-        assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
+        assert!(oxidelake_compute::as_segment(&out.children()[0].clone()).is_some());
     }
 
     /// `a + a AS a2, b` over `input`, placed for cuda.
@@ -329,7 +326,7 @@ mod tests {
                 "        DataSourceExec",
             ]
         );
-        assert!(oxidelake_compute::as_resident(&out.children()[0].clone()).is_some());
+        assert!(oxidelake_compute::as_segment(&out.children()[0].clone()).is_some());
     }
 
     /// `COUNT(*)` and `SUM(a)` grouped by `b`, partial, over `input`.

@@ -7,47 +7,71 @@ use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use oxidelake_core::EngineError;
-use oxidelake_device::resident::{self, DeviceBatch};
+use oxidelake_core::{BackendKind, EngineError};
+use oxidelake_device::device_batch::{self, DeviceBatch};
 
-use super::{ResidentExec, ResidentStream};
-use crate::exec_support::{ExecBackend, OperatorMetrics};
+use super::{SegmentExec, SegmentStream, host_items};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::transition::upload::HostToDeviceExec;
 
-/// `plan` as a [`ResidentExec`], when it produces device batches: a `HostToDeviceExec`,
+/// `plan` as a [`SegmentExec`], when it produces device batches: a `HostToDeviceExec`,
 /// a GPU filter or projection whose own input does, or a GPU join whose probe and build
 /// inputs both do (`GpuHashJoinExec::gives_device_batches`).
-pub fn as_resident(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn ResidentExec> {
+pub fn as_segment(plan: &Arc<dyn ExecutionPlan>) -> Option<&dyn SegmentExec> {
     if let Some(h2d) = plan.downcast_ref::<HostToDeviceExec>() {
         return Some(h2d);
     }
     if let Some(filter) = plan.downcast_ref::<crate::GpuFilterExec>() {
-        return as_resident(filter.input()).map(|_| filter as &dyn ResidentExec);
+        return as_segment(filter.input()).map(|_| filter as &dyn SegmentExec);
     }
     if let Some(projection) = plan.downcast_ref::<crate::GpuProjectionExec>() {
-        return as_resident(projection.input()).map(|_| projection as &dyn ResidentExec);
+        return as_segment(projection.input()).map(|_| projection as &dyn SegmentExec);
     }
     if let Some(join) = plan.downcast_ref::<crate::GpuHashJoinExec>() {
         return join
             .gives_device_batches()
-            .then_some(join as &dyn ResidentExec);
+            .then_some(join as &dyn SegmentExec);
     }
     None
 }
 
 /// The segment batches of `partition` that `input` hands on to `operator` (a node the
 /// transition rule placed above a node that hands on device batches).
-pub(crate) fn resident_input(
+pub(crate) fn segment_input(
     input: &Arc<dyn ExecutionPlan>,
     operator: &str,
     partition: usize,
     context: Arc<TaskContext>,
-) -> Result<ResidentStream> {
-    as_resident(input)
+) -> Result<SegmentStream> {
+    as_segment(input)
         .ok_or_else(|| {
             DataFusionError::Internal(format!("{operator}'s input holds no device batches"))
         })?
-        .execute_resident(partition, context)
+        .execute_segment(partition, context)
+}
+
+/// The batches of `partition` an operator that brings its output back to the host (a
+/// partial aggregate, a join's probe) works on: the segment batches its `input` hands on
+/// where it does, otherwise `input`'s host batches ([`host_items`], gathered to a
+/// device's batch size where `gathered`) on the backend `choice` gives an operator placed
+/// on `placement`.
+pub(crate) fn input_batches(
+    input: &Arc<dyn ExecutionPlan>,
+    (choice, placement): (&BackendChoice, BackendKind),
+    partition: usize,
+    context: Arc<TaskContext>,
+    gathered: bool,
+) -> Result<SegmentStream> {
+    if let Some(resident) = as_segment(input) {
+        return resident.execute_segment(partition, context);
+    }
+    let (backend, detected) = choice.for_placement(placement);
+    let batching = backend.batching().filter(|_| gathered);
+    Ok(SegmentStream {
+        batches: host_items(input.execute(partition, context)?, batching),
+        backend,
+        detected,
+    })
 }
 
 /// The host copy of `batch`, a device batch the backend refused in place: copied back
@@ -59,7 +83,7 @@ pub(crate) fn refused(
     metrics: &OperatorMetrics,
     batch: &DeviceBatch,
 ) -> Result<(RecordBatch, usize)> {
-    let host = resident::download(exec.backend.as_ref(), &exec.stream, batch)?;
+    let host = device_batch::download(exec.backend.as_ref(), &exec.stream, batch)?;
     metrics.refused_batches.add(1);
     Ok((host, exec.bytes_moved(|| batch.bytes())))
 }
@@ -78,7 +102,7 @@ pub(crate) fn replay_below(
     input: &Arc<dyn ExecutionPlan>,
     origin: &RecordBatch,
 ) -> Result<RecordBatch> {
-    as_resident(input)
+    as_segment(input)
         .ok_or_else(|| {
             DataFusionError::Internal(format!(
                 "{} hands on no device batches to replay",

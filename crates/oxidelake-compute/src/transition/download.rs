@@ -17,14 +17,14 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use oxidelake_core::BackendKind;
-use oxidelake_device::resident::{self, StagingPool};
+use oxidelake_device::device_batch::{self, StagingPool};
 
 use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
-use crate::segment::replay::{as_resident, recover, replay_if_degraded};
-use crate::segment::{ResidentStream, SegmentBatch, blocking};
+use crate::segment::replay::{as_segment, recover, replay_if_degraded};
+use crate::segment::{SegmentBatch, SegmentStream, blocking};
 
 /// Copies device batches back to the host for the CPU operator above.
 #[derive(Debug)]
@@ -120,16 +120,16 @@ impl ExecutionPlan for DeviceToHostExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let schema = self.input.schema();
-        let Some(resident) = as_resident(&self.input) else {
+        let Some(resident) = as_segment(&self.input) else {
             // Separated from its device operators by a rewrite: its input is host data.
             return self.input.execute(partition, context);
         };
         let batch_size = context.session_config().batch_size();
-        let ResidentStream {
+        let SegmentStream {
             backend,
             detected,
             batches,
-        } = resident.execute_resident(partition, context)?;
+        } = resident.execute_segment(partition, context)?;
         let exec = Arc::new(ExecBackend::on(backend, detected)?);
         let metrics = Arc::new(TransitionMetrics::new(
             &self.metrics,
@@ -160,7 +160,7 @@ impl ExecutionPlan for DeviceToHostExec {
                         replay_if_degraded(origin.as_deref(), &input, &exec, &metrics.operator);
                     let host = match replayed {
                         Some(host) => host?,
-                        None => match resident::download_with(
+                        None => match device_batch::download_with(
                             exec.backend.as_ref(),
                             &exec.stream,
                             &batch,

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use oxidelake_core::BackendKind;
-use oxidelake_device::resident::StagingPool;
+use oxidelake_device::device_batch::StagingPool;
 
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 

@@ -17,13 +17,13 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use oxidelake_core::BackendKind;
-use oxidelake_device::resident::{self, StagingPool};
+use oxidelake_device::device_batch::{self, StagingPool};
 
 use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{BackendChoice, ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::gather;
 use crate::placement_label;
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, blocking};
+use crate::segment::{SegmentBatch, SegmentExec, SegmentStream, blocking};
 
 /// Batches a `HostToDeviceExec` uploads ahead of the one its consumer works on, so the
 /// next copy overlaps that work instead of waiting for it.
@@ -139,12 +139,12 @@ impl ExecutionPlan for HostToDeviceExec {
     }
 }
 
-impl ResidentExec for HostToDeviceExec {
-    fn execute_resident(
+impl SegmentExec for HostToDeviceExec {
+    fn execute_segment(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
+    ) -> Result<SegmentStream> {
         let input = self.input.execute(partition, context)?;
         let exec = ExecBackend::new(&self.backend, self.placement)?;
         let (backend, detected) = (Arc::clone(&exec.backend), exec.detected());
@@ -166,7 +166,7 @@ impl ResidentExec for HostToDeviceExec {
                 metrics.host_batch(batch.num_rows(), Instant::now(), no_device);
                 Ok(SegmentBatch::host(batch))
             });
-            return Ok(ResidentStream {
+            return Ok(SegmentStream {
                 backend,
                 detected,
                 batches: Box::pin(batches),
@@ -189,7 +189,7 @@ impl ResidentExec for HostToDeviceExec {
             }
         });
         let batches = batches.buffered(1 + UPLOADS_AHEAD);
-        Ok(ResidentStream {
+        Ok(SegmentStream {
             backend,
             detected,
             batches: Box::pin(batches),
@@ -215,7 +215,7 @@ fn upload_or_keep(
         metrics.host_batch(batch.num_rows(), started, true);
         return SegmentBatch::host(batch);
     }
-    match resident::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
+    match device_batch::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
         Ok(resident) => {
             metrics.record(exec, batch.num_rows(), started, resident.bytes(), pool);
             SegmentBatch::new(resident, Some(Arc::new(batch)))

@@ -199,15 +199,15 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
         return;
     }
     use oxidelake_device::DeviceMemory;
-    use oxidelake_device::resident;
+    use oxidelake_device::device_batch;
     let backend = cuda();
     let stream = backend.create_stream().unwrap();
     let scan = scan(3);
     let batches = run(scan).await;
     let batch = arrow::compute::concat_batches(&schema(), &batches).unwrap();
     emu::trace(true);
-    let on_device = resident::upload(backend.as_ref(), &stream, &batch).unwrap();
-    let back = resident::download(backend.as_ref(), &stream, &on_device).unwrap();
+    let on_device = device_batch::upload(backend.as_ref(), &stream, &batch).unwrap();
+    let back = device_batch::download(backend.as_ref(), &stream, &on_device).unwrap();
     emu::trace(false);
     assert_eq!(
         back, batch,
@@ -227,14 +227,14 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while
         return;
     }
     use oxidelake_device::DeviceMemory;
-    use oxidelake_device::resident;
+    use oxidelake_device::device_batch;
     let device = || TelemetryHub::global().snapshot().memory.device_bytes;
     let backend = cuda();
     let stream = backend.create_stream().unwrap();
     let batches = run(scan(2)).await;
     let batch = arrow::compute::concat_batches(&schema(), &batches).unwrap();
     let before = device();
-    let on_device = resident::upload(backend.as_ref(), &stream, &batch).unwrap();
+    let on_device = device_batch::upload(backend.as_ref(), &stream, &batch).unwrap();
     assert_eq!(
         device(),
         before + on_device.bytes() as u64,
@@ -257,7 +257,7 @@ async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while
     // The CPU backend's "device" is host memory: nothing is counted.
     let cpu = CpuBackend::new();
     let cpu_stream = cpu.create_stream().unwrap();
-    let on_cpu = resident::upload(&cpu, &cpu_stream, &batch).unwrap();
+    let on_cpu = device_batch::upload(&cpu, &cpu_stream, &batch).unwrap();
     assert_eq!(device(), before);
     drop(on_cpu);
 }

@@ -14,7 +14,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
 use oxidelake_compute::{
-    BackendChoice, DeviceToHostExec, GpuFilterExec, HostToDeviceExec, as_resident,
+    BackendChoice, DeviceToHostExec, GpuFilterExec, HostToDeviceExec, as_segment,
 };
 use oxidelake_core::BackendKind;
 use oxidelake_device::CpuBackend;
@@ -90,7 +90,7 @@ async fn on_the_cpu_backend_a_filter_between_transitions_gives_the_host_filters_
         Arc::new(HostToDeviceExec::new(scan(), BackendKind::Cuda).with_backend(cpu));
     let resident: Arc<dyn ExecutionPlan> = Arc::new(filter(Arc::clone(&h2d)));
     assert!(
-        as_resident(&resident).is_some(),
+        as_segment(&resident).is_some(),
         "the filter hands on device batches"
     );
     let d2h = Arc::new(DeviceToHostExec::new(
@@ -155,9 +155,9 @@ async fn an_upload_runs_one_batch_ahead_of_its_consumer() {
     let h2d: Arc<dyn ExecutionPlan> =
         Arc::new(HostToDeviceExec::new(scan(), BackendKind::Cuda).with_backend(device()));
     let ctx = SessionContext::new().task_ctx();
-    let mut stream = as_resident(&h2d)
+    let mut stream = as_segment(&h2d)
         .unwrap()
-        .execute_resident(0, ctx)
+        .execute_segment(0, ctx)
         .unwrap()
         .batches;
     let first = stream.next().await.unwrap().unwrap();
@@ -235,7 +235,7 @@ async fn a_projection_between_transitions_gives_datafusions_columns_even_past_64
         Arc::new(HostToDeviceExec::new(priced_scan(), BackendKind::Cuda).with_backend(cpu.clone()));
     let resident = gpu_projection(Arc::clone(&h2d), select, cpu.clone()).await;
     assert!(
-        as_resident(&resident).is_some(),
+        as_segment(&resident).is_some(),
         "the projection hands on device batches"
     );
     let d2h = Arc::new(DeviceToHostExec::new(

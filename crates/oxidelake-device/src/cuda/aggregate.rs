@@ -28,9 +28,9 @@ use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, alloc_scratch, batch_pool};
 use crate::DeviceStream;
+use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, Span, ValueLayout};
 use crate::kernels::CudaKernel;
 use crate::ops::{Agg, AggFunc, AggInput, AggregateArgs};
-use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues, Span};
 
 /// Slots of the first group table of a batch; a batch with more distinct keys is grouped
 /// again in a table of twice its rows, which cannot overflow.
@@ -47,11 +47,11 @@ const OP_SUM_HI: i32 = 5;
 /// The image span of column `c`, refusing a column held otherwise.
 fn images(batch: &DeviceColumns, c: usize) -> Result<Span, EngineError> {
     match batch.columns()[c].values {
-        ResidentValues::Images(span) => Ok(span),
-        ResidentValues::Wide(_) => Err(unsupported(
+        ValueLayout::Images(span) => Ok(span),
+        ValueLayout::Wide(_) => Err(unsupported(
             "a device aggregate over a decimal column whose batch needs more than 64 bits",
         )),
-        ResidentValues::Strings { .. } => Err(unsupported(
+        ValueLayout::Strings { .. } => Err(unsupported(
             "a device aggregate of values over a string column",
         )),
     }
@@ -69,14 +69,14 @@ fn key_tables(
     for k in keys {
         let column = &batch.columns()[*k];
         let (kind, images, offsets, bytes) = match column.values {
-            ResidentValues::Images(span) => (0, address(memory, span.offset), 0, 0),
-            ResidentValues::Strings { offsets, bytes } => (
+            ValueLayout::Images(span) => (0, address(memory, span.offset), 0, 0),
+            ValueLayout::Strings { offsets, bytes } => (
                 1,
                 0,
                 address(memory, offsets.offset),
                 address(memory, bytes.offset),
             ),
-            ResidentValues::Wide(_) => {
+            ValueLayout::Wide(_) => {
                 return Err(unsupported(
                     "a device group key over a decimal column whose batch needs more than 64 bits",
                 ));
@@ -354,7 +354,7 @@ pub(super) fn aggregate(
     // The output: the keys at each group's first row, then the word columns.
     let extents = string_extents(dev, batch, args.keys, &group_rows, count)?;
     let mut layout = Layout::new();
-    let mut columns: Vec<ResidentColumn> = args
+    let mut columns: Vec<DeviceColumn> = args
         .keys
         .iter()
         .zip(&extents)
@@ -362,9 +362,9 @@ pub(super) fn aggregate(
         .collect();
     let words = 2 * args.aggregates.len();
     let results = layout.take(words * count * 8);
-    columns.extend((0..words).map(|w| ResidentColumn {
+    columns.extend((0..words).map(|w| DeviceColumn {
         data_type: DataType::Int64,
-        values: ResidentValues::Images(Span {
+        values: ValueLayout::Images(Span {
             offset: results.offset + w * count * 8,
             len: count * 8,
         }),
@@ -419,7 +419,7 @@ pub(super) fn aggregate(
         memory,
         batch_pool(dev),
     );
-    let host = crate::resident::copy_back(dev.backend, device_stream, &out, None)?;
+    let host = crate::device_batch::copy_back(dev.backend, device_stream, &out, None)?;
     drop(table);
     results_from_words(&host, args.keys.len(), args.aggregates, schema)
 }

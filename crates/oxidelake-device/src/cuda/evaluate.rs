@@ -11,9 +11,9 @@ use oxidelake_core::EngineError;
 
 use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool, copy_span};
+use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, ValueLayout};
 use crate::kernels::CudaKernel;
 use crate::ops::{EvaluateArgs, ProjectedColumn, ValueProgram, overflow_error};
-use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// The kernel's flag bit for a malformed program (stack under- or overflow).
 const BAD_PROGRAM: u32 = 2;
@@ -26,16 +26,16 @@ fn output_column(
     output: ProjectedColumn,
     rows: usize,
     layout: &mut Layout,
-) -> Result<ResidentColumn, EngineError> {
+) -> Result<DeviceColumn, EngineError> {
     let data_type = args.schema.field(position).data_type().clone();
     match output {
         ProjectedColumn::Input(i) => {
             let input = &batch.columns()[i];
             let string_bytes = match input.values {
-                ResidentValues::Strings { bytes, .. } => bytes.len,
+                ValueLayout::Strings { bytes, .. } => bytes.len,
                 _ => 0,
             };
-            Ok(ResidentColumn {
+            Ok(DeviceColumn {
                 data_type,
                 ..layout.column_like(input, rows, string_bytes)
             })
@@ -43,7 +43,7 @@ fn output_column(
         ProjectedColumn::Computed(k) => {
             if args.columns[k].data_type != data_type {
                 return Err(EngineError::InvalidArgument {
-                    what: "resident projection",
+                    what: "device projection",
                     detail: format!(
                         "computed column {k} is {}, its output field {data_type}",
                         args.columns[k].data_type
@@ -53,9 +53,9 @@ fn output_column(
             // A computed value may be NULL without a NULL operand (the year of a day
             // outside the calendar's range), so every computed column has a bitmap; a
             // download drops one without an unset bit.
-            Ok(ResidentColumn {
+            Ok(DeviceColumn {
                 data_type,
-                values: ResidentValues::Images(layout.take(rows * 8)),
+                values: ValueLayout::Images(layout.take(rows * 8)),
                 validity: Some(layout.take(rows.div_ceil(8))),
             })
         }
@@ -66,7 +66,7 @@ fn output_column(
 fn check_outputs(batch: &DeviceColumns, args: &EvaluateArgs<'_>) -> Result<(), EngineError> {
     if args.outputs.len() != args.schema.fields().len() {
         return Err(EngineError::InvalidArgument {
-            what: "resident projection",
+            what: "device projection",
             detail: format!(
                 "{} outputs for {} fields",
                 args.outputs.len(),
@@ -83,7 +83,7 @@ fn check_outputs(batch: &DeviceColumns, args: &EvaluateArgs<'_>) -> Result<(), E
         };
         if index >= bound {
             return Err(EngineError::InvalidArgument {
-                what: "resident projection",
+                what: "device projection",
                 detail: format!("{what} {index} of {bound}"),
             });
         }
@@ -112,7 +112,7 @@ pub(super) fn evaluate(
     let mut validity_ptrs = Vec::with_capacity(slots.len());
     for slot in &slots {
         let column = &batch.columns()[*slot];
-        let ResidentValues::Images(span) = column.values else {
+        let ValueLayout::Images(span) = column.values else {
             return Err(unsupported(
                 "a computed column over a device column that is not held as 8-byte images",
             ));
@@ -143,13 +143,13 @@ pub(super) fn evaluate(
         };
         let input = &batch.columns()[*i];
         match (input.values, out.values) {
-            (ResidentValues::Images(from), ResidentValues::Images(to))
-            | (ResidentValues::Wide(from), ResidentValues::Wide(to)) => {
+            (ValueLayout::Images(from), ValueLayout::Images(to))
+            | (ValueLayout::Wide(from), ValueLayout::Wide(to)) => {
                 copy_span(dev, batch.memory(), from, &mut memory, to)?;
             }
             (
-                ResidentValues::Strings { offsets, bytes },
-                ResidentValues::Strings {
+                ValueLayout::Strings { offsets, bytes },
+                ValueLayout::Strings {
                     offsets: to_offsets,
                     bytes: to_bytes,
                 },
@@ -159,7 +159,7 @@ pub(super) fn evaluate(
             }
             _ => {
                 return Err(EngineError::Internal(
-                    "resident projection: column layouts disagree".into(),
+                    "device projection: column layouts disagree".into(),
                 ));
             }
         }
@@ -181,9 +181,9 @@ pub(super) fn evaluate(
             let ProjectedColumn::Computed(k) = output else {
                 continue;
             };
-            let (ResidentValues::Images(values), Some(bits)) = (out.values, out.validity) else {
+            let (ValueLayout::Images(values), Some(bits)) = (out.values, out.validity) else {
                 return Err(EngineError::Internal(
-                    "resident projection: a computed column without images and bitmap".into(),
+                    "device projection: a computed column without images and bitmap".into(),
                 ));
             };
             let program = &programs[*k];

@@ -12,9 +12,9 @@ use oxidelake_core::EngineError;
 use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{Dev, grid, unsupported};
 use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
+use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, ValueLayout};
 use crate::kernels::CudaKernel;
 use crate::ops::{DeviceProgram, Predicate, ValueClass};
-use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// Per program slot: (images, offsets, bytes, validity) addresses, 0 where the slot's
 /// kind has none (a validity of 0 is "no NULLs" to the kernels). A column held as 16-byte
@@ -28,13 +28,13 @@ fn slot_pointers(
     for (column, _) in &program.slots {
         let column = &batch.columns()[*column];
         let (images, offsets, bytes) = match column.values {
-            ResidentValues::Images(span) => (address(memory, span.offset), 0, 0),
-            ResidentValues::Strings { offsets, bytes } => (
+            ValueLayout::Images(span) => (address(memory, span.offset), 0, 0),
+            ValueLayout::Strings { offsets, bytes } => (
                 0,
                 address(memory, offsets.offset),
                 address(memory, bytes.offset),
             ),
-            ResidentValues::Wide(_) => return Err(wide_column()),
+            ValueLayout::Wide(_) => return Err(wide_column()),
         };
         let validity = column
             .validity
@@ -69,11 +69,11 @@ pub(super) fn filter_project(
     if predicates.is_empty() {
         // The program interpreter drops every row of an empty program; the host call
         // keeps them all.
-        return Err(unsupported("a resident filter without predicates"));
+        return Err(unsupported("a device filter without predicates"));
     }
     if projection
         .iter()
-        .any(|c| matches!(batch.columns()[*c].values, ResidentValues::Wide(_)))
+        .any(|c| matches!(batch.columns()[*c].values, ValueLayout::Wide(_)))
     {
         return Err(wide_column());
     }
@@ -146,7 +146,7 @@ pub(super) fn filter_project(
 
     let extents = string_extents(dev, batch, projection, &kept_rows, kept)?;
     let mut layout = Layout::new();
-    let columns: Vec<ResidentColumn> = projection
+    let columns: Vec<DeviceColumn> = projection
         .iter()
         .zip(&extents)
         .map(|(source, extent)| layout.column_like(&batch.columns()[*source], kept, extent.bytes))

@@ -16,8 +16,8 @@ use oxidelake_core::EngineError;
 use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::memory::address;
 use crate::DeviceBuffer;
+use crate::device_batch::{DeviceColumn, DeviceColumns, ValueLayout};
 use crate::kernels::CudaKernel;
-use crate::resident::{DeviceColumns, ResidentColumn, ResidentValues};
 
 /// Scans the first `len` entries of `values` (which holds `len + 1`) into exclusive
 /// prefix sums in one block, writing their total at index `len`
@@ -174,7 +174,7 @@ pub(super) fn string_extents(
         u32::try_from(rows).map_err(|_| unsupported("batch too large for one launch"))?;
     let mut extents = Vec::with_capacity(sources.len());
     for source in sources {
-        let ResidentValues::Strings { offsets, .. } = batch.columns()[*source].values else {
+        let ValueLayout::Strings { offsets, .. } = batch.columns()[*source].values else {
             extents.push(StringExtent {
                 starts: None,
                 bytes: 0,
@@ -229,7 +229,7 @@ pub(super) fn gather_columns(
     row_list: &CudaSlice<u32>,
     rows: usize,
     extents: &[StringExtent],
-    out: &[ResidentColumn],
+    out: &[DeviceColumn],
     memory: &DeviceBuffer,
 ) -> Result<(), EngineError> {
     if rows == 0 {
@@ -246,7 +246,7 @@ pub(super) fn gather_columns(
             .validity
             .map_or(0, |span| address(batch.memory(), span.offset));
         match (input.values, out.values, &extent.starts) {
-            (ResidentValues::Images(from), ResidentValues::Images(to), _) => {
+            (ValueLayout::Images(from), ValueLayout::Images(to), _) => {
                 let values = address(batch.memory(), from.offset);
                 let out_values = address(memory, to.offset);
                 let kernel = dev
@@ -271,8 +271,8 @@ pub(super) fn gather_columns(
                 unsafe { launch.launch(gather_grid) }.map_err(dev.err("launch gather_8byte"))?;
             }
             (
-                ResidentValues::Strings { offsets, bytes },
-                ResidentValues::Strings {
+                ValueLayout::Strings { offsets, bytes },
+                ValueLayout::Strings {
                     offsets: out_offsets,
                     bytes: out_bytes,
                 },
@@ -311,7 +311,7 @@ pub(super) fn gather_columns(
             }
             _ => {
                 return Err(EngineError::Internal(
-                    "resident gather: column layouts disagree".into(),
+                    "device gather: column layouts disagree".into(),
                 ));
             }
         }

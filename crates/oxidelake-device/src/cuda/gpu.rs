@@ -48,7 +48,7 @@ pub(super) fn unsupported(detail: impl Into<String>) -> EngineError {
 pub(super) struct Dev<'a> {
     pub(super) gpu: &'a Gpu,
     /// The backend through its trait, for the moves every backend makes alike
-    /// (`resident::upload` / `download`).
+    /// (`device_batch::upload` / `download`).
     pub(super) backend: &'a dyn crate::GpuBackend,
     pub(super) stream: &'a Arc<CudaStream>,
 }
@@ -125,8 +125,8 @@ pub(super) struct Gpu {
     pub(super) arch: &'static str,
     pub(super) modules: Mutex<HashMap<CudaKernel, Arc<CudaModule>>>,
     pub(super) batching: crate::BatchSizes,
-    /// Allocations of device batches, reused across batches (`resident::DevicePool`).
-    pub(super) device_pool: Arc<crate::resident::DevicePool>,
+    /// Allocations of device batches, reused across batches (`device_batch::DevicePool`).
+    pub(super) device_pool: Arc<crate::device_batch::DevicePool>,
 }
 
 impl Gpu {

@@ -21,11 +21,11 @@ use super::memory::{
     SyncOnExit, address, alloc_on_stream, batch_pool, copy_span, download_span, slice_address,
 };
 use crate::DeviceBuffer;
+use crate::device_batch::{
+    DeviceColumn, DeviceColumns, Layout, Span, ValueLayout, column_from_spans,
+};
 use crate::kernels::CudaKernel;
 use crate::ops::{JoinKey, RadixDigit, ValueClass, value_class};
-use crate::resident::{
-    DeviceColumns, Layout, ResidentColumn, ResidentValues, Span, column_from_spans,
-};
 
 /// Device state of a built join table.
 pub(crate) struct CudaJoinTable {
@@ -65,7 +65,7 @@ pub(super) fn key_images(
             what: "join key column",
             detail: format!("column {c} of {}", columns.len()),
         })?;
-        let ResidentValues::Images(span) = column.values else {
+        let ValueLayout::Images(span) = column.values else {
             return Err(unsupported(
                 "a device join whose key is not held as 8-byte images",
             ));
@@ -168,10 +168,10 @@ pub(super) fn download_columns(
                     detail: format!("column {c} of {}", batch.columns().len()),
                 })?;
             let (values, text) = match column.values {
-                ResidentValues::Images(span) | ResidentValues::Wide(span) => {
+                ValueLayout::Images(span) | ValueLayout::Wide(span) => {
                     (download_span(dev, memory, span)?, Vec::new())
                 }
-                ResidentValues::Strings { offsets, bytes } => (
+                ValueLayout::Strings { offsets, bytes } => (
                     download_span(dev, memory, offsets)?,
                     download_span(dev, memory, bytes)?,
                 ),
@@ -218,7 +218,7 @@ pub(super) fn append(
         let values = if strings {
             let mut bytes = 0usize;
             for p in parts.clone() {
-                let ResidentValues::Strings { bytes: b, .. } = p.values else {
+                let ValueLayout::Strings { bytes: b, .. } = p.values else {
                     return Err(EngineError::Internal(
                         "a string column held another way in another batch".into(),
                     ));
@@ -227,21 +227,21 @@ pub(super) fn append(
             }
             i32::try_from(bytes)
                 .map_err(|_| unsupported("a build side with 2 GiB of strings in a column"))?;
-            ResidentValues::Strings {
+            ValueLayout::Strings {
                 offsets: layout.take((rows + 1) * 4),
                 bytes: layout.take(bytes),
             }
         } else if parts
             .clone()
-            .all(|p| matches!(p.values, ResidentValues::Images(_)))
+            .all(|p| matches!(p.values, ValueLayout::Images(_)))
         {
-            ResidentValues::Images(layout.take(rows * 8))
+            ValueLayout::Images(layout.take(rows * 8))
         } else {
             return Err(unsupported(
                 "a device join build over a decimal column a batch holds in 16 bytes",
             ));
         };
-        columns.push(ResidentColumn {
+        columns.push(DeviceColumn {
             data_type: field.data_type().clone(),
             values,
             validity: nullable.then(|| layout.take(rows.div_ceil(8))),
@@ -253,7 +253,7 @@ pub(super) fn append(
         let n = batch.num_rows();
         for (c, (from, to)) in batch.columns().iter().zip(&columns).enumerate() {
             match (from.values, to.values) {
-                (ResidentValues::Images(src), ResidentValues::Images(dst)) => {
+                (ValueLayout::Images(src), ValueLayout::Images(dst)) => {
                     let to_span = Span {
                         offset: dst.offset + at * 8,
                         len: n * 8,
@@ -261,8 +261,8 @@ pub(super) fn append(
                     copy_span(dev, batch.memory(), src, &mut memory, to_span)?;
                 }
                 (
-                    ResidentValues::Strings { offsets, bytes },
-                    ResidentValues::Strings {
+                    ValueLayout::Strings { offsets, bytes },
+                    ValueLayout::Strings {
                         offsets: dst_offsets,
                         bytes: dst_bytes,
                     },
@@ -284,7 +284,7 @@ pub(super) fn append(
                 }
                 _ => {
                     return Err(EngineError::Internal(
-                        "appended resident columns disagree".into(),
+                        "appended device columns disagree".into(),
                     ));
                 }
             }

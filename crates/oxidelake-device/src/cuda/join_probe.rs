@@ -25,9 +25,9 @@ use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::join_build::{CudaJoinTable, key_images};
 use super::memory::{SyncOnExit, alloc_on_stream, batch_pool};
 use crate::DeviceStream;
+use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, ValueLayout};
 use crate::kernels::CudaKernel;
 use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRows};
-use crate::resident::{DeviceColumns, Layout, ResidentColumn, ResidentValues};
 
 /// See the module docs.
 pub(super) fn probe(
@@ -55,7 +55,7 @@ pub(super) fn probe(
     };
     let extents = string_extents(dev, batch, args.gather, &row_list, len)?;
     let mut layout = Layout::new();
-    let out: Vec<ResidentColumn> = args
+    let out: Vec<DeviceColumn> = args
         .gather
         .iter()
         .zip(&extents)
@@ -74,7 +74,7 @@ pub(super) fn probe(
     )?;
     dev.sync()?;
     let on_device = DeviceColumns::from_parts(schema, len, out, gathered, batch_pool(dev));
-    let probe_rows = crate::resident::copy_back(dev.backend, device_stream, &on_device, None)?;
+    let probe_rows = crate::device_batch::copy_back(dev.backend, device_stream, &on_device, None)?;
     let build_indices = match build {
         Some(build) => UInt32Array::from(dev.download(&build)?),
         None => UInt32Array::from(Vec::<u32>::new()),
@@ -149,7 +149,7 @@ fn wide_free(batch: &DeviceColumns, gather: &[usize]) -> Result<(), EngineError>
     if gather.iter().any(|c| {
         matches!(
             columns.get(*c).map(|c| c.values),
-            Some(ResidentValues::Wide(_)) | None
+            Some(ValueLayout::Wide(_)) | None
         )
     }) {
         return Err(unsupported(

@@ -10,8 +10,8 @@ use oxidelake_core::EngineError;
 
 use super::gpu::Dev;
 use crate::DeviceBuffer;
+use crate::device_batch::Span;
 use crate::handles::DeviceMem;
-use crate::resident::Span;
 
 /// The device address of byte `offset` of `memory`.
 pub(super) fn address(memory: &DeviceBuffer, offset: usize) -> u64 {
@@ -37,7 +37,7 @@ pub(super) fn alloc_on_stream(dev: &Dev<'_>, bytes: usize) -> Result<DeviceBuffe
 }
 
 /// The device pool a device batch built on `dev` gives its allocation back to.
-pub(super) fn batch_pool(dev: &Dev<'_>) -> Option<Arc<crate::resident::DevicePool>> {
+pub(super) fn batch_pool(dev: &Dev<'_>) -> Option<Arc<crate::device_batch::DevicePool>> {
     Some(Arc::clone(&dev.gpu.device_pool))
 }
 
@@ -65,7 +65,7 @@ fn cuda_slice(memory: &DeviceBuffer) -> Result<&CudaSlice<u8>, EngineError> {
     match &memory.mem {
         DeviceMem::Cuda(slice) => Ok(slice),
         _ => Err(EngineError::Internal(
-            "a CUDA resident operator got another backend's memory".into(),
+            "a CUDA operator got another backend's memory".into(),
         )),
     }
 }
@@ -81,7 +81,7 @@ pub(super) fn copy_span(
 ) -> Result<(), EngineError> {
     if from.len != to.len {
         return Err(EngineError::Internal(format!(
-            "a resident copy of {} bytes into a span of {}",
+            "a device-batch copy of {} bytes into a span of {}",
             from.len, to.len
         )));
     }
@@ -91,7 +91,7 @@ pub(super) fn copy_span(
     let source = cuda_slice(src)?.slice(from.offset..from.offset + from.len);
     let DeviceMem::Cuda(target) = &mut dst.mem else {
         return Err(EngineError::Internal(
-            "a CUDA resident operator got another backend's memory".into(),
+            "a CUDA operator got another backend's memory".into(),
         ));
     };
     let mut target = target.slice_mut(to.offset..to.offset + to.len);

@@ -10,14 +10,14 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::EngineError;
 use oxidelake_device::DeviceBatch;
+use oxidelake_device::device_batch::ValueLayout;
 use oxidelake_device::ops::{HostFilterArgs, Predicate};
-use oxidelake_device::resident::ResidentValues;
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, refused, replay_below, resident_input};
+use crate::segment::replay::{Replay, refused, replay_below, segment_input};
 use crate::segment::{
-    ResidentExec, ResidentStream, SegmentBatch, SegmentBatches, coalesce_host_items, each_batch,
+    SegmentBatch, SegmentBatches, SegmentExec, SegmentStream, coalesce_host_items, each_batch,
     on_cpu,
 };
 
@@ -103,7 +103,7 @@ impl Filtering {
                 let strings = kept.on_device().map_or(0, |on| {
                     on.columns()
                         .iter()
-                        .filter(|c| matches!(c.values, ResidentValues::Strings { .. }))
+                        .filter(|c| matches!(c.values, ValueLayout::Strings { .. }))
                         .count()
                 });
                 let moved = exec.bytes_moved(|| 4 * (1 + strings));
@@ -150,16 +150,16 @@ impl GpuFilterExec {
     }
 }
 
-impl ResidentExec for GpuFilterExec {
+impl SegmentExec for GpuFilterExec {
     /// Filters its input's segment batches ([`Filtering::filter`]). A batch the device
     /// fails is replayed on the CPU from its origin ([`crate::segment`]).
-    fn execute_resident(
+    fn execute_segment(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
+    ) -> Result<SegmentStream> {
         let config = context.session_config().clone();
-        let input = resident_input(&self.input, "GpuFilterExec", partition, context)?;
+        let input = segment_input(&self.input, "GpuFilterExec", partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let batches = self.filtered(partition, exec, input.batches);
         // What a selective predicate keeps of each host batch is merged into fuller
@@ -170,7 +170,7 @@ impl ResidentExec for GpuFilterExec {
             Arc::clone(&self.schema),
             config.batch_size(),
         );
-        Ok(ResidentStream {
+        Ok(SegmentStream {
             backend: input.backend,
             detected: input.detected,
             batches,

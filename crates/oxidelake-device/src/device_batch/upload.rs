@@ -1,4 +1,4 @@
-//! A host batch as a [`DeviceBatch`] (module docs of `resident`): wrapped on a backend
+//! A host batch as a [`DeviceBatch`] (module docs of `device_batch`): wrapped on a backend
 //! that keeps its batches on the host; otherwise each column packed into one staging
 //! buffer in the kernels' format, then one host-to-device copy into one allocation.
 
@@ -9,8 +9,8 @@ use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
 use super::{
-    DeviceBatch, DeviceColumns, Layout, ResidentColumn, ResidentValues, StagingPool,
-    check_resident_schema, staging_buffer,
+    DeviceBatch, DeviceColumn, DeviceColumns, Layout, StagingPool, ValueLayout,
+    check_device_schema, staging_buffer,
 };
 use crate::ops::{ValueClass, is_overflow, load_images, string_column, value_class};
 use crate::{DeviceStream, GpuBackend};
@@ -35,7 +35,7 @@ fn validity_bytes(nulls: &NullBuffer) -> Vec<u8> {
 /// `batch` as its backend keeps batches: wrapped without a copy where the backend's
 /// memory is the host's ([`crate::DeviceMemory::keeps_batches_on_host`]), otherwise copied to the
 /// device as one allocation (see the module docs). Fails with `Unsupported` for a column
-/// type outside [`is_resident_type`], before any device work.
+/// type outside [`is_device_type`], before any device work.
 pub fn upload(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
@@ -53,7 +53,7 @@ pub fn upload_with(
 ) -> Result<DeviceBatch, EngineError> {
     if backend.keeps_batches_on_host() {
         // The same refusals on every backend, though this one copies nothing.
-        check_resident_schema(&batch.schema())?;
+        check_device_schema(&batch.schema())?;
         return Ok(DeviceBatch::host(batch.clone()));
     }
     upload_columns(backend, stream, batch, pool).map(DeviceBatch::from)
@@ -67,7 +67,7 @@ pub fn upload_columns(
     batch: &RecordBatch,
     pool: Option<&StagingPool>,
 ) -> Result<DeviceColumns, EngineError> {
-    check_resident_schema(&batch.schema())?;
+    check_device_schema(&batch.schema())?;
     let rows = batch.num_rows();
     let mut layout = Layout::new();
     let mut parts = Vec::with_capacity(batch.num_columns());
@@ -78,7 +78,7 @@ pub fn upload_columns(
                 let strings = string_column(column.as_ref())?;
                 let offsets = strings.value_offsets();
                 let bytes = (offsets[rows] - offsets[0]) as usize;
-                let values = ResidentValues::Strings {
+                let values = ValueLayout::Strings {
                     offsets: layout.take((rows + 1) * 4),
                     bytes: layout.take(bytes),
                 };
@@ -89,12 +89,12 @@ pub fn upload_columns(
             // overflow `load_images` reports) keeps its 16-byte values.
             _ => match load_images(column.as_ref()) {
                 Ok(images) => {
-                    let values = ResidentValues::Images(layout.take(rows * 8));
+                    let values = ValueLayout::Images(layout.take(rows * 8));
                     (HostParts::Images(images), values, column.logical_nulls())
                 }
                 Err(err) if is_overflow(&err) => {
                     let wide = column.as_primitive::<Decimal128Type>().values().to_vec();
-                    let values = ResidentValues::Wide(layout.take(rows * 16));
+                    let values = ValueLayout::Wide(layout.take(rows * 16));
                     (HostParts::Wide(wide), values, column.logical_nulls())
                 }
                 Err(err) => return Err(err),
@@ -102,7 +102,7 @@ pub fn upload_columns(
         };
         let nulls = nulls.filter(|n| n.null_count() > 0);
         let validity = nulls.as_ref().map(|_| layout.take(rows.div_ceil(8)));
-        columns.push(ResidentColumn {
+        columns.push(DeviceColumn {
             data_type: column.data_type().clone(),
             values,
             validity,
@@ -116,17 +116,17 @@ pub fn upload_columns(
     let out = staging.as_mut_slice()?;
     for ((part, nulls), column) in parts.iter().zip(&columns) {
         match (part, column.values) {
-            (HostParts::Images(images), ResidentValues::Images(span)) => {
+            (HostParts::Images(images), ValueLayout::Images(span)) => {
                 for (dst, v) in out[span.range()].chunks_exact_mut(8).zip(images) {
                     dst.copy_from_slice(&v.to_le_bytes());
                 }
             }
-            (HostParts::Wide(values), ResidentValues::Wide(span)) => {
+            (HostParts::Wide(values), ValueLayout::Wide(span)) => {
                 for (dst, v) in out[span.range()].chunks_exact_mut(16).zip(values) {
                     dst.copy_from_slice(&v.to_le_bytes());
                 }
             }
-            (HostParts::Strings(strings), ResidentValues::Strings { offsets, bytes }) => {
+            (HostParts::Strings(strings), ValueLayout::Strings { offsets, bytes }) => {
                 let from = strings.value_offsets();
                 let base = from[0];
                 for (dst, o) in out[offsets.range()].chunks_exact_mut(4).zip(from) {
@@ -137,7 +137,7 @@ pub fn upload_columns(
             }
             _ => {
                 return Err(EngineError::Internal(
-                    "resident column parts and layout disagree".into(),
+                    "device column parts and layout disagree".into(),
                 ));
             }
         }

@@ -1,4 +1,4 @@
-//! Copying a [`DeviceBatch`] back to the host (module docs of `resident`): one
+//! Copying a [`DeviceBatch`] back to the host (module docs of `device_batch`): one
 //! device-to-host copy into one staging buffer, each column rebuilt in its own Arrow type.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
 use super::{
-    DeviceBatch, DeviceColumns, ResidentColumn, ResidentValues, Span, StagingPool, staging_buffer,
+    DeviceBatch, DeviceColumn, DeviceColumns, Span, StagingPool, ValueLayout, staging_buffer,
 };
 use crate::{DeviceStream, GpuBackend};
 
@@ -104,7 +104,7 @@ pub fn download_columns(
 /// bytes for strings) and its validity bitmap's, each from byte 0 of its span.
 #[cfg(feature = "cuda")]
 pub(crate) fn column_from_spans(
-    column: &ResidentColumn,
+    column: &DeviceColumn,
     rows: usize,
     values: &[u8],
     text: &[u8],
@@ -123,14 +123,14 @@ pub(crate) fn column_from_spans(
     let (values_span, text_span) = (at(values), at(text));
     let validity_span = validity.map(&mut at);
     let values = match column.values {
-        ResidentValues::Images(_) => ResidentValues::Images(values_span),
-        ResidentValues::Wide(_) => ResidentValues::Wide(values_span),
-        ResidentValues::Strings { .. } => ResidentValues::Strings {
+        ValueLayout::Images(_) => ValueLayout::Images(values_span),
+        ValueLayout::Wide(_) => ValueLayout::Wide(values_span),
+        ValueLayout::Strings { .. } => ValueLayout::Strings {
             offsets: values_span,
             bytes: text_span,
         },
     };
-    let relaid = ResidentColumn {
+    let relaid = DeviceColumn {
         data_type: column.data_type.clone(),
         values,
         validity: validity_span,
@@ -151,11 +151,7 @@ fn read<T, const N: usize>(bytes: &[u8], span: Span, from: fn([u8; N]) -> T) -> 
 }
 
 /// One column rebuilt on the host from the downloaded bytes.
-fn host_column(
-    bytes: &[u8],
-    rows: usize,
-    column: &ResidentColumn,
-) -> Result<ArrayRef, EngineError> {
+fn host_column(bytes: &[u8], rows: usize, column: &DeviceColumn) -> Result<ArrayRef, EngineError> {
     let nulls = column
         .validity
         .map(|span| {
@@ -167,7 +163,7 @@ fn host_column(
         })
         .filter(|n| n.null_count() > 0);
     match column.values {
-        ResidentValues::Strings {
+        ValueLayout::Strings {
             offsets,
             bytes: text,
         } => {
@@ -183,14 +179,14 @@ fn host_column(
                 Ok(cast(&strings, &column.data_type)?)
             }
         }
-        ResidentValues::Images(span) => {
+        ValueLayout::Images(span) => {
             let images = read(bytes, span, i64::from_le_bytes);
             from_images(images, nulls, &column.data_type)
         }
-        ResidentValues::Wide(span) => {
+        ValueLayout::Wide(span) => {
             let DataType::Decimal128(precision, scale) = column.data_type else {
                 return Err(EngineError::Internal(format!(
-                    "a resident column of 16-byte values has type {}",
+                    "a device column of 16-byte values has type {}",
                     column.data_type
                 )));
             };

@@ -14,8 +14,8 @@ use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, refused, replay_below, resident_input};
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, SegmentBatches, each_batch};
+use crate::segment::replay::{Replay, refused, replay_below, segment_input};
+use crate::segment::{SegmentBatch, SegmentBatches, SegmentExec, SegmentStream, each_batch};
 
 /// What one partition's projection needs.
 struct Projecting {
@@ -136,21 +136,21 @@ impl GpuProjectionExec {
     }
 }
 
-impl ResidentExec for GpuProjectionExec {
+impl SegmentExec for GpuProjectionExec {
     /// Computes its columns on its input's segment batches ([`Projecting::project`]). A
     /// batch whose values outgrow 64 bits on the device goes to DataFusion's
     /// expressions (`cpu_fallback_batches` counts it too); a batch the device fails is
     /// replayed on the CPU from its origin ([`crate::segment`]).
-    fn execute_resident(
+    fn execute_segment(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
+    ) -> Result<SegmentStream> {
         let config = context.session_config().clone();
-        let input = resident_input(&self.input, "GpuProjectionExec", partition, context)?;
+        let input = segment_input(&self.input, "GpuProjectionExec", partition, context)?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let batches = self.projected(partition, exec, input.batches);
-        Ok(ResidentStream {
+        Ok(SegmentStream {
             backend: input.backend,
             detected: input.detected,
             batches,

@@ -8,7 +8,7 @@
 //!   ([`crate::ops::write_images`]; floats as `f64` bits). A decimal column is held as
 //!   images only when every value of the batch fits 64 bits, which keeps the images
 //!   exact; a batch holding a wider value keeps that column as 16-byte values
-//!   ([`ResidentValues::Wide`]), which no kernel reads: an operator needing it bridges
+//!   ([`ValueLayout::Wide`]), which no kernel reads: an operator needing it bridges
 //!   the batch through the host;
 //! - strings as `i32` offsets starting at 0 and their bytes (dictionaries, views and
 //!   large strings materialised as `Utf8` first);
@@ -18,7 +18,7 @@
 //! staging buffer, and read back by one device-to-host copy, so a transition costs one
 //! copy per batch and direction whatever the column count. Each column keeps its Arrow
 //! type, and [`download`] restores it with the same values and NULLs for every
-//! [`is_resident_type`]. Three things are equal only logically: a dictionary column
+//! [`is_device_type`]. Three things are equal only logically: a dictionary column
 //! comes back re-encoded (its own keys and no unused values), a NaN's payload may be
 //! quieted, and a validity bitmap without an unset bit comes back as no bitmap.
 //!
@@ -73,7 +73,7 @@ impl Span {
 
 /// How a resident column's values are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResidentValues {
+pub enum ValueLayout {
     /// One 8-byte image per row.
     Images(Span),
     /// One 16-byte little-endian `i128` per row: a decimal column of a batch holding a
@@ -91,11 +91,11 @@ pub enum ResidentValues {
 
 /// One column of a [`DeviceBatch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResidentColumn {
+pub struct DeviceColumn {
     /// The column's Arrow type, restored on download.
     pub data_type: DataType,
     /// Its values.
-    pub values: ResidentValues,
+    pub values: ValueLayout,
     /// Its validity bitmap (bit 0 = row 0): present when the column may hold NULLs (an
     /// upload leaves it out for a column without any; a filter's output keeps it).
     pub validity: Option<Span>,
@@ -133,7 +133,7 @@ impl Drop for HeldOnDevice {
 pub struct DeviceColumns {
     schema: SchemaRef,
     rows: usize,
-    columns: Vec<ResidentColumn>,
+    columns: Vec<DeviceColumn>,
     memory: std::mem::ManuallyDrop<DeviceBuffer>,
     pool: Option<Arc<DevicePool>>,
     _held: HeldOnDevice,
@@ -157,7 +157,7 @@ impl DeviceColumns {
     pub(crate) fn from_parts(
         schema: SchemaRef,
         rows: usize,
-        columns: Vec<ResidentColumn>,
+        columns: Vec<DeviceColumn>,
         memory: DeviceBuffer,
         pool: Option<Arc<DevicePool>>,
     ) -> Self {
@@ -183,7 +183,7 @@ impl DeviceColumns {
     }
 
     /// The columns' layouts in [`Self::memory`].
-    pub fn columns(&self) -> &[ResidentColumn] {
+    pub fn columns(&self) -> &[DeviceColumn] {
         &self.columns
     }
 
@@ -268,17 +268,17 @@ impl From<DeviceColumns> for DeviceBatch {
 
 /// Whether a column of type `dt` can live in a [`DeviceBatch`]: the types the filter's
 /// images and strings cover (decimals of any precision: as images while the values fit
-/// 64 bits, as [`ResidentValues::Wide`] otherwise).
-pub fn is_resident_type(dt: &DataType) -> bool {
+/// 64 bits, as [`ValueLayout::Wide`] otherwise).
+pub fn is_device_type(dt: &DataType) -> bool {
     value_class(dt).is_some()
 }
 
 /// The first column of `schema` that cannot live on a device, as `Unsupported`.
-pub fn check_resident_schema(schema: &arrow::datatypes::Schema) -> Result<(), EngineError> {
+pub fn check_device_schema(schema: &arrow::datatypes::Schema) -> Result<(), EngineError> {
     match schema
         .fields()
         .iter()
-        .find(|f| !is_resident_type(f.data_type()))
+        .find(|f| !is_device_type(f.data_type()))
     {
         Some(field) => Err(EngineError::unsupported(
             "device-resident batch",
@@ -318,19 +318,19 @@ impl Layout {
     #[cfg(feature = "cuda")]
     pub(crate) fn column_like(
         &mut self,
-        column: &ResidentColumn,
+        column: &DeviceColumn,
         rows: usize,
         string_bytes: usize,
-    ) -> ResidentColumn {
+    ) -> DeviceColumn {
         let values = match column.values {
-            ResidentValues::Images(_) => ResidentValues::Images(self.take(rows * 8)),
-            ResidentValues::Wide(_) => ResidentValues::Wide(self.take(rows * 16)),
-            ResidentValues::Strings { .. } => ResidentValues::Strings {
+            ValueLayout::Images(_) => ValueLayout::Images(self.take(rows * 8)),
+            ValueLayout::Wide(_) => ValueLayout::Wide(self.take(rows * 16)),
+            ValueLayout::Strings { .. } => ValueLayout::Strings {
                 offsets: self.take((rows + 1) * 4),
                 bytes: self.take(string_bytes),
             },
         };
-        ResidentColumn {
+        DeviceColumn {
             data_type: column.data_type.clone(),
             values,
             validity: column.validity.map(|_| self.take(rows.div_ceil(8))),
@@ -530,7 +530,7 @@ mod tests {
         let (resident, back) = round_trip(&batch);
         assert_same(&batch, &back);
         let s = &resident.columns()[10];
-        let ResidentValues::Strings { offsets, .. } = s.values else {
+        let ValueLayout::Strings { offsets, .. } = s.values else {
             panic!("strings expected: {s:?}");
         };
         let cpu = CpuBackend::new();
@@ -546,8 +546,8 @@ mod tests {
         let (resident, _) = round_trip(&sample());
         for column in resident.columns() {
             let spans = match column.values {
-                ResidentValues::Images(s) | ResidentValues::Wide(s) => vec![s],
-                ResidentValues::Strings { offsets, bytes } => vec![offsets, bytes],
+                ValueLayout::Images(s) | ValueLayout::Wide(s) => vec![s],
+                ValueLayout::Strings { offsets, bytes } => vec![offsets, bytes],
             };
             for span in spans.into_iter().chain(column.validity) {
                 assert_eq!(span.offset % ALIGN, 0, "{column:?}");
@@ -617,7 +617,7 @@ mod tests {
         let (resident, back) = round_trip(&batch);
         assert!(matches!(
             resident.columns()[0].values,
-            ResidentValues::Images(_)
+            ValueLayout::Images(_)
         ));
         assert_same(&batch, &back);
     }
@@ -628,7 +628,7 @@ mod tests {
         let batch = wide_batch(vec![Some(7), Some(-beyond * 1000), None, Some(beyond)]);
         let (resident, back) = round_trip(&batch);
         let column = &resident.columns()[0];
-        assert!(matches!(column.values, ResidentValues::Wide(s) if s.len == 4 * 16));
+        assert!(matches!(column.values, ValueLayout::Wide(s) if s.len == 4 * 16));
         assert!(column.validity.is_some());
         assert_same(&batch, &back);
     }
@@ -646,7 +646,7 @@ mod tests {
         let (resident, back) = round_trip(&batch);
         assert!(matches!(
             resident.columns()[0].values,
-            ResidentValues::Images(_)
+            ValueLayout::Images(_)
         ));
         let got = back.column(0).as_primitive::<Decimal128Type>();
         assert_eq!((got.value(0), got.is_null(1)), (1, true));
@@ -654,12 +654,12 @@ mod tests {
 
     #[test]
     fn time_units_and_timezones_are_kept() {
-        assert!(is_resident_type(&DataType::Timestamp(
+        assert!(is_device_type(&DataType::Timestamp(
             TimeUnit::Nanosecond,
             Some("+02:00".into())
         )));
-        assert!(is_resident_type(&DataType::Decimal128(38, 4)));
-        assert!(is_resident_type(&DataType::Decimal128(18, 2)));
-        assert!(!is_resident_type(&DataType::UInt64));
+        assert!(is_device_type(&DataType::Decimal128(38, 4)));
+        assert!(is_device_type(&DataType::Decimal128(18, 2)));
+        assert!(!is_device_type(&DataType::UInt64));
     }
 }

@@ -30,8 +30,8 @@ use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::EngineError;
+use oxidelake_device::device_batch::{self, DeviceBatch};
 use oxidelake_device::ops::{Agg, AggFunc, AggInput as DeviceAggInput, AggregateArgs};
-use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::KeyEncoding;
 use super::pass_through::{self, SkipProbe};
@@ -43,12 +43,12 @@ use crate::segment::replay::Replay;
 
 /// The device aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
-pub(super) struct ResidentPlan {
+pub(super) struct DevicePlan {
     aggregates: Vec<Agg>,
     states: Vec<StateFrom>,
 }
 
-impl ResidentPlan {
+impl DevicePlan {
     /// The plan for `aggregates` over `input`; `None` when one needs the host (a cast).
     pub(super) fn new(input: &Schema, aggregates: &[PartialAggSpec]) -> Option<Self> {
         let mut plan = Self {
@@ -146,12 +146,12 @@ enum HostRun {
 }
 
 /// What every batch of one partition shares.
-pub(super) struct ResidentBatches {
+pub(super) struct SegmentStates {
     pub(super) keys: Vec<usize>,
     pub(super) aggregates: Vec<PartialAggSpec>,
     pub(super) encoding: Arc<KeyEncoding>,
     pub(super) schema: SchemaRef,
-    pub(super) plan: Option<ResidentPlan>,
+    pub(super) plan: Option<DevicePlan>,
     pub(super) probe: Mutex<SkipProbe>,
     pub(super) exec: ExecBackend,
     pub(super) metrics: OperatorMetrics,
@@ -159,7 +159,7 @@ pub(super) struct ResidentBatches {
     pub(super) input: Arc<dyn ExecutionPlan>,
 }
 
-impl ResidentBatches {
+impl SegmentStates {
     /// The partial states of one segment batch: a device batch on the device (module
     /// docs), a host batch on the host path; a device batch the device fails is
     /// replayed on the CPU from its origin ([`crate::segment`]).
@@ -307,7 +307,7 @@ impl ResidentBatches {
     }
 
     fn download(&self, batch: &DeviceBatch) -> Result<RecordBatch> {
-        Ok(resident::download(
+        Ok(device_batch::download(
             self.exec.backend.as_ref(),
             &self.exec.stream,
             batch,
@@ -315,7 +315,7 @@ impl ResidentBatches {
     }
 
     /// The output batch from the device's result: its key columns, then the states.
-    fn assemble(&self, plan: &ResidentPlan, result: &RecordBatch) -> Result<RecordBatch> {
+    fn assemble(&self, plan: &DevicePlan, result: &RecordBatch) -> Result<RecordBatch> {
         let keys = self.keys.len();
         let states = state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?;
         let mut columns: Vec<ArrayRef> = result.columns()[..keys].to_vec();
@@ -351,7 +351,7 @@ mod tests {
             spec(PartialFunc::Count, Some(2)),
             spec(PartialFunc::Sum, Some(2)),
         ];
-        let plan = ResidentPlan::new(&input, &specs).unwrap();
+        let plan = DevicePlan::new(&input, &specs).unwrap();
         use DeviceAggInput as I;
         let pairs: Vec<(AggFunc, I)> = plan.aggregates.iter().map(|a| (a.func, a.input)).collect();
         assert_eq!(
@@ -379,7 +379,7 @@ mod tests {
             spec(PartialFunc::CheckedSum, Some(0)),
             spec(PartialFunc::Sum, Some(0)),
         ];
-        let plan = ResidentPlan::new(&input, &specs).unwrap();
+        let plan = DevicePlan::new(&input, &specs).unwrap();
         assert_eq!(plan.aggregates.len(), 2, "one pair of halves for both sums");
         assert!(
             matches!(&plan.states[0], StateFrom::Counted(parts) if parts == &[(0, 0), (1, 32)]),
@@ -403,9 +403,9 @@ mod tests {
                 cast: Some(DataType::Float64),
             }),
         };
-        assert!(ResidentPlan::new(&input, &[avg]).is_none());
+        assert!(DevicePlan::new(&input, &[avg]).is_none());
         let wide_min = spec(PartialFunc::Min, Some(0));
         let wide = Schema::new(vec![Field::new("d", DataType::Decimal128(30, 2), true)]);
-        assert!(ResidentPlan::new(&wide, &[wide_min]).is_none());
+        assert!(DevicePlan::new(&wide, &[wide_min]).is_none());
     }
 }

@@ -46,8 +46,8 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::PartitionMode;
 use futures::TryStreamExt;
 use oxidelake_core::EngineError;
+use oxidelake_device::device_batch::{self, DeviceBatch};
 use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeRows, RadixDigit};
-use oxidelake_device::resident::{self, DeviceBatch};
 
 use super::keys::{JoinKeys, KeyDictionary};
 use super::radix::RadixKeys;
@@ -57,9 +57,9 @@ use super::{
 };
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::replay::{
-    Replay, as_resident, is_device_failure, recover, refused, replay_below,
+    Replay, as_segment, is_device_failure, recover, refused, replay_below,
 };
-use crate::segment::{ResidentExec, ResidentStream, SegmentBatch, coalesce_host_items, each_batch};
+use crate::segment::{SegmentBatch, SegmentExec, SegmentStream, coalesce_host_items, each_batch};
 
 /// Joins one device batch (see the module docs).
 fn probe_device_batch(
@@ -251,7 +251,7 @@ impl GpuHashJoinExec {
                 None => return None,
             },
         };
-        as_resident(&source).is_some().then_some(source)
+        as_segment(&source).is_some().then_some(source)
     }
 
     /// Whether the join hands on device batches (stage 3, module docs): a join the
@@ -259,25 +259,25 @@ impl GpuHashJoinExec {
     /// on device batches.
     pub fn gives_device_batches(&self) -> bool {
         self.joins_on_device()
-            && as_resident(&self.right).is_some()
+            && as_segment(&self.right).is_some()
             && self.device_build_source().is_some()
     }
 }
 
-impl ResidentExec for GpuHashJoinExec {
-    fn execute_resident(
+impl SegmentExec for GpuHashJoinExec {
+    fn execute_segment(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
-    ) -> Result<ResidentStream> {
-        let (Some(probe), Some(source)) = (as_resident(&self.right), self.device_build_source())
+    ) -> Result<SegmentStream> {
+        let (Some(probe), Some(source)) = (as_segment(&self.right), self.device_build_source())
         else {
             return Err(DataFusionError::Internal(
                 "GpuHashJoinExec asked for device batches without device inputs".into(),
             ));
         };
         let batch_size = context.session_config().batch_size();
-        let input = probe.execute_resident(partition, Arc::clone(&context))?;
+        let input = probe.execute_segment(partition, Arc::clone(&context))?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
         let Probing {
             exec,
@@ -308,7 +308,7 @@ impl ResidentExec for GpuHashJoinExec {
         let kind = input.backend.kind();
         let batches =
             coalesce_host_items(Box::pin(joined), kind, Arc::clone(&self.schema), batch_size);
-        Ok(ResidentStream {
+        Ok(SegmentStream {
             backend: input.backend,
             detected: input.detected,
             batches,
@@ -334,12 +334,12 @@ pub(super) async fn collect_and_build(
     context: Arc<TaskContext>,
     reservation: MemoryReservation,
 ) -> Result<Arc<BuildSide>> {
-    let resident = as_resident(&source).ok_or_else(|| {
+    let resident = as_segment(&source).ok_or_else(|| {
         DataFusionError::Internal("a device build side without device batches".into())
     })?;
     let streams = partitions
         .into_iter()
-        .map(|p| resident.execute_resident(p, Arc::clone(&context)))
+        .map(|p| resident.execute_segment(p, Arc::clone(&context)))
         .collect::<Result<Vec<_>>>()?;
     // What the collected items hold in host memory (host batches, and the origins kept
     // for a replay) is reserved item by item, so a build side past the memory limit
@@ -482,7 +482,7 @@ fn host_batches(
     items
         .into_iter()
         .map(|item| {
-            resident::download(exec.backend.as_ref(), &exec.stream, &item.batch)
+            device_batch::download(exec.backend.as_ref(), &exec.stream, &item.batch)
                 .map_err(DataFusionError::from)
                 .or_else(|err| {
                     recover(
@@ -545,7 +545,7 @@ fn build_on_device(
         JoinKeys::Numbered(cs) => cs.clone(),
     };
     let keys =
-        resident::download_columns(exec.backend.as_ref(), &exec.stream, &batch, &key_columns)
+        device_batch::download_columns(exec.backend.as_ref(), &exec.stream, &batch, &key_columns)
             .map_err(DataFusionError::from)?;
     // The key as the table reads it, and what probes through the host need.
     let (key_column, dictionary, digits) = match encoding {
@@ -755,7 +755,7 @@ fn out_of_device_memory(metrics: &OperatorMetrics, err: &EngineError) {
 fn downloaded(exec: &ExecBackend, batches: &[DeviceBatch]) -> Result<Vec<RecordBatch>> {
     batches
         .iter()
-        .map(|b| resident::download(exec.backend.as_ref(), &exec.stream, b))
+        .map(|b| device_batch::download(exec.backend.as_ref(), &exec.stream, b))
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(DataFusionError::from)
 }
