@@ -15,15 +15,13 @@
 //! The node goes on a `FilterExec` (or a `GpuFilterExec` placed for the CPU) right above
 //! the scan when there is one, so the static filter runs first and the dynamic one sees
 //! fewer rows; otherwise on the scan. Under a `GpuFilterExec` the transition rule puts
-//! between device transitions (placed on a device, over columns a device batch holds)
-//! and a GPU runs (the session's [`BackendProbe`] finds one) it stays on the scan, so
-//! that the rows it drops are not uploaded and no batch crosses back to the host between
-//! the GPU filter and the next GPU operator (device-resident batches are the only device
-//! path, issue #45). Where no GPU runs the plan (placed for cuda on a machine without
-//! one), the GPU filter's CPU path goes first, as a `FilterExec` would: on the scan the
-//! dynamic filter checked every scanned row, not only those the static filter keeps
-//! (TPC-H Q20 at SF 1: all 6 million lineitem rows instead of 0.9 million, 183 ms
-//! against 33 ms), and the transitions around it cost nothing on the CPU backend.
+//! between device transitions (placed on a device, over columns a device batch holds) it
+//! stays on the scan, so that the rows it drops are not uploaded and
+//! no batch crosses back to the host between the GPU filter and the next GPU operator
+//! (device-resident batches are the only device path, issue #45). The cost: where the
+//! plan placed for a GPU runs on the CPU backend, the dynamic filter checks every scanned
+//! row, not only those the static filter keeps (TPC-H Q20 before issue #45: all 6
+//! million lineitem rows instead of 0.9 million, 183 ms against 33 ms).
 //! The scan keeps its predicate for pruning. The rule runs last, after DataFusion's
 //! post-optimisation filter pushdown has put the dynamic filters into the scans, and not
 //! when `pushdown_filters` is on (the decoder applies them then). Off with
@@ -57,33 +55,23 @@ use oxidelake_compute::device_batch::check_device_schema;
 use oxidelake_compute::{GpuFilterExec, JoinFilterExec};
 use oxidelake_core::BackendKind;
 
-use crate::{BackendProbe, OxideOptions};
+use crate::OxideOptions;
 
 /// See the module docs.
-#[derive(Debug, Clone)]
-pub struct JoinFilterRowsRule {
-    /// Whether a GPU runs this session's plans.
-    probe: Arc<dyn BackendProbe>,
-}
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JoinFilterRowsRule;
 
 impl JoinFilterRowsRule {
     /// The name DataFusion lists the rule under.
     pub const NAME: &'static str = "join_filter_rows";
+}
 
-    /// The rule for a session whose hardware `probe` reports.
-    pub fn new(probe: Arc<dyn BackendProbe>) -> Self {
-        Self { probe }
-    }
-
-    /// Whether `filter` will run on a GPU between device transitions: placed on a
-    /// device, over columns a device batch can hold (the transition rule's own test),
-    /// in a session whose probe finds a GPU.
-    fn on_device_between_transitions(&self, filter: &GpuFilterExec) -> bool {
-        filter.placement() != BackendKind::CpuSimd
-            && self.probe.local_backend() != BackendKind::CpuSimd
-            && check_device_schema(&filter.input().schema()).is_ok()
-            && check_device_schema(&filter.schema()).is_ok()
-    }
+/// Whether the transition rule will put `filter` between device transitions: placed on
+/// a device, over columns a device batch can hold (the rule's own test).
+fn between_transitions(filter: &GpuFilterExec) -> bool {
+    filter.placement() != BackendKind::CpuSimd
+        && check_device_schema(&filter.input().schema()).is_ok()
+        && check_device_schema(&filter.schema()).is_ok()
 }
 
 impl PhysicalOptimizerRule for JoinFilterRowsRule {
@@ -101,16 +89,14 @@ impl PhysicalOptimizerRule for JoinFilterRowsRule {
         plan.transform_down(|node| {
             // A filter over such a scan takes the node above itself; the scan below is
             // then left alone.
-            // A GPU filter that runs on a device gets the filter below it, on the scan:
-            // the transition rule, run after this one, puts the upload above it.
+            // A GPU filter placed on a device gets the filter below it, on the scan: the
+            // transition rule, run after this one, puts the upload above it.
             let filtered = match (
                 node.downcast_ref::<FilterExec>(),
                 node.downcast_ref::<GpuFilterExec>(),
             ) {
                 (Some(filter), _) => Some(filter.input()),
-                (None, Some(filter)) if !self.on_device_between_transitions(filter) => {
-                    Some(filter.input())
-                }
+                (None, Some(filter)) if !between_transitions(filter) => Some(filter.input()),
                 _ => None,
             };
             let scan = filtered.unwrap_or(&node);

@@ -88,25 +88,23 @@ pub fn physical_optimizer_rules(
     rules
 }
 
-/// [`physical_optimizer_rules`] with a [`HardwarePlacementRule`] over `probe`, for an
-/// embedded session: also the
+/// [`physical_optimizer_rules`] for an embedded session: also the
 /// [`GraceJoinRule`](crate::GraceJoinRule), just before the placement rule, so that under
 /// `oxidelake.memory.spill_joins` the partitioned hash joins spill instead of failing,
 /// and the [`JoinFilterRowsRule`](crate::JoinFilterRowsRule) last, once DataFusion has
-/// pushed the joins' dynamic filters into the scans (asking `probe` whether a GPU will run
-/// the GPU filters it meets), then the
+/// pushed the joins' dynamic filters into the scans, then the
 /// [`DeviceTransitionRule`](crate::DeviceTransitionRule), after every rule that could come
 /// between a transition and the operator it feeds.
 pub fn embedded_optimizer_rules(
-    probe: Arc<dyn BackendProbe>,
+    rule: impl PhysicalOptimizerRule + Send + Sync + 'static,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
-    let mut rules = physical_optimizer_rules(HardwarePlacementRule::new(Arc::clone(&probe)));
+    let mut rules = physical_optimizer_rules(rule);
     let at = rules
         .iter()
         .position(|r| r.name() == HardwarePlacementRule::NAME)
         .unwrap_or(rules.len());
     rules.insert(at, Arc::new(crate::GraceJoinRule));
-    rules.push(Arc::new(crate::JoinFilterRowsRule::new(probe)));
+    rules.push(Arc::new(crate::JoinFilterRowsRule));
     rules.push(Arc::new(crate::DeviceTransitionRule));
     rules
 }

@@ -21,8 +21,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_core::{BackendKind, EngineError, TelemetryHub};
 use oxidelake_planner::{
-    BackendProbe, FixedProbe, OxideOptions, PlacementTarget, SignedZeroInListRule,
-    embedded_optimizer_rules,
+    BackendProbe, FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget,
+    SignedZeroInListRule, embedded_optimizer_rules,
 };
 
 use crate::cluster::{
@@ -104,7 +104,9 @@ impl OxideSession {
         let state = SessionStateBuilder::new()
             .with_default_features()
             .with_config(config)
-            .with_physical_optimizer_rules(embedded_optimizer_rules(Arc::clone(&probe)))
+            .with_physical_optimizer_rules(embedded_optimizer_rules(HardwarePlacementRule::new(
+                Arc::clone(&probe),
+            )))
             .with_optimizer_rule(Arc::new(SignedZeroInListRule::new()))
             .build();
         // `SELECT * FROM 'data/t.parquet'` reads the file, as datafusion-cli and DuckDB do.

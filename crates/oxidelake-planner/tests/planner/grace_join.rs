@@ -18,7 +18,9 @@ use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_compute::{GRACE_MAX_DEPTH, GraceHashJoinExec, RepartitionGrantPool};
 use oxidelake_core::BackendKind;
-use oxidelake_planner::{FixedProbe, OxideOptions, PlacementTarget, embedded_optimizer_rules};
+use oxidelake_planner::{
+    FixedProbe, HardwarePlacementRule, OxideOptions, PlacementTarget, embedded_optimizer_rules,
+};
 
 use super::fixtures::physical_plan;
 use super::partial_aggregate::sorted_rows;
@@ -115,13 +117,12 @@ fn session_in(options: OxideOptions, pool: Option<Arc<dyn MemoryPool>>) -> Sessi
         // spills (`RepartitionGrantPool`), which this pool would make it do.
         runtime = runtime.with_memory_pool(Arc::new(RepartitionGrantPool::new(pool)));
     }
+    let rule = HardwarePlacementRule::new(Arc::new(FixedProbe(BackendKind::CpuSimd)));
     let state = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)
         .with_runtime_env(Arc::new(runtime.build().unwrap()))
-        .with_physical_optimizer_rules(embedded_optimizer_rules(Arc::new(FixedProbe(
-            BackendKind::CpuSimd,
-        ))))
+        .with_physical_optimizer_rules(embedded_optimizer_rules(rule))
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_tables(&ctx);
