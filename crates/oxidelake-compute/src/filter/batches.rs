@@ -15,7 +15,7 @@ use oxidelake_device::ops::{HostFilterArgs, Predicate};
 
 use super::GpuFilterExec;
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, refused, replay_below, segment_input};
+use crate::segment::replay::{Replay, continue_segment, refused, replay_below};
 use crate::segment::{
     SegmentBatch, SegmentBatches, SegmentExec, SegmentStream, coalesce_host_items, each_batch,
     on_cpu,
@@ -158,23 +158,23 @@ impl SegmentExec for GpuFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SegmentStream> {
-        let config = context.session_config().clone();
-        let input = segment_input(&self.input, "GpuFilterExec", partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
-        let batches = self.filtered(partition, exec, input.batches);
+        let batch_size = context.session_config().batch_size();
+        let mut stream = continue_segment(
+            &self.input,
+            "GpuFilterExec",
+            partition,
+            context,
+            |exec, b| self.filtered(partition, exec, b),
+        )?;
         // What a selective predicate keeps of each host batch is merged into fuller
         // batches, as a host consumer's stream is (`coalesce_small`).
-        let batches = coalesce_host_items(
-            batches,
-            input.backend.kind(),
+        stream.batches = coalesce_host_items(
+            stream.batches,
+            stream.backend.kind(),
             Arc::clone(&self.schema),
-            config.batch_size(),
+            batch_size,
         );
-        Ok(SegmentStream {
-            backend: input.backend,
-            detected: input.detected,
-            batches,
-        })
+        Ok(stream)
     }
 
     fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch> {

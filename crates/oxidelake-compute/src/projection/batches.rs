@@ -14,7 +14,7 @@ use oxidelake_device::ops::{EvaluateArgs, ProjectedColumn, is_overflow};
 
 use super::{GpuProjectionExec, Projection};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
-use crate::segment::replay::{Replay, refused, replay_below, segment_input};
+use crate::segment::replay::{Replay, continue_segment, refused, replay_below};
 use crate::segment::{SegmentBatch, SegmentBatches, SegmentExec, SegmentStream, each_batch};
 
 /// What one partition's projection needs.
@@ -146,15 +146,13 @@ impl SegmentExec for GpuProjectionExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SegmentStream> {
-        let config = context.session_config().clone();
-        let input = segment_input(&self.input, "GpuProjectionExec", partition, context)?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
-        let batches = self.projected(partition, exec, input.batches);
-        Ok(SegmentStream {
-            backend: input.backend,
-            detected: input.detected,
-            batches,
-        })
+        continue_segment(
+            &self.input,
+            "GpuProjectionExec",
+            partition,
+            context,
+            |exec, b| self.projected(partition, exec, b),
+        )
     }
 
     fn replay(&self, origin: &RecordBatch) -> Result<RecordBatch> {

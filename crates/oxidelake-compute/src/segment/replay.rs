@@ -10,7 +10,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::device_batch::{self, DeviceBatch};
 
-use super::{SegmentExec, SegmentStream, host_items};
+use super::{SegmentBatches, SegmentExec, SegmentStream, host_items};
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::transition::upload::HostToDeviceExec;
 
@@ -48,6 +48,27 @@ pub(crate) fn segment_input(
             DataFusionError::Internal(format!("{operator}'s input holds no device batches"))
         })?
         .execute_segment(partition, context)
+}
+
+/// The segment stream of an operator that hands on segment batches (a filter, a
+/// computed projection): `input`'s segment batches of `partition` through `run`, the
+/// operator's batch function over them on the backend they live on (with the session's
+/// device limit).
+pub(crate) fn continue_segment(
+    input: &Arc<dyn ExecutionPlan>,
+    operator: &str,
+    partition: usize,
+    context: Arc<TaskContext>,
+    run: impl FnOnce(ExecBackend, SegmentBatches) -> SegmentBatches,
+) -> Result<SegmentStream> {
+    let config = context.session_config().clone();
+    let input = segment_input(input, operator, partition, context)?;
+    let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
+    Ok(SegmentStream {
+        batches: run(exec, input.batches),
+        backend: input.backend,
+        detected: input.detected,
+    })
 }
 
 /// The batches of `partition` an operator that brings its output back to the host (a
