@@ -154,9 +154,9 @@ impl Projection {
         self.assemble(batch, &values)
     }
 
-    /// The outputs as a resident projection's, or `None` when one is a constant (which
+    /// The outputs as the device computes them, or `None` when one is a constant (which
     /// the host path evaluates).
-    fn resident_outputs(&self) -> Option<Vec<ProjectedColumn>> {
+    fn device_outputs(&self) -> Option<Vec<ProjectedColumn>> {
         self.outputs
             .iter()
             .map(|o| match o {

@@ -1,6 +1,6 @@
 //! `DeviceTransitionRule`: marks where a plan's data changes device (ADR-0014).
 //!
-//! Every resident operator (a GPU filter, a
+//! Every segment operator (a GPU filter, a
 //! GPU projection that computes a column) placed on a device whose input and output
 //! columns a device batch can hold gets a `HostToDeviceExec` below it and a
 //! `DeviceToHostExec` above it; between two such operators the pair cancels, so a chain
@@ -51,8 +51,8 @@ impl DeviceTransitionRule {
     pub const NAME: &'static str = "device_transitions";
 }
 
-/// The device-batch source for a resident operator above `input`: the node inside an
-/// existing `DeviceToHostExec` (two resident operators in a row), or a new
+/// The device-batch source for a segment operator above `input`: the node inside an
+/// existing `DeviceToHostExec` (two segment operators in a row), or a new
 /// `HostToDeviceExec`.
 fn segment_input(input: &Arc<dyn ExecutionPlan>, placement: BackendKind) -> Arc<dyn ExecutionPlan> {
     match input.downcast_ref::<DeviceToHostExec>() {
@@ -64,7 +64,7 @@ fn segment_input(input: &Arc<dyn ExecutionPlan>, placement: BackendKind) -> Arc<
 /// The placement and input of `node` when it is an operator that takes and gives device
 /// batches: a GPU filter, or a GPU projection with a column to compute (one that only
 /// repeats a scalar subquery's value has no device work).
-fn resident_operator(
+fn segment_operator(
     node: &Arc<dyn ExecutionPlan>,
 ) -> Option<(BackendKind, &Arc<dyn ExecutionPlan>)> {
     if let Some(filter) = node.downcast_ref::<GpuFilterExec>() {
@@ -133,7 +133,7 @@ fn upload(
 ///   on device batches: that input's download goes (below a CollectLeft join's
 ///   partition coalescing, for the build side), the other input is uploaded if it is on
 ///   the host, and the join hands on device batches (`build=device`, `probe=device`)
-///   under a download of its own that the next resident operator cancels; its build
+///   under a download of its own that the next segment operator cancels; its build
 ///   side claims its device bytes under `oxidelake.memory.device_limit`;
 /// - otherwise a join that probes device batches in place (`probes_device_batches`)
 ///   over a probe input's download: the join reads those batches (`probe=device`) and
@@ -198,7 +198,7 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
                 )?;
                 return Ok(Transformed::yes(node));
             }
-            let Some((placement, input)) = resident_operator(&node) else {
+            let Some((placement, input)) = segment_operator(&node) else {
                 return Ok(Transformed::no(node));
             };
             let fits = placement != BackendKind::CpuSimd
@@ -208,12 +208,12 @@ impl PhysicalOptimizerRule for DeviceTransitionRule {
                 return Ok(Transformed::no(node));
             }
             let input = segment_input(input, placement);
-            let resident = Arc::clone(&node).replace_children(
+            let segment = Arc::clone(&node).replace_children(
                 vec![input],
                 ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
             )?;
             Ok(Transformed::yes(Arc::new(DeviceToHostExec::new(
-                resident, placement,
+                segment, placement,
             ))))
         })
         .data()

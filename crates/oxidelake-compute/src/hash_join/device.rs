@@ -334,12 +334,12 @@ pub(super) async fn collect_and_build(
     context: Arc<TaskContext>,
     reservation: MemoryReservation,
 ) -> Result<Arc<BuildSide>> {
-    let resident = as_segment(&source).ok_or_else(|| {
+    let segment = as_segment(&source).ok_or_else(|| {
         DataFusionError::Internal("a device build side without device batches".into())
     })?;
     let streams = partitions
         .into_iter()
-        .map(|p| resident.execute_segment(p, Arc::clone(&context)))
+        .map(|p| segment.execute_segment(p, Arc::clone(&context)))
         .collect::<Result<Vec<_>>>()?;
     // What the collected items hold in host memory (host batches, and the origins kept
     // for a replay) is reserved item by item, so a build side past the memory limit

@@ -127,7 +127,7 @@ impl GpuProjectionExec {
             exec,
             metrics,
             input: Arc::clone(&self.input),
-            outputs: self.projection.resident_outputs(),
+            outputs: self.projection.device_outputs(),
             projection: self.projection.clone(),
         };
         each_batch(batches, backend.as_ref(), move |item| {

@@ -83,8 +83,8 @@ pub(crate) fn input_batches(
     context: Arc<TaskContext>,
     gathered: bool,
 ) -> Result<SegmentStream> {
-    if let Some(resident) = as_segment(input) {
-        return resident.execute_segment(partition, context);
+    if let Some(segment) = as_segment(input) {
+        return segment.execute_segment(partition, context);
     }
     let (backend, detected) = choice.for_placement(placement);
     let batching = backend.batching().filter(|_| gathered);

@@ -120,7 +120,7 @@ impl ExecutionPlan for DeviceToHostExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let schema = self.input.schema();
-        let Some(resident) = as_segment(&self.input) else {
+        let Some(segment) = as_segment(&self.input) else {
             // Separated from its device operators by a rewrite: its input is host data.
             return self.input.execute(partition, context);
         };
@@ -129,7 +129,7 @@ impl ExecutionPlan for DeviceToHostExec {
             backend,
             detected,
             batches,
-        } = resident.execute_segment(partition, context)?;
+        } = segment.execute_segment(partition, context)?;
         let exec = Arc::new(ExecBackend::on(backend, detected)?);
         let metrics = Arc::new(TransitionMetrics::new(
             &self.metrics,

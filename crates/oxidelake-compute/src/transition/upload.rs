@@ -216,9 +216,9 @@ fn upload_or_keep(
         return SegmentBatch::host(batch);
     }
     match device_batch::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
-        Ok(resident) => {
-            metrics.record(exec, batch.num_rows(), started, resident.bytes(), pool);
-            SegmentBatch::new(resident, Some(Arc::new(batch)))
+        Ok(on_device) => {
+            metrics.record(exec, batch.num_rows(), started, on_device.bytes(), pool);
+            SegmentBatch::new(on_device, Some(Arc::new(batch)))
         }
         Err(err) => {
             tracing::warn!(
