@@ -18,8 +18,9 @@
 //!   every later batch the same way).
 //! - **On the host**: every batch on the CPU backend (the upload would be a `memcpy` into
 //!   images for nothing), so placing a plan for a GPU on a machine without one costs the
-//!   transitions nothing; on a device, a batch replayed after a failure, or one the
-//!   device *refused* in place (a type or size its kernels do not take: copied back
+//!   transitions nothing; on a device, a batch replayed after a failure (which the
+//!   operators above run on the CPU: [`SegmentBatch::cpu_only`]), or one the device
+//!   *refused* in place (a type or size its kernels do not take: copied back
 //!   once, counted in `refused_batches`, and left on the host for the rest of the
 //!   segment instead of being copied up again). Operators run their host path on it,
 //!   which still uses the device where it can (`oxidelake_device::edge`: only the
@@ -64,13 +65,22 @@ pub struct SegmentBatch {
     /// where no replay is possible: the output of a join built on the device). A batch
     /// on the host keeps none: its operators' host paths fall back on their own.
     pub origin: Option<Arc<RecordBatch>>,
+    /// A batch on the host because the device failed it (replayed on the CPU, or kept on
+    /// the host by an upload that failed): the operators above run it on the CPU too,
+    /// each counting it in `cpu_fallback_batches`, since a failed device would fail it
+    /// again (and count one failure many times).
+    pub cpu_only: bool,
 }
 
 impl SegmentBatch {
     /// `batch` with `origin`, which only a batch on the device keeps.
     pub fn new(batch: DeviceBatch, origin: Option<Arc<RecordBatch>>) -> Self {
         let origin = origin.filter(|_| batch.on_device().is_some());
-        Self { batch, origin }
+        Self {
+            batch,
+            origin,
+            cpu_only: false,
+        }
     }
 
     /// A batch on the host.
@@ -78,6 +88,15 @@ impl SegmentBatch {
         Self {
             batch: DeviceBatch::host(batch),
             origin: None,
+            cpu_only: false,
+        }
+    }
+
+    /// A batch on the host that the device failed (see [`Self::cpu_only`]).
+    pub fn cpu_only(batch: RecordBatch) -> Self {
+        Self {
+            cpu_only: true,
+            ..Self::host(batch)
         }
     }
 
@@ -166,7 +185,7 @@ pub(crate) fn each_batch<T: Send + 'static>(
 
 /// `batches` of a segment on the CPU backend (every one a host batch) with the small ones
 /// merged up to `batch_size` rows, as [`coalesce_small`] merges a host operator's output;
-/// on a device, `batches` as they are (a host batch there is a rare replayed one).
+/// on a device, `batches` as they are (host batches there are refused or failed ones).
 pub(crate) fn coalesce_host_items(
     batches: SegmentBatches,
     backend: BackendKind,

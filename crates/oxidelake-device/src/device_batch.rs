@@ -8,8 +8,8 @@
 //!   ([`crate::ops::write_images`]; floats as `f64` bits). A decimal column is held as
 //!   images only when every value of the batch fits 64 bits, which keeps the images
 //!   exact; a batch holding a wider value keeps that column as 16-byte values
-//!   ([`ValueLayout::Wide`]), which no kernel reads: an operator needing it bridges
-//!   the batch through the host;
+//!   ([`ValueLayout::Wide`]), which no kernel reads: an operator needing it refuses the
+//!   batch, which goes on by the host path;
 //! - strings as `i32` offsets starting at 0 and their bytes (dictionaries, views and
 //!   large strings materialised as `Utf8` first);
 //! - validity as a bitmap whose bit 0 is row 0, for columns with NULLs only.
@@ -78,7 +78,7 @@ pub enum ValueLayout {
     Images(Span),
     /// One 16-byte little-endian `i128` per row: a decimal column of a batch holding a
     /// value beyond 64 bits. No kernel reads it; an operator that needs the column
-    /// bridges the batch through the host.
+    /// refuses the batch, which goes on by the host path.
     Wide(Span),
     /// `rows + 1` `i32` offsets from 0, then the bytes they index.
     Strings {

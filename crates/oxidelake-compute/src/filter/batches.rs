@@ -40,11 +40,15 @@ impl Filtering {
     }
 
     /// One segment batch filtered: a device batch on the device (through the host path
-    /// where the device refuses it), a host batch by the host path; a device batch the
-    /// device fails is replayed on the CPU.
+    /// where the device refuses it), a host batch by the host path (on the CPU where the
+    /// device failed it below); a device batch the device fails is replayed on the CPU.
     fn filter(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         let started = Instant::now();
         if let Some(host) = item.batch.as_host() {
+            if item.cpu_only {
+                self.metrics.cpu_fallback_batches.add(1);
+                return Ok(SegmentBatch::cpu_only(self.on_cpu(host, started)?));
+            }
             return Ok(SegmentBatch::host(self.on_host(host, started, 0)?));
         }
         let replay = Replay {
@@ -57,15 +61,19 @@ impl Filtering {
             self.on_device(batch, started)
         })? {
             Ok(out) => Ok(SegmentBatch::new(out, item.origin)),
-            Err(replayed) => {
-                let out = on_cpu(|cpu, stream| {
-                    oxidelake_device::edge::filter_project(cpu, stream, self.args(&replayed))
-                })?;
-                self.metrics
-                    .record(replayed.num_rows(), out.num_rows(), started, 0);
-                Ok(SegmentBatch::host(out))
-            }
+            // The replay counted the batch as a CPU one already.
+            Err(replayed) => Ok(SegmentBatch::cpu_only(self.on_cpu(&replayed, started)?)),
         }
+    }
+
+    /// `host` filtered on the CPU (a batch the device failed).
+    fn on_cpu(&self, host: &RecordBatch, started: Instant) -> Result<RecordBatch> {
+        let out = on_cpu(|cpu, stream| {
+            oxidelake_device::edge::filter_project(cpu, stream, self.args(host))
+        })?;
+        self.metrics
+            .record(host.num_rows(), out.num_rows(), started, 0);
+        Ok(out)
     }
 
     /// `host` filtered by the host path: the backend through `oxidelake_device::edge`

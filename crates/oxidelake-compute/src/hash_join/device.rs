@@ -120,6 +120,9 @@ impl SegmentProbe {
     /// are (without an origin: the output depends on the device's build side), host rows
     /// for a host batch or one replayed after a device failure.
     fn join(&self, item: SegmentBatch) -> Result<SegmentBatch> {
+        // A host batch the device failed below, or a device batch replayed here after a
+        // failure: its output stays on the CPU above.
+        let failed = item.cpu_only || item.batch.on_device().is_some();
         let host = match self.device_or_replayed(item, |batch| {
             join_device_batch(
                 &self.exec,
@@ -141,7 +144,10 @@ impl SegmentProbe {
             &self.join,
             &self.schema,
         )?;
-        Ok(SegmentBatch::host(out))
+        Ok(match failed {
+            true => SegmentBatch::cpu_only(out),
+            false => SegmentBatch::host(out),
+        })
     }
 
     /// `on_device`'s output for a device batch (`Ok(Ok(_))`), or the host batch to probe
@@ -375,8 +381,8 @@ pub(super) async fn collect_and_build(
     tokio::task::spawn_blocking(move || {
         let on_device = items.iter().all(|item| item.batch.on_device().is_some());
         if !on_device {
-            // Host batches among them (the CPU backend's, or replayed after a device
-            // failure): the side is built from host batches.
+            // Host batches among them (the CPU backend's, or ones the device refused or
+            // failed): the side is built from host batches.
             let host = host_batches(&exec, &metrics, &source, items)?;
             // As the host path claims: the key images and the table.
             let rows: usize = host.iter().map(RecordBatch::num_rows).sum();

@@ -170,9 +170,14 @@ impl SegmentStates {
             .lock()
             .map_err(|_| DataFusionError::Internal("skip probe lock poisoned".into()))?;
         if let Some(host) = item.batch.as_host() {
-            // The CPU backend's batches, a host input's, or one the device refused or
-            // failed below: the host path, on the backend where it can.
-            return self.host_states(&mut probe, host, HostRun::Backend, started, 0);
+            // The CPU backend's batches, a host input's, or one the device refused below:
+            // the host path, on the backend where it can; one the device failed below,
+            // on the CPU.
+            let run = match item.cpu_only {
+                true => HostRun::Cpu { counted: false },
+                false => HostRun::Backend,
+            };
+            return self.host_states(&mut probe, host, run, started, 0);
         }
         let replay = Replay {
             input: &self.input,

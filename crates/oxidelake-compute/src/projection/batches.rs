@@ -30,10 +30,15 @@ struct Projecting {
 impl Projecting {
     /// One segment batch projected: a device batch on the device (by the host path where
     /// the device refuses it or its values outgrow 64 bits), a host batch by the host
-    /// path; a device batch the device fails is replayed on the CPU.
+    /// path (on the CPU where the device failed it below); a device batch the device
+    /// fails is replayed on the CPU.
     fn project(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         let started = Instant::now();
         if let Some(host) = item.batch.as_host() {
+            if item.cpu_only {
+                self.metrics.cpu_fallback_batches.add(1);
+                return Ok(SegmentBatch::cpu_only(self.on_cpu(host, started)?));
+            }
             return Ok(SegmentBatch::host(self.on_host(host, started, 0, true)?));
         }
         let replay = Replay {
@@ -46,13 +51,17 @@ impl Projecting {
             self.on_device(batch, started)
         })? {
             Ok(out) => Ok(SegmentBatch::new(out, item.origin)),
-            Err(replayed) => {
-                let out = self.projection.on_cpu(&replayed)?;
-                self.metrics
-                    .record(replayed.num_rows(), out.num_rows(), started, 0);
-                Ok(SegmentBatch::host(out))
-            }
+            // The replay counted the batch as a CPU one already.
+            Err(replayed) => Ok(SegmentBatch::cpu_only(self.on_cpu(&replayed, started)?)),
         }
+    }
+
+    /// `host` projected by DataFusion's expressions (a batch the device failed).
+    fn on_cpu(&self, host: &RecordBatch, started: Instant) -> Result<RecordBatch> {
+        let out = self.projection.on_cpu(host)?;
+        self.metrics
+            .record(host.num_rows(), out.num_rows(), started, 0);
+        Ok(out)
     }
 
     /// `host` projected by the host path (its computed columns by the backend where

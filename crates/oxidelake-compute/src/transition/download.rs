@@ -148,7 +148,7 @@ impl ExecutionPlan for DeviceToHostExec {
                 Arc::clone(&input),
             );
             async move {
-                let SegmentBatch { batch, origin } = batch?;
+                let SegmentBatch { batch, origin, .. } = batch?;
                 if let Some(host) = batch.as_host() {
                     let no_device = metrics.operator.no_device;
                     metrics.host_batch(host.num_rows(), Instant::now(), no_device);

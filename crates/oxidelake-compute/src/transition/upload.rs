@@ -213,7 +213,7 @@ fn upload_or_keep(
     let started = Instant::now();
     if exec.is_degraded() {
         metrics.host_batch(batch.num_rows(), started, true);
-        return SegmentBatch::host(batch);
+        return SegmentBatch::cpu_only(batch);
     }
     match device_batch::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
         Ok(on_device) => {
@@ -228,7 +228,7 @@ fn upload_or_keep(
             exec.degrade();
             metrics.operator.device_errors.add(1);
             metrics.host_batch(batch.num_rows(), started, true);
-            SegmentBatch::host(batch)
+            SegmentBatch::cpu_only(batch)
         }
     }
 }

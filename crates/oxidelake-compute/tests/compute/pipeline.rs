@@ -870,6 +870,64 @@ async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_ag
     );
 }
 
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_batch_the_device_failed_below_runs_on_the_cpu_above_and_its_failure_is_counted_once() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::HostToDeviceExec;
+    let Some(set_fault) = emu::set_fault_hook() else {
+        return;
+    };
+    let arm = |spec: &str| {
+        let text = std::ffi::CString::new(spec).unwrap();
+        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
+        assert_eq!(
+            unsafe { set_fault(text.as_ptr()) },
+            0,
+            "fault spec {spec:?}"
+        );
+    };
+    let batches = 12;
+    let backend = cuda();
+    let fixed = BackendChoice::Fixed(backend.clone());
+    // Uploaded, filtered and aggregated where they lie: (the filter, the aggregate).
+    let plan = || {
+        let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+            HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
+                .with_backend(fixed.clone()),
+        );
+        let filter = dated_filter(h2d, fixed.clone());
+        (Arc::clone(&filter), partial_by_date(filter, fixed.clone()))
+    };
+    let (_, warm) = plan();
+    let unfailed = merged_states(&run(Arc::clone(&warm)).await);
+    // Every launch fails: the filter's first one fails its first batch, which it
+    // replays on the CPU; the rest of its batches it replays without trying.
+    let (filter, failing) = plan();
+    arm("launch:1+");
+    let states = collect(Arc::clone(&failing), SessionContext::new().task_ctx()).await;
+    arm("");
+    let states = merged_states(&states.expect("the query completes on the CPU"));
+    assert_eq!(states, unfailed, "the CPU's states merge to the device's");
+    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
+    assert_eq!(
+        metric(&filter, "device_errors"),
+        1,
+        "one failure, counted once"
+    );
+    assert_eq!(metric(&filter, "cpu_fallback_batches"), gathered);
+    // The aggregate takes the replayed batches on the CPU: it does not call the failed
+    // device for them, so it counts no failure of its own.
+    assert_eq!(
+        metric(&failing, "device_errors"),
+        0,
+        "the aggregate tried no launch"
+    );
+    assert_eq!(metric(&failing, "cpu_fallback_batches"), gathered);
+}
+
 /// A build side: `id` (every third number below 20,000) and `name` ("n<id>").
 fn names() -> Arc<dyn ExecutionPlan> {
     let schema = Arc::new(Schema::new(vec![

@@ -18,7 +18,7 @@ use crate::ops::{DeviceProgram, Predicate, ValueClass};
 
 /// Per program slot: (images, offsets, bytes, validity) addresses, 0 where the slot's
 /// kind has none (a validity of 0 is "no NULLs" to the kernels). A column held as 16-byte
-/// values cannot be read by the program: `Unsupported`, and the batch is bridged.
+/// values cannot be read by the program: `Unsupported`, and the batch is refused.
 fn slot_pointers(
     batch: &DeviceColumns,
     program: &DeviceProgram,
