@@ -33,9 +33,25 @@ type Trace = unsafe extern "C" fn(c_int);
 type TraceText = unsafe extern "C" fn(*mut c_char, usize) -> usize;
 
 /// `oxide_emu_set_fault`, if the loaded libcuda is the emulator.
-pub fn set_fault_hook() -> Option<SetFault> {
+fn set_fault_hook() -> Option<SetFault> {
     // SAFETY: emu_api.h: `int oxide_emu_set_fault(const char*)`.
     unsafe { symbol::<SetFault>(b"oxide_emu_set_fault\0") }
+}
+
+/// A function that arms the emulator's fault plan with a spec (`"alloc:1+"`, `""` to
+/// disarm) and asserts the emulator took it; `None` where the loaded libcuda has no
+/// fault hook.
+pub fn fault_arm() -> Option<impl Fn(&str)> {
+    let set_fault = set_fault_hook()?;
+    Some(move |spec: &str| {
+        let text = std::ffi::CString::new(spec).unwrap();
+        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
+        assert_eq!(
+            unsafe { set_fault(text.as_ptr()) },
+            0,
+            "fault spec {spec:?}"
+        );
+    })
 }
 
 /// Whether the loaded libcuda is the emulator with the trace and call counters.

@@ -7,7 +7,6 @@
 //! These run only on the emulator (`scripts/test-cuda-emulated.sh`); on a real driver the
 //! hook `oxide_emu_set_fault` does not exist and each test says so and returns.
 
-use std::ffi::CString;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -25,7 +24,7 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::{CpuBackend, CudaBackend, DeviceMemory};
 
 use super::data::{self, Rng};
-use super::emu::set_fault_hook;
+use super::emu::fault_arm;
 use super::rows::assert_same_rows;
 
 /// One fault plan at a time: the plan and the driver's sticky error are process-wide.
@@ -34,20 +33,11 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Runs `body` with the fault plan `spec` armed, then clears the plan (and any sticky
 /// error). `None` when the driver is not the emulator.
 async fn with_fault<T>(spec: &str, body: impl AsyncFnOnce() -> T) -> Option<T> {
-    let Some(set) = set_fault_hook() else {
+    let Some(arm) = fault_arm() else {
         eprintln!("skipping: libcuda is not the emulated driver (no oxide_emu_set_fault)");
         return None;
     };
     let _serial = SERIAL.lock().await;
-    let arm = |spec: &str| {
-        let text = CString::new(spec).unwrap();
-        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
-        assert_eq!(
-            unsafe { set(text.as_ptr()) },
-            0,
-            "fault spec {spec:?} refused"
-        );
-    };
     arm(spec);
     let out = body().await;
     arm("");

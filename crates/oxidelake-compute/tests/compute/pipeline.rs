@@ -817,17 +817,8 @@ async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_ag
     use datafusion::physical_expr::expressions::col;
     use datafusion::physical_plan::projection::ProjectionExec;
     use oxidelake_compute::HostToDeviceExec;
-    let Some(set_fault) = emu::set_fault_hook() else {
+    let Some(arm) = emu::fault_arm() else {
         return;
-    };
-    let arm = |spec: &str| {
-        let text = std::ffi::CString::new(spec).unwrap();
-        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
-        assert_eq!(
-            unsafe { set_fault(text.as_ptr()) },
-            0,
-            "fault spec {spec:?}"
-        );
     };
     let batches = 12;
     let backend = cuda();
@@ -877,17 +868,8 @@ async fn a_batch_the_device_failed_below_runs_on_the_cpu_above_and_its_failure_i
         return;
     }
     use oxidelake_compute::HostToDeviceExec;
-    let Some(set_fault) = emu::set_fault_hook() else {
+    let Some(arm) = emu::fault_arm() else {
         return;
-    };
-    let arm = |spec: &str| {
-        let text = std::ffi::CString::new(spec).unwrap();
-        // SAFETY: `text` is a valid NUL-terminated string that outlives the call.
-        assert_eq!(
-            unsafe { set_fault(text.as_ptr()) },
-            0,
-            "fault spec {spec:?}"
-        );
     };
     let batches = 12;
     let backend = cuda();
