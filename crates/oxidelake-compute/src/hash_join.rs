@@ -32,7 +32,6 @@ mod key_set;
 mod keys;
 mod radix;
 mod residual;
-mod strings;
 mod widen;
 
 use std::fmt;
@@ -76,10 +75,6 @@ use crate::segment::replay::{as_segment, input_batches};
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
-// Shared with the partial aggregate's group numbering.
-pub(crate) use radix::radix_type;
-pub(crate) use strings::{StringNumbers, for_each_string};
-pub(crate) use widen::widened;
 
 /// The collected build side and its hash table.
 #[derive(Debug)]

@@ -14,17 +14,19 @@
 //! in parallel, and its results are exact to merge. The final merge sees a few rows per
 //! group and stays on the CPU, where DataFusion's accumulators define the semantics.
 //!
-//! Per batch: the keys become the device's Int64 key column (see `keys`), the arguments
-//! its Int64/Float64 values (see `spec`), the device's SUM / COUNT / MIN / MAX op runs
-//! (falling back to its CPU path per batch, as every Gpu*Exec does), and the results are
-//! turned into the partial state types. A decimal SUM or AVG whose batch could overflow an
-//! i64 is cut into slices that cannot; each slice contributes its own partial rows. An
-//! integer SUM whose batch could overflow an i64 goes by limbs, so no device sum wraps,
-//! and the limbs' sums are joined exactly in i128. OxideLake's checked `sum` gets its
+//! Per batch, one plan (see `batches`): the backend's grouped SUM / COUNT / MIN / MAX
+//! over the key columns where they lie and the arguments' 8-byte images (an integer or
+//! decimal SUM by the two 32-bit halves of its images, which cannot overflow), whose
+//! results are turned into the partial state types. On the host, a batch first gets the
+//! casts DataFusion's coercion put on an argument and, for a decimal SUM whose values
+//! leave 64 bits, two limbs per value, appended as columns (`spec`). The halves' and
+//! limbs' sums are joined exactly in i128 (`limbs`). OxideLake's checked `sum` gets its
 //! state as its own accumulators make it, the sum wrapped into the state type and how
 //! many times it wrapped (`crate::checked_sum`), so a group's sum that leaves the state
 //! type is carried exactly to the final aggregate, where only the total can overflow.
 //! DataFusion's `sum` and `avg` get the wrapped sum, as their wrapping additions make it.
+//! A float key's groups come back with `-0.0` keyed `+0.0`, as DataFusion keys them, so
+//! the final merge sees one key where it would merge two.
 //!
 //! When grouping does not reduce (about as many groups as rows over a partition's first
 //! rows, by DataFusion's own skip settings), later rows pass through as their own state
@@ -36,9 +38,7 @@
 //! `input=device`.
 
 mod batches;
-mod digits;
 mod from_plan;
-mod keys;
 mod limbs;
 mod pass_through;
 mod spec;
@@ -46,8 +46,9 @@ mod spec;
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::row::{RowConverter, SortField};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::config::ConfigOptions;
 use datafusion::error::{DataFusionError, Result};
@@ -65,17 +66,14 @@ use datafusion::physical_plan::{
     PlanProperties, Statistics, StatisticsArgs, statistics::ChildStats,
 };
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::ops::{AggFunc, AggSpec, HostAggregateArgs};
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, single_child};
 use crate::placement_label;
 use crate::segment::each_batch;
 use crate::segment::replay::{as_segment, input_batches};
 
-use keys::KeyEncoding;
-use limbs::{exact_sum_state, limb_states};
+use limbs::limb_states;
 pub use spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
-use spec::{DeviceValues, ValueKind};
 
 /// The partial half of a grouped aggregation (see the module docs). Output: the key
 /// columns, then each aggregate's state columns, as the given schema names them.
@@ -84,7 +82,6 @@ pub struct GpuPartialAggregateExec {
     input: Arc<dyn ExecutionPlan>,
     keys: Vec<usize>,
     aggregates: Vec<PartialAggSpec>,
-    encoding: Arc<KeyEncoding>,
     placement: BackendKind,
     backend: BackendChoice,
     schema: SchemaRef,
@@ -108,7 +105,7 @@ impl GpuPartialAggregateExec {
         let unsupported = |detail: String| -> DataFusionError {
             EngineError::unsupported("GpuPartialAggregateExec", detail).into()
         };
-        let encoding = KeyEncoding::for_keys(&input_schema, &keys).map_err(unsupported)?;
+        check_keys(&input_schema, &keys).map_err(unsupported)?;
         let states: usize = aggregates.iter().map(|a| a.func.state_columns()).sum();
         if schema.fields().len() != keys.len() + states {
             return Err(DataFusionError::Plan(format!(
@@ -152,7 +149,7 @@ impl GpuPartialAggregateExec {
                 .iter()
                 .map(|f| f.data_type())
                 .collect();
-            // COUNT takes any argument: only its validity travels.
+            // COUNT takes any argument: only its validity is read.
             let value_for_check = if spec.func == PartialFunc::Count {
                 None
             } else {
@@ -173,7 +170,6 @@ impl GpuPartialAggregateExec {
             input,
             keys,
             aggregates,
-            encoding: Arc::new(encoding),
             placement,
             backend: BackendChoice::Detect,
             schema,
@@ -206,6 +202,26 @@ impl GpuPartialAggregateExec {
     /// Where the planner placed the operator.
     pub fn placement(&self) -> BackendKind {
         self.placement
+    }
+}
+
+/// Why the group keys `keys` of `schema` are not covered, if they are not: a key type
+/// the row format cannot hold (the CPU's group numbering falls back to it).
+fn check_keys(schema: &SchemaRef, keys: &[usize]) -> std::result::Result<(), String> {
+    let fields = keys
+        .iter()
+        .map(|k| {
+            schema
+                .fields()
+                .get(*k)
+                .map(|f| SortField::new(f.data_type().clone()))
+                .ok_or_else(|| format!("group key column {k} out of range"))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if RowConverter::supports_fields(&fields) {
+        Ok(())
+    } else {
+        Err(format!("group key types {fields:?}"))
     }
 }
 
@@ -259,14 +275,6 @@ impl DisplayAs for GpuPartialAggregateExec {
     }
 }
 
-/// The partial states of one batch (see the module docs).
-struct BatchPlan<'a> {
-    keys: &'a [usize],
-    aggregates: &'a [PartialAggSpec],
-    encoding: &'a KeyEncoding,
-    schema: &'a SchemaRef,
-}
-
 /// How one aggregate's state column (two for `Counted`) is made from the device's
 /// results (indices into them).
 #[derive(Debug)]
@@ -279,8 +287,8 @@ enum StateFrom {
     /// A sum from its limbs' sums, `Σ result << shift`, wrapped into the state type as
     /// DataFusion's `sum` and `avg` wrap (see `limbs::limb_states`).
     Limbs(Vec<(usize, u32)>),
-    /// The checked `sum`'s two state columns from one exact result (`[(at, 0)]`) or
-    /// its limbs' results: the sum wrapped into the state type, then its wrap count.
+    /// The checked `sum`'s two state columns from its limbs' results: the sum wrapped
+    /// into the state type, then its wrap count.
     Counted(Vec<(usize, u32)>),
 }
 
@@ -293,236 +301,6 @@ impl StateFrom {
             (_, [(at, 0)]) => StateFrom::Result(*at),
             _ => StateFrom::Limbs(parts),
         }
-    }
-}
-
-/// A value column in device form: one column, or limbs with their shifts.
-type DeviceParts = Vec<(ArrayRef, u32)>;
-
-/// What the device computes for one batch.
-#[derive(Default)]
-struct DeviceWork {
-    /// The value columns, one per device aggregate.
-    columns: Vec<ArrayRef>,
-    /// The aggregate over each column.
-    funcs: Vec<AggFunc>,
-    /// Each state column of the output (after the keys), in order.
-    states: Vec<StateFrom>,
-    /// The most rows one device call may sum exactly (decimal sums).
-    slice_rows: usize,
-    /// The device aggregate counting every row, once one is pushed.
-    count_all: Option<usize>,
-}
-
-impl DeviceWork {
-    /// The device aggregate `func` over `column`: an existing one when the same
-    /// aggregate over the same column is already pushed (SUM(x) beside AVG(x)'s sum).
-    fn push(&mut self, func: AggFunc, column: ArrayRef) -> usize {
-        let same = |(f, c): (&AggFunc, &ArrayRef)| *f == func && Arc::ptr_eq(c, &column);
-        if let Some(at) = self.funcs.iter().zip(&self.columns).position(same) {
-            return at;
-        }
-        self.columns.push(column);
-        self.funcs.push(func);
-        self.funcs.len() - 1
-    }
-
-    /// A COUNT of `column`'s valid rows. Every column without NULLs counts every row, so
-    /// COUNT(*) and the counts of AVGs over columns without NULLs share one aggregate.
-    fn push_count(&mut self, column: ArrayRef) -> usize {
-        if column.logical_null_count() > 0 {
-            return self.push(AggFunc::Count, column);
-        }
-        match self.count_all {
-            Some(at) => at,
-            None => {
-                let at = self.push(AggFunc::Count, column);
-                self.count_all = Some(at);
-                at
-            }
-        }
-    }
-}
-
-impl BatchPlan<'_> {
-    /// The device work for `batch`: its arguments in the device's numeric model, the
-    /// aggregates over them, and how the state columns are made from the results.
-    fn device_work(&self, batch: &RecordBatch) -> Result<DeviceWork> {
-        let rows = batch.num_rows();
-        let mut work = DeviceWork {
-            slice_rows: usize::MAX,
-            ..DeviceWork::default()
-        };
-        // Each argument converted once, however many aggregates read it.
-        let mut converted: Vec<(&AggInput, bool, DeviceParts)> = Vec::new();
-        for spec in self.aggregates {
-            if spec.func == PartialFunc::Count {
-                let argument = spec
-                    .input
-                    .as_ref()
-                    .map(|input| spec::argument(batch, input))
-                    .transpose()?;
-                let at = work.push_count(Arc::new(spec::count_input(argument.as_ref(), rows)));
-                work.states.push(StateFrom::Result(at));
-                continue;
-            }
-            let input = spec.input.as_ref().ok_or_else(|| {
-                DataFusionError::Internal(format!("{} without an argument", spec.func.name()))
-            })?;
-            let sums = matches!(
-                spec.func,
-                PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg
-            );
-            let parts = match converted.iter().find(|(i, s, _)| *i == input && *s == sums) {
-                Some((_, _, parts)) => parts.clone(),
-                None => {
-                    let argument = spec::argument(batch, input)?;
-                    let kind = ValueKind::of(spec.func, argument.data_type())
-                        .map_err(DataFusionError::Internal)?;
-                    let values = match spec::to_device(&argument, sums)? {
-                        // An integer sum that could overflow an i64 in this batch goes by
-                        // limbs, each of which sums exactly (see `spec::int_limbs`).
-                        DeviceValues::Int(ints)
-                            if sums
-                                && kind == ValueKind::Int
-                                && spec::rows_per_exact_sum(&ints) < rows =>
-                        {
-                            spec::int_limbs(&ints)
-                        }
-                        values => values,
-                    };
-                    if sums && matches!(kind, ValueKind::Decimal { .. } | ValueKind::Int) {
-                        let exact = |ints: &Int64Array| spec::rows_per_exact_sum(ints);
-                        match &values {
-                            DeviceValues::Int(ints) => {
-                                work.slice_rows = work.slice_rows.min(exact(ints))
-                            }
-                            DeviceValues::Limbs(limbs) => {
-                                for (limb, _) in limbs {
-                                    work.slice_rows = work.slice_rows.min(exact(limb));
-                                }
-                            }
-                            DeviceValues::Float(_) => {}
-                        }
-                    }
-                    let parts = values.into_parts();
-                    converted.push((input, sums, parts.clone()));
-                    parts
-                }
-            };
-            if spec.func == PartialFunc::Avg {
-                // AVG's state: the count of values, then their sum.
-                let at = work.push_count(Arc::clone(&parts[0].0));
-                work.states.push(StateFrom::AvgCount(at));
-            }
-            let func = match spec.func {
-                PartialFunc::Min => AggFunc::Min,
-                PartialFunc::Max => AggFunc::Max,
-                _ => AggFunc::Sum,
-            };
-            let parts = parts
-                .iter()
-                .map(|(column, shift)| (work.push(func, Arc::clone(column)), *shift))
-                .collect();
-            work.states.push(StateFrom::of(spec.func, parts));
-        }
-        Ok(work)
-    }
-
-    /// The device batch's schema: the Int64 key, then the value columns.
-    fn device_schema(columns: &[ArrayRef]) -> SchemaRef {
-        let mut fields = vec![Field::new("key", DataType::Int64, true)];
-        fields.extend(
-            columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| Field::new(format!("v{i}"), c.data_type().clone(), true)),
-        );
-        Arc::new(Schema::new(fields))
-    }
-
-    /// Aggregates `batch` (see the module docs) on `exec`'s backend when `device`, each
-    /// slice's device state claimed from the device budget (the CPU's past it); on its
-    /// CPU reference otherwise.
-    fn run_where(
-        &self,
-        exec: &ExecBackend,
-        metrics: &OperatorMetrics,
-        batch: &RecordBatch,
-        device: bool,
-    ) -> Result<RecordBatch> {
-        if batch.num_rows() == 0 {
-            return Ok(RecordBatch::new_empty(Arc::clone(self.schema)));
-        }
-        let work = self.device_work(batch)?;
-        let specs: Vec<AggSpec> = work
-            .funcs
-            .iter()
-            .enumerate()
-            .map(|(i, func)| AggSpec {
-                func: *func,
-                column: i + 1,
-            })
-            .collect();
-        let device_schema = Self::device_schema(&work.columns);
-        let mut outputs = Vec::new();
-        let mut offset = 0;
-        while offset < batch.num_rows() {
-            let len = work.slice_rows.min(batch.num_rows() - offset);
-            let slice = batch.slice(offset, len);
-            let encoded = self.encoding.encode(&slice, self.keys)?;
-            let mut columns: Vec<ArrayRef> = vec![Arc::new(encoded.column.clone())];
-            columns.extend(work.columns.iter().map(|v| v.slice(offset, len)));
-            let device_batch = RecordBatch::try_new(Arc::clone(&device_schema), columns)?;
-            let aggregate = |backend: &dyn oxidelake_device::GpuBackend, stream: &_| {
-                oxidelake_device::edge::aggregate(
-                    backend,
-                    stream,
-                    HostAggregateArgs {
-                        batch: &device_batch,
-                        group_column: 0,
-                        aggregates: &specs,
-                    },
-                )
-            };
-            // On the device: the slice's columns and a group table of two words per
-            // aggregate.
-            let state = || {
-                device_batch.get_array_memory_size()
-                    + crate::device_budget::table_bytes(
-                        len,
-                        2 * specs.len(),
-                        crate::device_budget::GROUP_TABLE_SLOTS,
-                    )
-            };
-            let result = if device {
-                exec.run_within_budget(metrics, state, aggregate)?
-            } else {
-                aggregate(&exec.cpu, &exec.cpu_stream).map_err(DataFusionError::from)?
-            };
-            let group_keys = result
-                .column(0)
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| {
-                    DataFusionError::Internal("device aggregate returned a non-Int64 key".into())
-                })?;
-            let states = state_columns(
-                &work.states,
-                self.schema,
-                self.keys.len(),
-                &result.columns()[1..],
-            )?;
-            let mut out = self
-                .encoding
-                .decode(&encoded, group_keys, &slice, self.keys)?;
-            out.extend(states);
-            outputs.push(RecordBatch::try_new(Arc::clone(self.schema), out)?);
-            offset += len;
-        }
-        Ok(match outputs.len() {
-            1 => outputs.swap_remove(0),
-            _ => arrow::compute::concat_batches(self.schema, &outputs)?,
-        })
     }
 }
 
@@ -565,10 +343,9 @@ fn state_columns(
             StateFrom::Limbs(parts) => {
                 columns.extend(limb_states(&limbs(parts.as_slice())?, to, false)?)
             }
-            StateFrom::Counted(parts) => match parts.as_slice() {
-                [(at, 0)] => columns.extend(exact_sum_state(result(*at)?, to)?),
-                parts => columns.extend(limb_states(&limbs(parts)?, to, true)?),
-            },
+            StateFrom::Counted(parts) => {
+                columns.extend(limb_states(&limbs(parts.as_slice())?, to, true)?)
+            }
         }
     }
     Ok(columns)
@@ -697,7 +474,6 @@ impl ExecutionPlan for GpuPartialAggregateExec {
         let shared = batches::SegmentStates {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
-            encoding: Arc::clone(&self.encoding),
             schema: Arc::clone(&self.schema),
             plan: batches::DevicePlan::new(&self.input.schema(), &self.aggregates),
             probe: std::sync::Mutex::new(probe),

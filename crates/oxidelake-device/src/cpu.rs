@@ -1,6 +1,6 @@
 //! `CpuBackend`: the always-available reference backend.
 
-mod aggregate;
+mod digits;
 mod filter_project;
 mod grouped;
 mod hash_join;

@@ -562,7 +562,7 @@ mod tests {
         use arrow::array::{ArrayRef, Float64Array, Int64Array};
         use arrow::record_batch::RecordBatch;
 
-        use crate::ops::{AggFunc, AggSpec, HostAggregateArgs};
+        use crate::ops::{Agg, AggFunc, AggInput, HostAggregateArgs};
 
         let cuda = backend();
         let cpu = crate::CpuBackend::new();
@@ -579,27 +579,16 @@ mod tests {
             ("f", Arc::new(floats) as ArrayRef),
         ])
         .unwrap();
+        let agg = |func, input| Agg { func, input };
         let aggregates = [
-            AggSpec {
-                func: AggFunc::Sum,
-                column: 1,
-            },
-            AggSpec {
-                func: AggFunc::Count,
-                column: 1,
-            },
-            AggSpec {
-                func: AggFunc::Min,
-                column: 2,
-            },
-            AggSpec {
-                func: AggFunc::Max,
-                column: 1,
-            },
+            agg(AggFunc::Sum, AggInput::Int(1)),
+            agg(AggFunc::Count, AggInput::Valid(1)),
+            agg(AggFunc::Min, AggInput::Float(2)),
+            agg(AggFunc::Max, AggInput::Int(1)),
         ];
         let args = HostAggregateArgs {
             batch: &batch,
-            group_column: 0,
+            keys: &[0],
             aggregates: &aggregates,
         };
         let run = |b: &dyn GpuBackend| {

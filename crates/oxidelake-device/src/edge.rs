@@ -9,8 +9,9 @@
 //!   the projected columns never cross the bus).
 //! - A computed projection uploads the columns its expressions read and brings back the
 //!   computed columns alone.
-//! - The partial aggregate uploads the key and the aggregated columns; its result (one
-//!   row per group) is what comes back.
+//! - The partial aggregate uploads the key columns and the aggregated ones (a column
+//!   that is only counted as its validity alone); its result (one row per group) is what
+//!   comes back.
 //! - A join's build uploads its keys and gets the table; a probe uploads its keys and a
 //!   row-number column, and gets each pair's build row and probe row back.
 //!
@@ -24,13 +25,15 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array,
+};
 use arrow::datatypes::{DataType, Field, Schema, UInt32Type};
 use oxidelake_core::EngineError;
 
 use crate::ops::validate;
 use crate::ops::{
-    Agg, AggFunc, AggInput, AggregateArgs, EvaluateArgs, HostAggregateArgs, HostEvaluateArgs,
+    Agg, AggInput, AggregateArgs, EvaluateArgs, HostAggregateArgs, HostEvaluateArgs,
     HostFilterArgs, JoinKey, JoinMatches, Predicate, ProbeArgs, ProbeRows, ProjectedColumn,
     ValueColumn, check_value_column, output_array,
 };
@@ -166,46 +169,70 @@ pub fn evaluate(
         .to_vec())
 }
 
-/// Grouped partial aggregation of a host batch (see the module docs and
-/// [`HostAggregateArgs`] for the output's layout).
+/// Grouped partial aggregation of a host batch (see the module docs; the result is
+/// [`AggregateArgs`]'s).
 pub fn aggregate(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     args: HostAggregateArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
-    validate::aggregate(&args)?;
-    let schema = validate::aggregate_schema(&args)?;
-    let mut read = vec![args.group_column];
-    read.extend(args.aggregates.iter().map(|a| a.column));
-    let narrow = Narrow::new(args.batch, read)?;
+    if backend.keeps_batches_on_host() {
+        let whole = DeviceBatch::host(args.batch.clone());
+        return backend.aggregate(
+            stream,
+            AggregateArgs {
+                batch: &whole,
+                keys: args.keys,
+                aggregates: args.aggregates,
+            },
+        );
+    }
+    crate::ops::check_aggregates(args.batch.num_columns(), args.keys, args.aggregates)?;
+    let mut read = args.keys.to_vec();
+    read.extend(args.aggregates.iter().filter_map(|a| a.input.column()));
+    let mut narrow = Narrow::new(args.batch, read)?;
+    // A column that is only counted crosses as its validity: Int64 zeros with its NULLs.
+    let counted_only = |c: usize| {
+        !args.keys.contains(&c)
+            && args
+                .aggregates
+                .iter()
+                .all(|a| a.input.column() != Some(c) || matches!(a.input, AggInput::Valid(_)))
+    };
+    let mut columns = narrow.batch.columns().to_vec();
+    let mut fields: Vec<Arc<Field>> = narrow.batch.schema().fields().iter().cloned().collect();
+    for (c, at) in narrow.position.iter().enumerate() {
+        if *at != usize::MAX && counted_only(c) && columns[*at].data_type() != &DataType::Int64 {
+            let rows = args.batch.num_rows();
+            let nulls = args.batch.column(c).logical_nulls();
+            columns[*at] = Arc::new(Int64Array::new(vec![0i64; rows].into(), nulls));
+            fields[*at] = Arc::new(Field::new(fields[*at].name(), DataType::Int64, true));
+        }
+    }
+    narrow.batch = RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(args.batch.num_rows())),
+    )?;
     let at = narrow.map();
+    let keys: Vec<usize> = args.keys.iter().map(|k| at(*k)).collect();
     let aggregates: Vec<Agg> = args
         .aggregates
         .iter()
-        .map(|spec| {
-            let column = at(spec.column);
-            let float = args.batch.column(spec.column).data_type() == &DataType::Float64;
-            let input = match (spec.func, float) {
-                (AggFunc::Count, _) => AggInput::Valid(column),
-                (_, true) => AggInput::Float(column),
-                (_, false) => AggInput::Int(column),
-            };
-            Agg {
-                func: spec.func,
-                input,
-            }
+        .map(|agg| Agg {
+            func: agg.func,
+            input: agg.input.with_column(&at),
         })
         .collect();
     let on_device = device_batch::upload(backend, stream, &narrow.batch)?;
-    let groups = backend.aggregate(
+    backend.aggregate(
         stream,
         AggregateArgs {
             batch: &on_device,
-            keys: &[at(args.group_column)],
+            keys: &keys,
             aggregates: &aggregates,
         },
-    )?;
-    Ok(RecordBatch::try_new(schema, groups.columns().to_vec())?)
+    )
 }
 
 /// A join table over host Int64 keys (NULL keys never join).

@@ -41,6 +41,7 @@ mod metal;
 pub mod nvrtc;
 pub mod ops;
 mod predicate;
+pub mod strings;
 mod value;
 
 pub use backend::{DeviceMemory, GpuBackend, MemoryInfo};

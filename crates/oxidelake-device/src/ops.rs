@@ -94,46 +94,18 @@ impl AggFunc {
             AggFunc::Max => "max",
         }
     }
-
-    /// The result type over an input column of type `input`: Int64 for COUNT, the
-    /// input type otherwise (as in DataFusion).
-    pub fn output_type(self, input: &arrow::datatypes::DataType) -> arrow::datatypes::DataType {
-        match self {
-            AggFunc::Count => arrow::datatypes::DataType::Int64,
-            _ => input.clone(),
-        }
-    }
-
-    /// The function that merges partial results of this one.
-    pub fn merge_func(self) -> AggFunc {
-        match self {
-            AggFunc::Count => AggFunc::Sum,
-            other => other,
-        }
-    }
 }
 
-/// One aggregate over one input column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AggSpec {
-    /// The function.
-    pub func: AggFunc,
-    /// Index of the Int64 or Float64 input column.
-    pub column: usize,
-}
-
-/// A grouped aggregation of a host batch ([`crate::edge::aggregate`]): one output row
-/// per distinct value of the Int64 group column (NULL is a group of its own), in no
-/// particular order; column 0 is the key, then one column per aggregate (Int64 for
-/// COUNT, the input type otherwise).
+/// A grouped aggregation of a host batch ([`crate::edge::aggregate`]): the host side
+/// of [`AggregateArgs`], with the same result.
 #[derive(Debug, Clone, Copy)]
 pub struct HostAggregateArgs<'a> {
     /// The input rows.
     pub batch: &'a arrow::record_batch::RecordBatch,
-    /// Index of the Int64 group-by column.
-    pub group_column: usize,
-    /// The aggregates to compute.
-    pub aggregates: &'a [AggSpec],
+    /// The group key columns.
+    pub keys: &'a [usize],
+    /// The aggregates.
+    pub aggregates: &'a [Agg],
 }
 
 /// What one aggregate over a device batch reads.
@@ -153,6 +125,32 @@ pub enum AggInput {
     Low32(usize),
     /// The high 32 bits of a column's images, sign-extended.
     High32(usize),
+}
+
+impl AggInput {
+    /// The column read, if any.
+    pub fn column(self) -> Option<usize> {
+        match self {
+            AggInput::Rows => None,
+            AggInput::Valid(c)
+            | AggInput::Int(c)
+            | AggInput::Float(c)
+            | AggInput::Low32(c)
+            | AggInput::High32(c) => Some(c),
+        }
+    }
+
+    /// The same input over column `to(c)` instead of `c`.
+    pub fn with_column(self, to: impl Fn(usize) -> usize) -> Self {
+        match self {
+            AggInput::Rows => AggInput::Rows,
+            AggInput::Valid(c) => AggInput::Valid(to(c)),
+            AggInput::Int(c) => AggInput::Int(to(c)),
+            AggInput::Float(c) => AggInput::Float(to(c)),
+            AggInput::Low32(c) => AggInput::Low32(to(c)),
+            AggInput::High32(c) => AggInput::High32(to(c)),
+        }
+    }
 }
 
 /// One aggregate of [`AggregateArgs`]: `Count` over `Rows` or `Valid`, `Sum`
@@ -221,11 +219,7 @@ pub fn check_aggregates(
     }
     for agg in aggregates {
         use AggInput as I;
-        let column = match agg.input {
-            I::Rows => None,
-            I::Valid(c) | I::Int(c) | I::Float(c) | I::Low32(c) | I::High32(c) => Some(c),
-        };
-        if let Some(c) = column.filter(|c| *c >= columns) {
+        if let Some(c) = agg.input.column().filter(|c| *c >= columns) {
             return Err(out_of_range("aggregate input", c));
         }
         let allowed = matches!(

@@ -555,7 +555,7 @@ fn build_on_device(
             .map_err(DataFusionError::from)?;
     // The key as the table reads it, and what probes through the host need.
     let (key_column, dictionary, digits) = match encoding {
-        JoinKeys::Widened(_) => (super::widened(&keys[0])?, None, None),
+        JoinKeys::Widened(_) => (super::widen::widened(&keys[0])?, None, None),
         JoinKeys::Numbered(_) => {
             let radix = RadixKeys::build(&keys)?;
             let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {

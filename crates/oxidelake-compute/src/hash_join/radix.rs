@@ -24,8 +24,8 @@ use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::datatypes::DataType;
 use datafusion::error::Result;
 
-use super::strings::{StringNumbers, for_each_string};
 use super::widen::{widened, widens_exactly};
+use oxidelake_device::strings::{StringNumbers, for_each_string};
 
 /// The digits of a build side's key columns.
 #[derive(Debug)]
@@ -60,7 +60,7 @@ impl DigitValues {
 }
 
 /// Whether a column of `dt` can be a digit.
-pub(crate) fn radix_type(dt: &DataType) -> bool {
+fn radix_type(dt: &DataType) -> bool {
     widens_exactly(dt)
         || matches!(
             dt,

@@ -1,9 +1,8 @@
-//! Join and group keys whose values are 64-bit integers at heart, as Int64.
+//! Join keys whose values are 64-bit integers at heart, as Int64.
 //!
 //! Widening is one-to-one for these types (a widening, a reinterpretation of the same 64
 //! bits, or a decimal of at most 18 digits), so equal Int64 values are equal keys. The
-//! join's key encodings (`keys`, `radix`) and the partial aggregate's group numbering
-//! share it.
+//! join's key encodings (`keys`, `radix`) share it.
 
 use arrow::array::{ArrayRef, AsArray, Int64Array};
 use arrow::datatypes::{

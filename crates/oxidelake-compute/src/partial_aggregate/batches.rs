@@ -7,102 +7,216 @@
 //! groups the rows by the key columns where they lie, so keys of any number and type
 //! a device batch holds (strings included) need no numbering on the host.
 //!
-//! The aggregates map onto the device's [`Agg`]s once per operator: SUM and AVG
-//! of floats, of integers and of decimals (two 32-bit halves of their images, joined
-//! exactly on the host into the state the host path makes: the checked `sum`'s wrapped
-//! sum and wrap count, so a group's sum that leaves its state type reaches the final
-//! aggregate exactly), COUNT(*) and
-//! COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and floats. An
-//! aggregate outside that (a cast the device would have to compute) makes the operator
-//! refuse every device batch in place: copy it back and run the host path
-//! (`refused_batches`). So does a backend that refuses the batch (CUDA for a decimal
-//! column whose batch needs more than 64 bits). Host batches (the CPU backend's, a host
-//! input's, or ones refused or replayed below) run the host path; a batch the device
-//! fails is replayed on the CPU from its origin ([`crate::segment`]). Once grouping stops
-//! reducing, batches are downloaded and pass through as their own states, as on the host
-//! path.
+//! One plan ([`DevicePlan`]) maps the aggregates onto the backends' [`Agg`]s: SUM and
+//! AVG of floats, of integers and of decimals (two 32-bit halves of their images, joined
+//! exactly on the host into the state: the checked `sum`'s wrapped sum and wrap count, so
+//! a group's sum that leaves its state type reaches the final aggregate exactly),
+//! COUNT(*) and COUNT(x), MIN / MAX of integers, dates, decimals up to 18 digits and
+//! floats. A device batch is read as it lies; an aggregate over a cast (which the device
+//! would have to compute) makes the operator refuse every device batch in place: copy it
+//! back and run it as a host batch (`refused_batches`). So does a backend that refuses
+//! the batch (CUDA for a decimal column whose batch needs more than 64 bits). A host
+//! batch (the CPU backend's, a host input's, or one refused or replayed below) gets its
+//! casts and the limbs of a decimal summed past 64 bits appended as columns
+//! ([`DevicePlan::for_host`]) and goes to the backend through the host edge; a batch the
+//! device fails is replayed on the CPU from its origin ([`crate::segment`]). Once
+//! grouping stops reducing, batches are brought to the host and pass through as their
+//! own states.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::utils::normalize_float_zero;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_core::EngineError;
 use oxidelake_device::device_batch::{self, DeviceBatch};
-use oxidelake_device::ops::{Agg, AggFunc, AggInput as DeviceAggInput, AggregateArgs};
+use oxidelake_device::ops::{
+    Agg, AggFunc, AggInput as DeviceAggInput, AggregateArgs, HostAggregateArgs,
+};
+use oxidelake_device::{DeviceStream, GpuBackend};
 
-use super::keys::KeyEncoding;
 use super::pass_through::{self, SkipProbe};
-use super::spec::{AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
-use super::{BatchPlan, StateFrom, state_columns};
+use super::spec::{self, AggInput, MAX_DEVICE_DECIMAL_PRECISION, PartialAggSpec, PartialFunc};
+use super::{StateFrom, state_columns};
 use crate::exec_support::{ExecBackend, OperatorMetrics};
 use crate::segment::SegmentBatch;
 use crate::segment::replay::Replay;
 
-/// The device aggregates of an operator and how its state columns come from them.
+/// The backend's aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
 pub(super) struct DevicePlan {
     aggregates: Vec<Agg>,
     states: Vec<StateFrom>,
 }
 
+/// Where one aggregate's argument lies in the batch a plan reads.
+#[derive(Debug, Clone)]
+struct Argument {
+    column: usize,
+    data_type: DataType,
+    /// For a decimal sum past 64 bits: its limbs' columns, lowest first
+    /// ([`super::spec::wide_limbs`]).
+    limbs: Option<[usize; 3]>,
+}
+
 impl DevicePlan {
-    /// The plan for `aggregates` over `input`; `None` when one needs the host (a cast).
+    /// The plan for `aggregates` over a device batch of `input`: every argument read
+    /// where it lies; `None` when one needs the host (a cast).
     pub(super) fn new(input: &Schema, aggregates: &[PartialAggSpec]) -> Option<Self> {
+        let mut arguments = Vec::with_capacity(aggregates.len());
+        for spec in aggregates {
+            arguments.push(match &spec.input {
+                None => None,
+                Some(AggInput { column, cast }) => {
+                    let data_type = input.fields().get(*column)?.data_type().clone();
+                    if cast.as_ref().is_some_and(|to| *to != data_type) {
+                        return None;
+                    }
+                    Some(Argument {
+                        column: *column,
+                        data_type,
+                        limbs: None,
+                    })
+                }
+            });
+        }
+        Self::over(aggregates, &arguments)
+    }
+
+    /// A host batch readied for the plan, and the plan over it: `batch`'s columns, then
+    /// each argument DataFusion's coercion casts, cast, and the limbs of each decimal
+    /// summed past 64 bits in this batch.
+    pub(super) fn for_host(
+        batch: &RecordBatch,
+        aggregates: &[PartialAggSpec],
+    ) -> Result<(RecordBatch, Self)> {
+        let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
+        let mut columns = batch.columns().to_vec();
+        let mut append = |column: ArrayRef| {
+            fields.push(Arc::new(Field::new(
+                format!("argument {}", fields.len()),
+                column.data_type().clone(),
+                true,
+            )));
+            columns.push(column);
+            columns.len() - 1
+        };
+        // Each cast made once, each argument readied once, however many aggregates read
+        // them.
+        let mut casts: Vec<(&AggInput, usize)> = Vec::new();
+        let mut ready: Vec<(&AggInput, bool, Argument)> = Vec::new();
+        let mut arguments = Vec::with_capacity(aggregates.len());
+        for spec in aggregates {
+            let Some(input) = &spec.input else {
+                arguments.push(None);
+                continue;
+            };
+            let sums = matches!(
+                spec.func,
+                PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg
+            );
+            if let Some((_, _, argument)) = ready.iter().find(|(i, s, _)| *i == input && *s == sums)
+            {
+                arguments.push(Some(argument.clone()));
+                continue;
+            }
+            let value = spec::argument(batch, input)?;
+            let column = match &input.cast {
+                Some(to) if to != batch.column(input.column).data_type() => {
+                    match casts.iter().find(|(i, _)| *i == input) {
+                        Some((_, at)) => *at,
+                        None => {
+                            let at = append(Arc::clone(&value));
+                            casts.push((input, at));
+                            at
+                        }
+                    }
+                }
+                _ => input.column,
+            };
+            let limbs = match sums {
+                true => spec::wide_limbs(&value).map(|limbs| limbs.map(|l| append(Arc::new(l)))),
+                false => None,
+            };
+            let argument = Argument {
+                column,
+                data_type: value.data_type().clone(),
+                limbs,
+            };
+            ready.push((input, sums, argument.clone()));
+            arguments.push(Some(argument));
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        let prepared =
+            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
+        let plan = Self::over(aggregates, &arguments).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "partial aggregate {aggregates:?} has no plan over its host batch"
+            ))
+        })?;
+        Ok((prepared, plan))
+    }
+
+    /// The plan for `aggregates` whose arguments lie at `arguments` (`None`: COUNT(*));
+    /// `None` for an argument type outside the backends' model.
+    fn over(aggregates: &[PartialAggSpec], arguments: &[Option<Argument>]) -> Option<Self> {
         let mut plan = Self {
             aggregates: Vec::new(),
             states: Vec::new(),
         };
-        for spec in aggregates {
-            let column = match &spec.input {
-                None => None,
-                Some(AggInput { column, cast }) => {
-                    let dt = input.fields().get(*column)?.data_type();
-                    if cast.as_ref().is_some_and(|to| to != dt) {
-                        return None;
-                    }
-                    Some((*column, dt))
-                }
-            };
+        for (spec, argument) in aggregates.iter().zip(arguments) {
             let state = match spec.func {
                 PartialFunc::Count => {
-                    let input =
-                        column.map_or(DeviceAggInput::Rows, |(c, _)| DeviceAggInput::Valid(c));
+                    let input = argument
+                        .as_ref()
+                        .map_or(DeviceAggInput::Rows, |a| DeviceAggInput::Valid(a.column));
                     StateFrom::Result(plan.push(AggFunc::Count, input))
                 }
                 PartialFunc::Sum | PartialFunc::CheckedSum | PartialFunc::Avg => {
-                    let (c, dt) = column?;
+                    let argument = argument.as_ref()?;
+                    let c = argument.column;
                     if spec.func == PartialFunc::Avg {
                         let count = plan.push(AggFunc::Count, DeviceAggInput::Valid(c));
                         plan.states.push(StateFrom::AvgCount(count));
                     }
-                    let parts = match dt {
-                        DataType::Float64 => {
+                    let parts = match (argument.limbs, &argument.data_type) {
+                        // The two 32-bit limbs sum exactly as they are; the top by halves.
+                        (Some([low, middle, top]), _) => {
+                            let mut parts = vec![
+                                (plan.push(AggFunc::Sum, DeviceAggInput::Int(low)), 0),
+                                (plan.push(AggFunc::Sum, DeviceAggInput::Int(middle)), 32),
+                            ];
+                            parts.extend(plan.halves(top, 64));
+                            parts
+                        }
+                        (None, DataType::Float64) => {
                             vec![(plan.push(AggFunc::Sum, DeviceAggInput::Float(c)), 0)]
                         }
                         // By halves, which cannot overflow: an i64 sum of the images could.
-                        DataType::Int8
-                        | DataType::Int16
-                        | DataType::Int32
-                        | DataType::Int64
-                        | DataType::Decimal128(_, _) => vec![
-                            (plan.push(AggFunc::Sum, DeviceAggInput::Low32(c)), 0),
-                            (plan.push(AggFunc::Sum, DeviceAggInput::High32(c)), 32),
-                        ],
+                        (
+                            None,
+                            DataType::Int8
+                            | DataType::Int16
+                            | DataType::Int32
+                            | DataType::Int64
+                            | DataType::Decimal128(_, _),
+                        ) => plan.halves(c, 0),
                         _ => return None,
                     };
                     StateFrom::of(spec.func, parts)
                 }
                 PartialFunc::Min | PartialFunc::Max => {
-                    let (c, dt) = column?;
+                    let argument = argument.as_ref()?;
+                    let c = argument.column;
                     let func = if spec.func == PartialFunc::Min {
                         AggFunc::Min
                     } else {
                         AggFunc::Max
                     };
-                    let input = match dt {
+                    let input = match &argument.data_type {
                         DataType::Int8
                         | DataType::Int16
                         | DataType::Int32
@@ -120,6 +234,18 @@ impl DevicePlan {
             plan.states.push(state);
         }
         Some(plan)
+    }
+
+    /// The SUMs of column `c`'s low and high halves, as parts shifted by `shift` and
+    /// `shift + 32`.
+    fn halves(&mut self, c: usize, shift: u32) -> Vec<(usize, u32)> {
+        vec![
+            (self.push(AggFunc::Sum, DeviceAggInput::Low32(c)), shift),
+            (
+                self.push(AggFunc::Sum, DeviceAggInput::High32(c)),
+                shift + 32,
+            ),
+        ]
     }
 
     /// The device aggregate `func` over `input`: an existing one when pushed already
@@ -149,7 +275,6 @@ enum HostRun {
 pub(super) struct SegmentStates {
     pub(super) keys: Vec<usize>,
     pub(super) aggregates: Vec<PartialAggSpec>,
-    pub(super) encoding: Arc<KeyEncoding>,
     pub(super) schema: SchemaRef,
     pub(super) plan: Option<DevicePlan>,
     pub(super) probe: Mutex<SkipProbe>,
@@ -291,16 +416,10 @@ impl SegmentStates {
                 .record(host.num_rows(), out.num_rows(), started, moved);
             return Ok(out);
         }
-        let plan = BatchPlan {
-            keys: &self.keys,
-            aggregates: &self.aggregates,
-            encoding: &self.encoding,
-            schema: &self.schema,
-        };
         if let HostRun::Cpu { counted: false } = run {
             self.metrics.cpu_fallback_batches.add(1);
         }
-        let out = plan.run_where(&self.exec, &self.metrics, host, on_device)?;
+        let out = self.host_run(host, on_device)?;
         probe.record(host.num_rows(), out.num_rows());
         let moved = moved
             + self
@@ -311,6 +430,47 @@ impl SegmentStates {
         Ok(out)
     }
 
+    /// The partial states of a host batch by the plan over it, on the backend where
+    /// `on_device` (through the host edge, its device state claimed from the budget:
+    /// the CPU's past it), on the CPU otherwise.
+    fn host_run(&self, host: &RecordBatch, on_device: bool) -> Result<RecordBatch> {
+        if host.num_rows() == 0 {
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
+        }
+        let (prepared, plan) = DevicePlan::for_host(host, &self.aggregates)?;
+        let args = HostAggregateArgs {
+            batch: &prepared,
+            keys: &self.keys,
+            aggregates: &plan.aggregates,
+        };
+        let aggregate = |backend: &dyn GpuBackend, stream: &DeviceStream| {
+            oxidelake_device::edge::aggregate(backend, stream, args)
+        };
+        let result = if on_device {
+            // On the device: the columns read and a group table of two words per
+            // aggregate.
+            let state = || {
+                let mut read = self.keys.clone();
+                read.extend(plan.aggregates.iter().filter_map(|a| a.input.column()));
+                read.sort_unstable();
+                read.dedup();
+                read.iter()
+                    .map(|c| prepared.column(*c).get_array_memory_size())
+                    .sum::<usize>()
+                    + crate::device_budget::table_bytes(
+                        prepared.num_rows(),
+                        2 * plan.aggregates.len(),
+                        crate::device_budget::GROUP_TABLE_SLOTS,
+                    )
+            };
+            self.exec
+                .run_within_budget(&self.metrics, state, aggregate)?
+        } else {
+            aggregate(&self.exec.cpu, &self.exec.cpu_stream).map_err(DataFusionError::from)?
+        };
+        self.assemble(&plan, &result)
+    }
+
     fn download(&self, batch: &DeviceBatch) -> Result<RecordBatch> {
         Ok(device_batch::download(
             self.exec.backend.as_ref(),
@@ -319,11 +479,15 @@ impl SegmentStates {
         )?)
     }
 
-    /// The output batch from the device's result: its key columns, then the states.
+    /// The output batch from the backend's result: its key columns (a float key's
+    /// `-0.0` keyed `+0.0`, see the operator's docs), then the states.
     fn assemble(&self, plan: &DevicePlan, result: &RecordBatch) -> Result<RecordBatch> {
         let keys = self.keys.len();
         let states = state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?;
-        let mut columns: Vec<ArrayRef> = result.columns()[..keys].to_vec();
+        let mut columns: Vec<ArrayRef> = result.columns()[..keys]
+            .iter()
+            .map(normalize_float_zero)
+            .collect();
         columns.extend(states);
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
@@ -412,5 +576,76 @@ mod tests {
         let wide_min = spec(PartialFunc::Min, Some(0));
         let wide = Schema::new(vec![Field::new("d", DataType::Decimal128(30, 2), true)]);
         assert!(DevicePlan::new(&wide, &[wide_min]).is_none());
+    }
+
+    #[test]
+    fn a_host_batch_gets_each_cast_and_wide_limbs_appended_once_and_the_plan_reads_them() {
+        use arrow::array::{Decimal128Array, Int32Array};
+        let wide = Decimal128Array::from(vec![Some(i128::from(i64::MAX) * 4), None, Some(-2)])
+            .with_precision_and_scale(38, 0)
+            .unwrap();
+        let narrow = Decimal128Array::from(vec![1, 2, 3])
+            .with_precision_and_scale(38, 0)
+            .unwrap();
+        let batch = RecordBatch::try_from_iter(vec![
+            ("n", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+            ("wide", Arc::new(wide) as ArrayRef),
+            ("narrow", Arc::new(narrow) as ArrayRef),
+        ])
+        .unwrap();
+        let avg_of_n = PartialAggSpec {
+            func: PartialFunc::Avg,
+            input: Some(AggInput {
+                column: 0,
+                cast: Some(DataType::Float64),
+            }),
+        };
+        let specs = [
+            avg_of_n.clone(),
+            avg_of_n,
+            spec(PartialFunc::Sum, Some(1)),
+            spec(PartialFunc::CheckedSum, Some(1)),
+            spec(PartialFunc::Sum, Some(2)),
+        ];
+        let (prepared, plan) = DevicePlan::for_host(&batch, &specs).unwrap();
+        // n, wide, narrow, then CAST(n AS Float64) once, then wide's three limbs once.
+        let types: Vec<DataType> = prepared
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types[3..],
+            [
+                DataType::Float64,
+                DataType::Int64,
+                DataType::Int64,
+                DataType::Int64
+            ]
+        );
+        use DeviceAggInput as I;
+        let pairs: Vec<(AggFunc, I)> = plan.aggregates.iter().map(|a| (a.func, a.input)).collect();
+        assert_eq!(
+            pairs,
+            [
+                (AggFunc::Count, I::Valid(3)),
+                (AggFunc::Sum, I::Float(3)),
+                (AggFunc::Sum, I::Int(4)),
+                (AggFunc::Sum, I::Int(5)),
+                (AggFunc::Sum, I::Low32(6)),
+                (AggFunc::Sum, I::High32(6)),
+                (AggFunc::Sum, I::Low32(2)),
+                (AggFunc::Sum, I::High32(2)),
+            ],
+            "the averages share the cast; both sums of `wide` read its limbs, the top one by \
+             halves; `narrow`, whose values fit 64 bits, is read as it is"
+        );
+        assert!(
+            matches!(&plan.states[4], StateFrom::Limbs(parts)
+                if parts == &[(2, 0), (3, 32), (4, 64), (5, 96)]),
+            "{:?}",
+            plan.states
+        );
     }
 }

@@ -12,8 +12,7 @@ use arrow::buffer::ScalarBuffer;
 use arrow::datatypes::{DataType, Int64Type};
 use datafusion::error::{DataFusionError, Result};
 
-use super::spec::to_state;
-use crate::checked_sum::{WrappingSum, zero_wraps};
+use crate::checked_sum::WrappingSum;
 
 /// `Σ sum_i << shift_i` over the device sums of a value's limbs, per group and exactly,
 /// as the state columns of a sum of type `to` (Int64 or Decimal128): the sum wrapped into
@@ -83,25 +82,31 @@ pub(crate) fn limb_states(
     Ok(columns)
 }
 
-/// The checked `sum`'s state columns from one exact device sum per group (no limbs):
-/// the sum in its state type `to`, and a wrap count of 0.
-pub(crate) fn exact_sum_state(result: &ArrayRef, to: &DataType) -> Result<Vec<ArrayRef>> {
-    let sums = to_state(result, to)?;
-    let wraps = zero_wraps(sums.len());
-    Ok(vec![sums, Arc::new(wraps)])
-}
-
 /// One row's `Σ sum << shift` over limb sums, exactly: the total wrapped into an i128,
 /// and how many times 2^128 lies between it and the true total (the terms are added with
 /// `checked_sum`'s wrap count, so neither depends on the order of the limbs).
 fn exact_join(parts: &[(&Int64Array, u32)], row: usize) -> (i128, i64) {
     let (mut total, mut wraps) = (0i128, 0i64);
     for (sums, shift) in parts {
-        let (next, wrapped) = total.add_counting(i128::from(sums.value(row)) << shift);
+        let (term, over) = shifted(i128::from(sums.value(row)), *shift);
+        let (next, wrapped) = total.add_counting(term);
         total = next;
-        wraps += wrapped;
+        wraps += wrapped + over;
     }
     (total, wraps)
+}
+
+/// `v · 2^shift` (`shift` below 128) as an i128 and how many times 2^128 lies between
+/// that and the true product: the bits shifted past the top are counted, not lost.
+fn shifted(v: i128, shift: u32) -> (i128, i64) {
+    if shift == 0 {
+        return (v, 0);
+    }
+    // v · 2^s = W · 2^128 + U, U the low 128 bits (unsigned), W = ⌊v / 2^(128-s)⌋; read
+    // signed, U is 2^128 less where its top bit is set.
+    let term = v << shift;
+    let over = (v >> (128 - shift)) + i128::from(term < 0);
+    (term, over as i64)
 }
 
 /// The true sum `total + wraps128 · 2^128` as an Int64 state: wrapped into an i64, and
@@ -125,26 +130,48 @@ mod tests {
     use arrow::datatypes::Decimal128Type;
 
     use super::*;
-    use crate::partial_aggregate::spec::{DeviceValues, int_limbs, to_device};
+    use crate::partial_aggregate::spec::wide_limbs;
 
-    /// The limbs' device sums of `values` taken as one group, joined into the checked
-    /// `sum`'s state columns of type `to`: the wrapped sum and its wrap count.
-    fn joined_sum(limbs: &DeviceValues, to: &DataType) -> (ArrayRef, i64) {
-        let DeviceValues::Limbs(limbs) = limbs else {
-            panic!("limbs expected");
+    /// The sums of the 32-bit halves of each limb's images over one group, as the
+    /// backends compute them, with their shifts.
+    fn halves_sums(limbs: &[(Vec<i64>, u32)]) -> Vec<(ArrayRef, u32)> {
+        let sum = |f: &dyn Fn(i64) -> i64, values: &[i64]| {
+            let total = values
+                .iter()
+                .fold(0i64, |a, v| a.checked_add(f(*v)).unwrap());
+            Arc::new(Int64Array::from(vec![total])) as ArrayRef
         };
-        let sums: Vec<ArrayRef> = limbs
+        limbs
             .iter()
-            .map(|(limb, _)| {
-                let total = limb
-                    .iter()
-                    .flatten()
-                    .fold(0i64, |a, b| a.checked_add(b).unwrap());
-                Arc::new(Int64Array::from(vec![total])) as ArrayRef
+            .flat_map(|(values, shift)| {
+                [
+                    (sum(&|v| i64::from(v as u32), values), *shift),
+                    (sum(&|v| v >> 32, values), shift + 32),
+                ]
             })
-            .collect();
-        let parts: Vec<(&ArrayRef, u32)> =
-            sums.iter().zip(limbs).map(|(a, (_, s))| (a, *s)).collect();
+            .collect()
+    }
+
+    /// The sums of a wide decimal column's limbs as the plan reads them: the two lower
+    /// limbs as they are, the top one by halves.
+    fn limb_sums(dec: &ArrayRef) -> Vec<(ArrayRef, u32)> {
+        let [low, middle, top] = wide_limbs(dec).unwrap();
+        let total = |limb: &Int64Array| {
+            let sum = limb
+                .values()
+                .iter()
+                .fold(0i64, |a, v| a.checked_add(*v).unwrap());
+            Arc::new(Int64Array::from(vec![sum])) as ArrayRef
+        };
+        let mut sums = vec![(total(&low), 0), (total(&middle), 32)];
+        sums.extend(halves_sums(&[(top.values().to_vec(), 64)]));
+        sums
+    }
+
+    /// The checked `sum`'s state columns of type `to` from `sums`: the wrapped sum and
+    /// its wrap count.
+    fn joined_sum(sums: &[(ArrayRef, u32)], to: &DataType) -> (ArrayRef, i64) {
+        let parts: Vec<(&ArrayRef, u32)> = sums.iter().map(|(a, s)| (a, *s)).collect();
         let states = limb_states(&parts, to, true).unwrap();
         assert_eq!(states.len(), 2, "the checked sum's state is two columns");
         let wraps = states[1].as_primitive::<Int64Type>().value(0);
@@ -152,33 +179,36 @@ mod tests {
     }
 
     #[test]
-    fn an_integer_sum_by_limbs_past_int64_is_carried_as_its_wrapped_sum_and_wrap_count() {
-        let fits = Int64Array::from(vec![Some(i64::MAX), Some(-5), None, Some(i64::MIN + 1)]);
-        let (joined, wraps) = joined_sum(&int_limbs(&fits), &DataType::Int64);
-        assert_eq!(
-            (joined.as_primitive::<Int64Type>().value(0), wraps),
-            (-5, 0)
-        );
-        // i64::MAX + 1 and i64::MIN - 1: the limbs' sums are exact, the state holds the
+    fn an_integer_sum_by_halves_past_int64_is_carried_as_its_wrapped_sum_and_wrap_count() {
+        let sum_of = |values: Vec<i64>| {
+            let (joined, wraps) = joined_sum(&halves_sums(&[(values, 0)]), &DataType::Int64);
+            (joined.as_primitive::<Int64Type>().value(0), wraps)
+        };
+        assert_eq!(sum_of(vec![i64::MAX, -5, i64::MIN + 1]), (-5, 0));
+        // i64::MAX + 1 and i64::MIN - 1: the halves' sums are exact, the state holds the
         // wrapped sum and how many times 2^64 it lies from the true one.
-        let past = Int64Array::from(vec![i64::MAX, 1]);
-        let (joined, wraps) = joined_sum(&int_limbs(&past), &DataType::Int64);
-        assert_eq!(
-            (joined.as_primitive::<Int64Type>().value(0), wraps),
-            (i64::MIN, 1)
-        );
-        let below = Int64Array::from(vec![i64::MIN, -1]);
-        let (joined, wraps) = joined_sum(&int_limbs(&below), &DataType::Int64);
-        assert_eq!(
-            (joined.as_primitive::<Int64Type>().value(0), wraps),
-            (i64::MAX, -1)
-        );
+        assert_eq!(sum_of(vec![i64::MAX, 1]), (i64::MIN, 1));
+        assert_eq!(sum_of(vec![i64::MIN, -1]), (i64::MAX, -1));
         // Three times i64::MIN: −3·2^63 = i64::MIN − 2^64.
-        let far = Int64Array::from(vec![i64::MIN; 3]);
-        let (joined, wraps) = joined_sum(&int_limbs(&far), &DataType::Int64);
+        assert_eq!(sum_of(vec![i64::MIN; 3]), (i64::MIN, -1));
+    }
+
+    #[test]
+    fn wide_decimal_limbs_summed_by_halves_join_past_an_i128_with_the_bits_above_counted() {
+        // 2 · 9.9·10^37: past i128::MAX (about 1.7·10^38), so the state wraps once.
+        let big = 99 * 10i128.pow(36);
+        let dec: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![big, big, -7])
+                .with_precision_and_scale(38, 0)
+                .unwrap(),
+        );
+        let sums = limb_sums(&dec);
+        let (joined, wraps) = joined_sum(&sums, &DataType::Decimal128(38, 0));
+        assert_eq!(wraps, 1, "the true sum lies 2^128 above the state's");
         assert_eq!(
-            (joined.as_primitive::<Int64Type>().value(0), wraps),
-            (i64::MIN, -1)
+            joined.as_primitive::<Decimal128Type>().value(0),
+            big.wrapping_mul(2).wrapping_sub(7),
+            "the wrapped sum is the true one modulo 2^128"
         );
     }
 
@@ -209,7 +239,7 @@ mod tests {
                 .with_precision_and_scale(38, 0)
                 .unwrap(),
         );
-        let (joined, wraps) = joined_sum(&to_device(&dec, true).unwrap(), &dt);
+        let (joined, wraps) = joined_sum(&limb_sums(&dec), &dt);
         assert_eq!(joined.as_primitive::<Decimal128Type>().value(0), 2 * six);
         assert_eq!(wraps, 0);
     }

@@ -1,7 +1,8 @@
 //! Numbering string keys by value, cheaply for the short strings keys usually are.
 //!
-//! Join keys and group keys that are strings become numbers (`radix`, the aggregate's
-//! `digits`): equal strings must get equal numbers, different strings different ones.
+//! Join keys and group keys that are strings become numbers (the join's radix keys, the
+//! CPU aggregate's group digits): equal strings must get equal numbers, different strings
+//! different ones.
 //! Hashing every row's bytes and comparing them on a hit took about a third of a
 //! string-keyed aggregate's time (flags, codes, names of a few bytes), so a string of at
 //! most 12
@@ -17,8 +18,8 @@ use std::hash::Hash;
 
 use arrow::array::{Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait};
 use arrow::datatypes::DataType;
-use datafusion::common::HashMap;
-use datafusion::error::{DataFusionError, Result};
+use hashbrown::HashMap;
+use oxidelake_core::EngineError;
 
 /// The longest string packed into a `u128` (Arrow's inline view limit).
 const SHORT: usize = 12;
@@ -28,7 +29,7 @@ const LINEAR: usize = 8;
 
 /// One string as a key: packed when short, its bytes otherwise.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum StrKey<'a> {
+pub enum StrKey<'a> {
     /// At most [`SHORT`] bytes, packed as an inline string view.
     Short(u128),
     /// Longer: the bytes.
@@ -80,10 +81,10 @@ fn key_at(values: &[u8], start: usize, end: usize) -> StrKey<'_> {
 }
 
 /// Calls `f(row, key)` for every non-null string of `column` (Utf8, LargeUtf8, Utf8View).
-pub(crate) fn for_each_string<'a>(
+pub fn for_each_string<'a>(
     column: &'a ArrayRef,
     mut f: impl FnMut(usize, StrKey<'a>),
-) -> Result<()> {
+) -> Result<(), EngineError> {
     fn offsets<'a, O: OffsetSizeTrait>(
         array: &'a GenericStringArray<O>,
         f: &mut impl FnMut(usize, StrKey<'a>),
@@ -119,7 +120,7 @@ pub(crate) fn for_each_string<'a>(
             }
         }
         other => {
-            return Err(DataFusionError::Internal(format!(
+            return Err(EngineError::Internal(format!(
                 "key of type {other} is not a string"
             )));
         }
@@ -130,7 +131,7 @@ pub(crate) fn for_each_string<'a>(
 /// Numbers 0, 1, 2, … for distinct strings in order of first appearance. `K` holds the
 /// long strings' bytes: borrowed for one batch, owned when the numbers outlive it.
 #[derive(Debug)]
-pub(crate) struct StringNumbers<K> {
+pub struct StringNumbers<K> {
     /// The first distinct short strings, compared linearly.
     linear: Vec<(u128, i64)>,
     /// Short strings once `linear` is full (it is then emptied into this map).
@@ -152,13 +153,18 @@ impl<K> Default for StringNumbers<K> {
 
 impl<K: Borrow<[u8]> + Hash + Eq> StringNumbers<K> {
     /// How many distinct strings are numbered.
-    pub(crate) fn len(&self) -> i64 {
+    pub fn len(&self) -> i64 {
         self.count
+    }
+
+    /// Whether no string is numbered yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
     }
 
     /// The number of `key`, if it has one; the linear part inline, as in [`Self::number`].
     #[inline]
-    pub(crate) fn get(&self, key: StrKey<'_>) -> Option<i64> {
+    pub fn get(&self, key: StrKey<'_>) -> Option<i64> {
         if let StrKey::Short(pack) = key {
             for (p, number) in &self.linear {
                 if *p == pack {
@@ -182,7 +188,7 @@ impl<K: Borrow<[u8]> + Hash + Eq> StringNumbers<K> {
     /// short string among the first few, is a short loop kept inline in the caller's
     /// per-row loop; the rest is out of line.
     #[inline]
-    pub(crate) fn number<'a>(&mut self, key: StrKey<'a>) -> i64
+    pub fn number<'a>(&mut self, key: StrKey<'a>) -> i64
     where
         K: From<&'a [u8]>,
     {

@@ -1,34 +1,61 @@
 //! Numbering a batch's group keys digit by digit, without Arrow's row format.
 //!
-//! Each key column becomes a digit: NULL is 0; an integer-like value (see the join's
-//! `widened`) is 1 + its offset from the batch's minimum; a string is 1 + its number in
-//! the batch's own dictionary (order of appearance, see the join's `strings`); a boolean
-//! is 1 or 2. The row's key is the mixed-radix number Σ digitᵢ · strideᵢ, one-to-one
-//! while the product of the spans fits in i64 (otherwise the caller numbers the row
-//! format). The keys are then numbered 0, 1, 2, … in order of first appearance, through
-//! a direct table when their range is narrow and a hash map otherwise, which is what the
-//! row-format path returns too: one lookup per string column instead of encoding,
-//! hashing and comparing every row's bytes. Digits are added into the keys as they are
-//! read, without a column of digits per key.
+//! Each key column becomes a digit: NULL is 0; an integer-like value (its 8-byte image)
+//! is 1 + its offset from the batch's minimum; a string is 1 + its number in the batch's
+//! own dictionary (order of appearance, [`crate::strings`]); a boolean is 1 or 2. The
+//! row's key is the mixed-radix number Σ digitᵢ · strideᵢ, one-to-one while the product
+//! of the spans fits in i64 (otherwise the caller numbers the row format). The keys are
+//! then numbered 0, 1, 2, … in order of first appearance, through a direct table when
+//! their range is narrow and a hash map otherwise, which is what the row-format path
+//! returns too: one lookup per string column instead of encoding, hashing and comparing
+//! every row's bytes. Digits are added into the keys as they are read, without a column
+//! of digits per key.
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
-use datafusion::common::HashMap;
-use datafusion::error::Result;
+use hashbrown::HashMap;
+use oxidelake_core::EngineError;
 
-use crate::hash_join::{StringNumbers, for_each_string, radix_type, widened};
+use crate::ops::load_images;
+use crate::strings::{StringNumbers, for_each_string};
 
-/// Whether every key column can be a digit (the join's digit types).
-pub(super) fn digit_types(types: &[DataType]) -> bool {
-    types.iter().all(radix_type)
+/// Whether a key column of `dt` can be a digit: strings, booleans, and the integer-like
+/// types whose 8-byte images are one-to-one (integers, dates, times, decimals of at most
+/// 18 digits).
+pub(super) fn digit_type(dt: &DataType) -> bool {
+    match dt {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Time32(_)
+        | DataType::Time64(_)
+        | DataType::Timestamp(_, _)
+        | DataType::Duration(_)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Boolean => true,
+        DataType::Decimal128(precision, _) => *precision <= 18,
+        _ => false,
+    }
 }
+
+/// Each row's group and each group's first row, groups numbered 0, 1, 2, … in order of
+/// first appearance.
+pub(super) type Numbered = (Vec<u32>, Vec<u32>);
 
 /// Key ranges up to this (or 4 per row) are numbered through a direct table.
 const DIRECT_SPAN: i64 = 1 << 16;
 
 /// The group number of every row and the first row of every group, or `None` when the
 /// spans' product does not fit in i64.
-pub(super) fn number_groups(columns: &[ArrayRef]) -> Result<Option<(Vec<i64>, Vec<u32>)>> {
+pub(super) fn number_groups(columns: &[ArrayRef]) -> Result<Option<Numbered>, EngineError> {
     let rows = columns.first().map_or(0, |c| c.len());
     let mut keys = vec![0i64; rows];
     let mut stride: i64 = 1;
@@ -48,7 +75,11 @@ pub(super) fn number_groups(columns: &[ArrayRef]) -> Result<Option<(Vec<i64>, Ve
 /// Adds `column`'s digit of every row times `stride` to `keys` and returns the digit's
 /// span (NULL is 0), or `None` when the span does not fit in i64. The additions wrap:
 /// when the spans' product overflows, the caller discards the keys.
-fn add_digits(column: &ArrayRef, stride: i64, keys: &mut [i64]) -> Result<Option<i64>> {
+fn add_digits(
+    column: &ArrayRef,
+    stride: i64,
+    keys: &mut [i64],
+) -> Result<Option<i64>, EngineError> {
     let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
     Ok(Some(match column.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
@@ -70,8 +101,8 @@ fn add_digits(column: &ArrayRef, stride: i64, keys: &mut [i64]) -> Result<Option
             3
         }
         _ => {
-            let ints = widened(column)?;
-            let values = ints.values();
+            let images = load_images(column.as_ref())?;
+            let values = images.as_slice();
             let (min, max) = match &nulls {
                 None => values
                     .iter()
@@ -109,26 +140,27 @@ fn add_digits(column: &ArrayRef, stride: i64, keys: &mut [i64]) -> Result<Option
     }))
 }
 
-/// Numbers `keys` (each below `range`) 0, 1, 2, … in order of first appearance.
-fn first_seen(keys: &[i64], range: i64) -> (Vec<i64>, Vec<u32>) {
+/// Numbers `keys` (each below `range`) 0, 1, 2, … in order of first appearance: each
+/// row's group and each group's first row.
+fn first_seen(keys: &[i64], range: i64) -> Numbered {
     let mut ids = Vec::with_capacity(keys.len());
     let mut first_rows = Vec::new();
     if range <= DIRECT_SPAN.max(4 * keys.len() as i64) {
-        let mut table = vec![-1i64; range as usize];
+        let mut table = vec![u32::MAX; range as usize];
         for (row, key) in keys.iter().enumerate() {
             let slot = &mut table[*key as usize];
-            if *slot < 0 {
-                *slot = first_rows.len() as i64;
+            if *slot == u32::MAX {
+                *slot = first_rows.len() as u32;
                 first_rows.push(row as u32);
             }
             ids.push(*slot);
         }
     } else {
-        let mut table: HashMap<i64, i64> = HashMap::default();
+        let mut table: HashMap<i64, u32> = HashMap::default();
         for (row, key) in keys.iter().enumerate() {
             let id = *table.entry(*key).or_insert_with(|| {
                 first_rows.push(row as u32);
-                first_rows.len() as i64 - 1
+                first_rows.len() as u32 - 1
             });
             ids.push(id);
         }
