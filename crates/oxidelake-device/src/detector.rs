@@ -68,6 +68,19 @@ impl HardwareDetector {
         Ok(Arc::clone(SHARED.get_or_init(|| backend)))
     }
 
+    /// Fails with the typed startup error when `OXIDE_BACKEND` forces a backend this
+    /// machine cannot start (or names none); nothing when it is unset or empty. Embedded
+    /// sessions ask before they run anything: a forced backend that is missing is the
+    /// user's mistake to hear about at once, not a fallback to the CPU found in a log.
+    /// (The operators themselves fall back per execution, for clusters whose executors
+    /// differ.)
+    pub fn check_forced() -> Result<(), EngineError> {
+        if Self::from_env()?.requested().is_some() {
+            Self::shared()?;
+        }
+        Ok(())
+    }
+
     /// The backend this detector chooses on this machine.
     pub fn backend(&self) -> Result<Arc<dyn GpuBackend>, EngineError> {
         match self.requested {

@@ -42,7 +42,7 @@ pub use oxidelake_compute::ops::DistanceMetric;
 pub use oxidelake_compute::{total_order_max, total_order_min};
 pub use oxidelake_core::EngineError;
 pub use oxidelake_planner::{PlacementTarget, option_keys};
-pub use probe::DetectorProbe;
+pub use probe::{DetectorProbe, check_forced_backend};
 pub use runtime_threads::{
     PLANNING_STACK_BYTES, RUNTIME_STACK_BYTES, query_runtime, run_with_planning_stack,
 };

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use oxidelake_runtime::{EngineError, OxideSession, option_keys};
+use oxidelake_runtime::{EngineError, OxideSession, check_forced_backend, option_keys};
 use pyo3::prelude::*;
 
+use super::error::to_py;
 use super::frame::DataFrame;
 use super::wait::wait;
 
@@ -19,10 +20,12 @@ pub(super) struct Session {
 impl Session {
     /// An embedded session placing operators for `placement`: auto (this machine's
     /// hardware), cpu, cuda or metal (a GPU the machine lacks runs the GPU operators'
-    /// CPU paths).
+    /// CPU paths). A backend forced by `OXIDE_BACKEND` that this machine cannot start
+    /// raises here, as `oxide sql` refuses to start.
     #[staticmethod]
     #[pyo3(signature = (placement = "auto"))]
     fn local(py: Python<'_>, placement: &str) -> PyResult<Self> {
+        check_forced_backend().map_err(|e| to_py(py, &e))?;
         let session = Self {
             inner: Arc::new(OxideSession::local()),
         };

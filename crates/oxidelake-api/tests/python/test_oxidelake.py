@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import _thread
@@ -152,3 +153,27 @@ def test_set_refuses_a_key_that_is_not_an_option_name(session):
     with pytest.raises(oxidelake.OxideLakeError) as raised:
         session.set("x = 1; DROP TABLE t; SET y", "2")
     assert raised.value.kind == "invalid_argument"
+
+
+def test_a_backend_forced_by_oxide_backend_that_cannot_start_raises_instead_of_running_on_the_cpu():
+    # Metal never starts on Linux. A fresh interpreter: the detector reads the variable
+    # once per process.
+    code = (
+        "import oxidelake\n"
+        "try:\n"
+        "    oxidelake.Session.local()\n"
+        "except oxidelake.OxideLakeError as e:\n"
+        "    print(e.kind, '|', e)\n"
+        "else:\n"
+        "    print('no error')\n"
+    )
+    env = dict(os.environ, OXIDE_BACKEND="metal")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.startswith("backend_unavailable |"), out
+    assert "metal" in out.lower(), out
+    # Unset, the same machine starts a session.
+    env.pop("OXIDE_BACKEND")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == "no error", out

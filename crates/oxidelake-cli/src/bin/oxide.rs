@@ -336,11 +336,7 @@ async fn open_session(args: &SessionArgs) -> Result<OxideSession, EngineError> {
             });
         }
         None => {
-            // A backend forced by OXIDE_BACKEND that cannot start is the user's mistake
-            // to hear about now, not a fallback to the CPU found in a log.
-            if std::env::var_os("OXIDE_BACKEND").is_some_and(|v| !v.is_empty()) {
-                oxidelake_device::HardwareDetector::shared()?;
-            }
+            oxidelake_runtime::check_forced_backend()?;
             OxideSession::local_with(target, Arc::new(DetectorProbe))
         }
     };

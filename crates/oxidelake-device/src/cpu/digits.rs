@@ -17,32 +17,16 @@ use hashbrown::HashMap;
 use oxidelake_core::EngineError;
 
 use crate::ops::load_images;
+use crate::predicate::{ValueClass, value_class};
 use crate::strings::{StringNumbers, for_each_string};
 
 /// Whether a key column of `dt` can be a digit: strings, booleans, and the integer-like
-/// types whose 8-byte images are one-to-one (integers, dates, times, decimals of at most
-/// 18 digits).
+/// types whose 8-byte images are one-to-one (past 18 digits a decimal's image is not).
 pub(super) fn digit_type(dt: &DataType) -> bool {
     match dt {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Time32(_)
-        | DataType::Time64(_)
-        | DataType::Timestamp(_, _)
-        | DataType::Duration(_)
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Utf8View
-        | DataType::Boolean => true,
         DataType::Decimal128(precision, _) => *precision <= 18,
-        _ => false,
+        DataType::Dictionary(_, _) => false,
+        _ => matches!(value_class(dt), Some(ValueClass::Int | ValueClass::Str)),
     }
 }
 
