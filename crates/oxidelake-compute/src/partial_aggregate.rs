@@ -475,7 +475,7 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
             schema: Arc::clone(&self.schema),
-            plan: batches::DevicePlan::new(&self.input.schema(), &self.aggregates),
+            plan: batches::AggregatePlan::new(&self.input.schema(), &self.aggregates),
             probe: std::sync::Mutex::new(probe),
             exec,
             metrics,

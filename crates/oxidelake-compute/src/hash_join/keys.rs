@@ -36,6 +36,7 @@ pub fn numbered_key_type(dt: &DataType) -> bool {
         || matches!(
             dt,
             DataType::Decimal128(_, _)
+                | DataType::UInt64
                 | DataType::Boolean
                 | DataType::Utf8
                 | DataType::LargeUtf8

@@ -7,7 +7,7 @@
 //! groups the rows by the key columns where they lie, so keys of any number and type
 //! a device batch holds (strings included) need no numbering on the host.
 //!
-//! One plan ([`DevicePlan`]) maps the aggregates onto the backends' [`Agg`]s: SUM and
+//! One plan ([`AggregatePlan`]) maps the aggregates onto the backends' [`Agg`]s: SUM and
 //! AVG of floats, of integers and of decimals (two 32-bit halves of their images, joined
 //! exactly on the host into the state: the checked `sum`'s wrapped sum and wrap count, so
 //! a group's sum that leaves its state type reaches the final aggregate exactly),
@@ -18,7 +18,7 @@
 //! the batch (CUDA for a decimal column whose batch needs more than 64 bits). A host
 //! batch (the CPU backend's, a host input's, or one refused or replayed below) gets its
 //! casts and the limbs of a decimal summed past 64 bits appended as columns
-//! ([`DevicePlan::for_host`]) and goes to the backend through the host edge; a batch the
+//! ([`AggregatePlan::for_host`]) and goes to the backend through the host edge; a batch the
 //! device fails is replayed on the CPU from its origin ([`crate::segment`]). Once
 //! grouping stops reducing, batches are brought to the host and pass through as their
 //! own states.
@@ -47,7 +47,7 @@ use crate::segment::replay::Replay;
 
 /// The backend's aggregates of an operator and how its state columns come from them.
 #[derive(Debug)]
-pub(super) struct DevicePlan {
+pub(super) struct AggregatePlan {
     aggregates: Vec<Agg>,
     states: Vec<StateFrom>,
 }
@@ -62,7 +62,7 @@ struct Argument {
     limbs: Option<[usize; 3]>,
 }
 
-impl DevicePlan {
+impl AggregatePlan {
     /// The plan for `aggregates` over a device batch of `input`: every argument read
     /// where it lies; `None` when one needs the host (a cast).
     pub(super) fn new(input: &Schema, aggregates: &[PartialAggSpec]) -> Option<Self> {
@@ -276,7 +276,7 @@ pub(super) struct SegmentStates {
     pub(super) keys: Vec<usize>,
     pub(super) aggregates: Vec<PartialAggSpec>,
     pub(super) schema: SchemaRef,
-    pub(super) plan: Option<DevicePlan>,
+    pub(super) plan: Option<AggregatePlan>,
     pub(super) probe: Mutex<SkipProbe>,
     pub(super) exec: ExecBackend,
     pub(super) metrics: OperatorMetrics,
@@ -354,7 +354,7 @@ impl SegmentStates {
                 )
             })
         });
-        // Without a device plan the host edge below claims for itself.
+        // Without a plan over device batches the host path below claims for itself.
         let mut on_device = self.plan.is_none() || claim.is_some();
         if let (Some(plan), Some(_claim)) = (&self.plan, claim) {
             let args = AggregateArgs {
@@ -387,8 +387,8 @@ impl SegmentStates {
         }
         let host = self.download(batch)?;
         if on_device {
-            // Refused in place (no device plan, or the backend's refusal); not after
-            // running out of memory or past the budget, which are counted as such.
+            // Refused in place (no plan over device batches, or the backend's refusal);
+            // not after running out of memory or past the budget, counted as such.
             self.metrics.refused_batches.add(1);
         }
         let moved = self.exec.bytes_moved(|| batch.bytes());
@@ -437,7 +437,7 @@ impl SegmentStates {
         if host.num_rows() == 0 {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
         }
-        let (prepared, plan) = DevicePlan::for_host(host, &self.aggregates)?;
+        let (prepared, plan) = AggregatePlan::for_host(host, &self.aggregates)?;
         let args = HostAggregateArgs {
             batch: &prepared,
             keys: &self.keys,
@@ -481,7 +481,7 @@ impl SegmentStates {
 
     /// The output batch from the backend's result: its key columns (a float key's
     /// `-0.0` keyed `+0.0`, see the operator's docs), then the states.
-    fn assemble(&self, plan: &DevicePlan, result: &RecordBatch) -> Result<RecordBatch> {
+    fn assemble(&self, plan: &AggregatePlan, result: &RecordBatch) -> Result<RecordBatch> {
         let keys = self.keys.len();
         let states = state_columns(&plan.states, &self.schema, keys, &result.columns()[keys..])?;
         let mut columns: Vec<ArrayRef> = result.columns()[..keys]
@@ -520,7 +520,7 @@ mod tests {
             spec(PartialFunc::Count, Some(2)),
             spec(PartialFunc::Sum, Some(2)),
         ];
-        let plan = DevicePlan::new(&input, &specs).unwrap();
+        let plan = AggregatePlan::new(&input, &specs).unwrap();
         use DeviceAggInput as I;
         let pairs: Vec<(AggFunc, I)> = plan.aggregates.iter().map(|a| (a.func, a.input)).collect();
         assert_eq!(
@@ -548,7 +548,7 @@ mod tests {
             spec(PartialFunc::CheckedSum, Some(0)),
             spec(PartialFunc::Sum, Some(0)),
         ];
-        let plan = DevicePlan::new(&input, &specs).unwrap();
+        let plan = AggregatePlan::new(&input, &specs).unwrap();
         assert_eq!(plan.aggregates.len(), 2, "one pair of halves for both sums");
         assert!(
             matches!(&plan.states[0], StateFrom::Counted(parts) if parts == &[(0, 0), (1, 32)]),
@@ -572,10 +572,10 @@ mod tests {
                 cast: Some(DataType::Float64),
             }),
         };
-        assert!(DevicePlan::new(&input, &[avg]).is_none());
+        assert!(AggregatePlan::new(&input, &[avg]).is_none());
         let wide_min = spec(PartialFunc::Min, Some(0));
         let wide = Schema::new(vec![Field::new("d", DataType::Decimal128(30, 2), true)]);
-        assert!(DevicePlan::new(&wide, &[wide_min]).is_none());
+        assert!(AggregatePlan::new(&wide, &[wide_min]).is_none());
     }
 
     #[test]
@@ -607,7 +607,7 @@ mod tests {
             spec(PartialFunc::CheckedSum, Some(1)),
             spec(PartialFunc::Sum, Some(2)),
         ];
-        let (prepared, plan) = DevicePlan::for_host(&batch, &specs).unwrap();
+        let (prepared, plan) = AggregatePlan::for_host(&batch, &specs).unwrap();
         // n, wide, narrow, then CAST(n AS Float64) once, then wide's three limbs once.
         let types: Vec<DataType> = prepared
             .schema()
