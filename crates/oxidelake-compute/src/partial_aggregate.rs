@@ -19,7 +19,7 @@
 //! decimal SUM by the two 32-bit halves of its images, which cannot overflow), whose
 //! results are turned into the partial state types. On the host, a batch first gets the
 //! casts DataFusion's coercion put on an argument and, for a decimal SUM whose values
-//! leave 64 bits, two limbs per value, appended as columns (`spec`). The halves' and
+//! leave 64 bits, three limbs per value, appended as columns (`spec`). The halves' and
 //! limbs' sums are joined exactly in i128 (`limbs`). OxideLake's checked `sum` gets its
 //! state as its own accumulators make it, the sum wrapped into the state type and how
 //! many times it wrapped (`crate::checked_sum`), so a group's sum that leaves the state
