@@ -15,10 +15,10 @@
 //! probe rows with (or without) a pair. NULL keys never match. One integer-like key is
 //! widened to Int64; other keys are numbered on the host first (`keys`).
 //!
-//! Where the probe input hands on device batches (ADR-0014), an inner, right semi or
-//! right anti join without a join filter on one integer-like key probes them where they
-//! lie and brings back only the joined rows (see `device`); EXPLAIN says
-//! `probe=device`.
+//! Where both inputs hand on device batches (ADR-0014, ADR-0015), an inner, right semi
+//! or right anti join without a join filter on integer-like keys builds, probes and
+//! gathers its output on the device (see `device`); EXPLAIN says `probe=device,
+//! build=device`.
 //!
 //! Left semi and anti joins are not an operator mode: they emit build rows once every
 //! probe partition has been seen, which needs a visited bitmap shared by all of them (and,
@@ -66,12 +66,14 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
+use oxidelake_device::edge::KeyTable;
+use oxidelake_device::ops::ProbeRows;
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
-use crate::segment::each_batch;
-use crate::segment::replay::{as_segment, input_batches};
+use crate::segment::replay::as_segment;
+use crate::segment::{each_batch, host_items};
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
 use keys::{JoinKeys, KeyDictionary, build_keys, probe_keys};
@@ -82,11 +84,15 @@ struct BuildSide {
     /// The build rows on the host: collected there, or copied from `device` the first
     /// time a host path needs them (a probe batch the device refused).
     host: std::sync::OnceLock<RecordBatch>,
-    /// The build rows on the device, where the side was built there (`device`).
-    device: Option<oxidelake_device::DeviceBatch>,
+    /// For a side built on the device (`device`): the build rows there and the table
+    /// over them.
+    device: Option<(oxidelake_device::DeviceBatch, JoinTable)>,
+    /// For a side built from host batches: the table over `key_column` through the
+    /// host edge, on the join's backend or on the CPU where the device budget or the
+    /// device refused it.
+    keyed: Option<KeyTable>,
     /// Columns of the build input.
     width: usize,
-    table: JoinTable,
     /// The device key column the table was built from.
     key_column: Int64Array,
     /// For a side built on the device: its key columns in their own types (the only
@@ -97,9 +103,10 @@ struct BuildSide {
     device_digits: Option<Vec<(i64, u64, i64)>>,
     /// For numbered keys: the build keys' numbers, which probes look up.
     dictionary: Option<KeyDictionary>,
-    /// A CPU copy of the table, built on first need: when the device fails a probe, the
-    /// table it holds is unusable and the rest of the join probes this one.
-    cpu_table: std::sync::OnceLock<JoinTable>,
+    /// A CPU table over `key_column`, built on first need: when the device fails a
+    /// probe, the table it holds is unusable and the rest of the join probes this one,
+    /// as does a probe batch the device refused beside a side built there.
+    cpu_table: std::sync::OnceLock<KeyTable>,
     /// The host memory above, held in the query's pool while the side lives.
     reservation: MemoryReservation,
     /// The device bytes of a side built on the device, claimed from the process's
@@ -129,7 +136,7 @@ impl BuildSide {
         if let Some(batch) = self.host.get() {
             return Ok(batch);
         }
-        let device = self.device.as_ref().ok_or_else(|| {
+        let (device, _) = self.device.as_ref().ok_or_else(|| {
             DataFusionError::Internal("a join build side with no rows anywhere".into())
         })?;
         let batch =
@@ -141,8 +148,8 @@ impl BuildSide {
         }))
     }
 
-    /// The CPU table, built from the host copy of the build side once.
-    fn cpu_table(&self, exec: &ExecBackend) -> Result<&JoinTable> {
+    /// The CPU table, built from the side's key column once.
+    fn cpu_table(&self, exec: &ExecBackend) -> Result<&KeyTable> {
         if let Some(table) = self.cpu_table.get() {
             return Ok(table);
         }
@@ -625,24 +632,8 @@ impl GpuHashJoinExec {
         }
     }
 
-    /// Whether a device can probe this join with device batches where they lie: an
-    /// inner, right semi or right anti join without a join filter, on one key the device
-    /// widens to Int64 (see `device`). The transition rule hands such a join its probe
-    /// input's device batches.
-    pub fn probes_device_batches(&self) -> bool {
-        let right = self.right.schema();
-        matches!(
-            self.join_type,
-            JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
-        ) && self.filter.is_none()
-            && matches!(self.on.as_slice(), [(_, r)] if right
-                .fields()
-                .get(*r)
-                .is_some_and(|f| widen::widens_exactly(f.data_type())))
-    }
-
     /// Whether a device can run this join where both inputs are device batches
-    /// (stage 3, see `device`): an inner, right semi or right anti join without a join
+    /// (see `device`): an inner, right semi or right anti join without a join
     /// filter, on key columns that are all integer-like (one key read in place, several
     /// combined into one key digit by digit). The transition rule makes such a join a
     /// resident operator when its inputs hand on device batches, or one does and the
@@ -850,16 +841,13 @@ impl ExecutionPlan for GpuHashJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        // Device batches where the probe input hands them on (see `device`), host
-        // batches otherwise, gathered to a device's batch size.
-        let input = input_batches(
-            &self.right,
-            (&self.backend, self.placement),
-            partition,
-            Arc::clone(&context),
-            true,
-        )?;
-        let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?;
+        // Host batches, gathered to a device's batch size: a join over device batches
+        // is a segment operator (`device`), executed through `execute_segment`.
+        let exec = ExecBackend::new(&self.backend, self.placement)?;
+        let input = host_items(
+            self.right.execute(partition, Arc::clone(&context))?,
+            exec.backend.batching(),
+        );
         let batch_size = context.session_config().batch_size().max(1);
         let Probing {
             exec,
@@ -871,20 +859,15 @@ impl ExecutionPlan for GpuHashJoinExec {
         // Probe batches are probed on the blocking pool on a device backend, as they
         // come on the CPU (ADR-0012). A gathered probe can match into a batch far beyond
         // the session's batch size, so the output is handed on in slices of that size.
-        let probe_plan = Arc::clone(&self.right);
         let stream = futures::stream::once(async move {
             let output = Arc::clone(&schema);
-            let probing = device::SegmentProbe {
-                exec,
-                metrics,
-                side: build.await?,
-                input: probe_plan,
-                join,
-                schema,
-            };
-            let backend = Arc::clone(&input.backend);
-            let joined = each_batch(input.batches, backend.as_ref(), move |item| {
-                probing.rows(item)
+            let side = build.await?;
+            let backend = Arc::clone(&exec.backend);
+            let joined = each_batch(input, backend.as_ref(), move |item| {
+                let batch = item.batch.as_host().ok_or_else(|| {
+                    DataFusionError::Internal("a host probe batch on the device".into())
+                })?;
+                probe_batch(&exec, &metrics, &side, batch, &join, &schema)
             });
             let sliced = joined.flat_map(move |batch| {
                 futures::stream::iter(match batch {
@@ -1120,12 +1103,12 @@ fn build_side(
             + key_column.get_array_memory_size()
             + host_table,
     )?;
-    record_build(metrics, &table, batch.num_rows(), started);
+    record_build(metrics, table.allocated_bytes(), batch.num_rows(), started);
     Ok(Arc::new(BuildSide {
         width: batch.num_columns(),
         host: std::sync::OnceLock::from(batch),
         device: None,
-        table,
+        keyed: Some(table),
         key_column,
         device_keys: None,
         device_digits: None,
@@ -1138,10 +1121,8 @@ fn build_side(
 
 /// Counts a built side in `metrics`: its table's bytes, its rows, the time since
 /// `started`.
-fn record_build(metrics: &OperatorMetrics, table: &JoinTable, rows: usize, started: Instant) {
-    metrics
-        .telemetry
-        .set_allocated_bytes(table.allocated_bytes() as u64);
+fn record_build(metrics: &OperatorMetrics, table_bytes: usize, rows: usize, started: Instant) {
+    metrics.telemetry.set_allocated_bytes(table_bytes as u64);
     metrics.rows_in.add(rows);
     metrics
         .baseline
@@ -1189,25 +1170,29 @@ fn probe_batch(
     let started = Instant::now();
     let key_column = probe_keys(&join.keys, side.dictionary.as_ref(), batch)?;
     let keys = &key_column;
-    let on_device = if side.table.device() == exec.backend.device() {
-        exec.run_on_device(metrics, |backend, stream| {
-            oxidelake_device::edge::probe_join_table(backend, stream, &side.table, keys)
-        })?
-    } else {
-        None
+    let probed = host_probe_rows(join);
+    let on_cpu = |table: &KeyTable| {
+        oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, table, keys, probed)
+            .map_err(DataFusionError::from)
     };
-    let matches = if let Some(matches) = on_device {
-        matches
-    } else if side.table.device() == exec.backend.device() {
-        // The device refused or failed this probe: probe a CPU copy of the table.
-        let table = side.cpu_table(exec)?;
-        oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, table, keys)
-            .map_err(DataFusionError::from)?
-    } else {
+    let matches = match &side.keyed {
+        Some(table) if table.device() == exec.backend.device() => {
+            let on_device = exec.run_on_device(metrics, |backend, stream| {
+                oxidelake_device::edge::probe_join_table(backend, stream, table, keys, probed)
+            })?;
+            match on_device {
+                Some(matches) => matches,
+                // The device refused or failed this probe: a CPU copy of the table.
+                None => on_cpu(side.cpu_table(exec)?)?,
+            }
+        }
         // The table fell back to the CPU when it was built; probe it there too.
-        metrics.cpu_fallback_batches.add(1);
-        oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, &side.table, keys)
-            .map_err(DataFusionError::from)?
+        Some(table) => {
+            metrics.cpu_fallback_batches.add(1);
+            on_cpu(table)?
+        }
+        // A batch the device refused beside a side built there.
+        None => on_cpu(side.cpu_table(exec)?)?,
     };
     let (build_indices, probe_indices) = match &join.filter {
         Some(filter) => residual::filter_pairs(
@@ -1228,6 +1213,7 @@ fn probe_batch(
         let out = semi_or_anti(
             batch,
             &probe_indices,
+            probed,
             join.join_type,
             join.projection.as_deref(),
             schema,
@@ -1362,14 +1348,38 @@ fn with_unmatched_probe_rows(
     ))
 }
 
-/// The probe rows with at least one match (RightSemi) or none (RightAnti), in order.
+/// The rows the host path's probe asks for: a semi or anti join without a join filter
+/// needs only which probe rows match, every other join the pairs.
+fn host_probe_rows(join: &ProbeSpec) -> ProbeRows {
+    match (join.join_type, &join.filter) {
+        (JoinType::RightSemi, None) => ProbeRows::Matched,
+        (JoinType::RightAnti, None) => ProbeRows::Unmatched,
+        _ => ProbeRows::Pairs,
+    }
+}
+
+/// The probe rows with at least one match (RightSemi) or none (RightAnti), in order:
+/// `probe_indices` themselves where the probe chose them (`probed`), or the rows
+/// with (without) a pair among them.
 fn semi_or_anti(
     batch: &RecordBatch,
     probe_indices: &UInt32Array,
+    probed: ProbeRows,
     join_type: JoinType,
     projection: Option<&[usize]>,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
+    let batch = match projection {
+        Some(projection) => batch.project(projection)?,
+        None => batch.clone(),
+    };
+    if probed != ProbeRows::Pairs {
+        let kept = arrow::compute::take_record_batch(&batch, probe_indices)?;
+        return Ok(RecordBatch::try_new(
+            Arc::clone(schema),
+            kept.columns().to_vec(),
+        )?);
+    }
     let mut matched = vec![false; batch.num_rows()];
     for p in probe_indices.values() {
         let slot = matched.get_mut(*p as usize).ok_or_else(|| {
@@ -1385,10 +1395,7 @@ fn semi_or_anti(
         arrow::buffer::BooleanBuffer::collect_bool(matched.len(), |i| matched[i] == keep),
         None,
     );
-    let kept = match projection {
-        Some(projection) => filter_record_batch(&batch.project(projection)?, &mask)?,
-        None => filter_record_batch(batch, &mask)?,
-    };
+    let kept = filter_record_batch(&batch, &mask)?;
     Ok(RecordBatch::try_new(
         Arc::clone(schema),
         kept.columns().to_vec(),

@@ -7,10 +7,7 @@ use arrow::array::{ArrayRef, Float64Array};
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 
-use crate::ops::{
-    AggregateArgs, EvaluateArgs, JoinArgs, JoinKey, Predicate, ProbeArgs, ProbeMatches,
-    VectorDistanceArgs,
-};
+use crate::ops::{AggregateArgs, EvaluateArgs, JoinArgs, JoinKey, Predicate, VectorDistanceArgs};
 use crate::{DeviceBatch, DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 
 /// Memory of one device, in bytes.
@@ -159,15 +156,6 @@ pub trait GpuBackend: DeviceMemory {
         batch: &DeviceBatch,
         key: JoinKey<'_>,
     ) -> Result<JoinTable, EngineError>;
-
-    /// Probes a table built by this backend; the matched build rows and the gathered
-    /// probe columns come back to the host (see [`ProbeArgs`]).
-    fn probe_join_table(
-        &self,
-        stream: &DeviceStream,
-        table: &JoinTable,
-        args: ProbeArgs<'_>,
-    ) -> Result<ProbeMatches, EngineError>;
 
     /// Joins a probe batch with the build batch `table` was built over; the output is a
     /// batch of this backend (see [`JoinArgs`]).

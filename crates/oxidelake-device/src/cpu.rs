@@ -21,8 +21,8 @@ pub(crate) use hash_join::CpuJoinTable;
 use crate::backend::{check_copy_lengths, host_null_count};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::ops::{
-    AggregateArgs, EvaluateArgs, HostFilterArgs, JoinArgs, JoinKey, Predicate, ProbeArgs,
-    ProbeMatches, ProjectedColumn, VectorDistanceArgs,
+    AggregateArgs, EvaluateArgs, HostFilterArgs, JoinArgs, JoinKey, Predicate, ProjectedColumn,
+    VectorDistanceArgs,
 };
 use crate::{
     DeviceBatch, DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend, HostBuffer, JoinTable,
@@ -274,16 +274,6 @@ impl GpuBackend for CpuBackend {
             table.allocated_bytes(),
             table,
         ))
-    }
-
-    fn probe_join_table(
-        &self,
-        stream: &DeviceStream,
-        table: &JoinTable,
-        args: ProbeArgs<'_>,
-    ) -> Result<ProbeMatches, EngineError> {
-        let host = self.host_of(stream, args.batch)?;
-        join::probe(table.table_on::<CpuJoinTable>(DeviceId::CPU)?, &host, &args)
     }
 
     fn join(

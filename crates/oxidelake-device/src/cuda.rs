@@ -441,17 +441,6 @@ impl GpuBackend for CudaBackend {
         ))
     }
 
-    fn probe_join_table(
-        &self,
-        stream: &DeviceStream,
-        table: &crate::JoinTable,
-        args: crate::ops::ProbeArgs<'_>,
-    ) -> Result<crate::ops::ProbeMatches, EngineError> {
-        let batch = self.on_device(stream, args.batch)?;
-        let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
-        join_probe::probe(&self.dev(stream)?, stream, t, &batch, args)
-    }
-
     fn join(
         &self,
         stream: &DeviceStream,

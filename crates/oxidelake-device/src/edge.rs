@@ -12,8 +12,10 @@
 //! - The partial aggregate uploads the key columns and the aggregated ones (a column
 //!   that is only counted as its validity alone); its result (one row per group) is what
 //!   comes back.
-//! - A join's build uploads its keys and gets the table; a probe uploads its keys and a
-//!   row-number column, and gets each pair's build row and probe row back.
+//! - A join's build uploads its keys and gets the table, and the build rows' numbers,
+//!   kept beside it; a probe uploads its keys and a row-number column and runs the
+//!   backend's one join over them, whose output is each pair's build row and probe row
+//!   (or a semi or anti join's probe rows): only row numbers come back.
 //!
 //! On a backend that keeps its batches on the host (the CPU backend) nothing crosses:
 //! the batch is wrapped as it is (`DeviceBatch::host`), and the filter runs over the
@@ -34,8 +36,8 @@ use oxidelake_core::EngineError;
 use crate::ops::validate;
 use crate::ops::{
     Agg, AggInput, AggregateArgs, EvaluateArgs, HostAggregateArgs, HostEvaluateArgs,
-    HostFilterArgs, JoinKey, JoinMatches, Predicate, ProbeArgs, ProbeRows, ProjectedColumn,
-    ValueColumn, check_value_column, output_array,
+    HostFilterArgs, JoinArgs, JoinColumn, JoinKey, JoinMatches, Predicate, ProbeRows,
+    ProjectedColumn, ValueColumn, check_value_column, output_array,
 };
 use crate::{DeviceBatch, DeviceStream, GpuBackend, JoinTable, device_batch};
 
@@ -235,54 +237,108 @@ pub fn aggregate(
     )
 }
 
+/// A join table over host Int64 keys ([`build_join_table`]) and a batch of the build
+/// rows' numbers beside it on the same backend: probes gather their pairs' build rows
+/// from it.
+#[derive(Debug)]
+pub struct KeyTable {
+    table: JoinTable,
+    rows: DeviceBatch,
+}
+
+impl KeyTable {
+    /// The device the table and the row numbers are on.
+    pub fn device(&self) -> oxidelake_core::DeviceId {
+        self.table.device()
+    }
+
+    /// Bytes the table and the row numbers hold.
+    pub fn allocated_bytes(&self) -> usize {
+        self.table.allocated_bytes() + self.rows.bytes()
+    }
+}
+
 /// A join table over host Int64 keys (NULL keys never join).
 pub fn build_join_table(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     keys: &Int64Array,
-) -> Result<JoinTable, EngineError> {
+) -> Result<KeyTable, EngineError> {
     let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
     let batch = device_batch::upload(backend, stream, &host)?;
-    backend.build_join_table(stream, &batch, JoinKey::Column(0))
+    let table = backend.build_join_table(stream, &batch, JoinKey::Column(0))?;
+    let rows = device_batch::upload(backend, stream, &row_numbers(keys.len())?)?;
+    Ok(KeyTable { table, rows })
 }
 
-/// Probes a table built by `backend` with host Int64 keys: each matched pair's build row
-/// and probe row.
+/// Probes `table` with host Int64 keys through the backend's join, the build and probe
+/// rows' numbers as its output: each matched pair's build row and probe row, or for a
+/// semi or anti join (`rows`) the probe rows it keeps and no build rows.
 pub fn probe_join_table(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
-    table: &JoinTable,
+    table: &KeyTable,
     keys: &Int64Array,
+    rows: ProbeRows,
 ) -> Result<JoinMatches, EngineError> {
-    let rows = u32::try_from(keys.len())
-        .map_err(|_| EngineError::unsupported("join probe", "a batch of 2^32 rows or more"))?;
-    let host = RecordBatch::try_from_iter(vec![
-        ("key", Arc::new(keys.clone()) as ArrayRef),
-        (
-            "row",
-            Arc::new(UInt32Array::from_iter_values(0..rows)) as ArrayRef,
-        ),
-    ])?;
-    let batch = device_batch::upload(backend, stream, &host)?;
-    let matches = backend.probe_join_table(
-        stream,
-        table,
-        ProbeArgs {
-            batch: &batch,
-            key: 0,
-            gather: &[1],
-            rows: ProbeRows::Pairs,
-        },
+    let numbers = row_numbers(keys.len())?;
+    let host = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Int64, true),
+            Field::new("row", DataType::UInt32, false),
+        ])),
+        vec![Arc::new(keys.clone()), Arc::clone(numbers.column(0))],
     )?;
-    let probe_indices = matches
-        .probe_rows
-        .columns()
-        .first()
-        .and_then(|a| a.as_primitive_opt::<UInt32Type>())
-        .cloned()
-        .ok_or_else(|| EngineError::Internal("the probe's row numbers are not UInt32".into()))?;
-    Ok(JoinMatches {
-        build_indices: matches.build_indices,
-        probe_indices,
+    let probe = device_batch::upload(backend, stream, &host)?;
+    let (output, schema): (&[JoinColumn], _) = match rows {
+        ProbeRows::Pairs => (
+            &[JoinColumn::Build(0), JoinColumn::Probe(1)],
+            Schema::new(vec![
+                Field::new("build", DataType::UInt32, false),
+                Field::new("probe", DataType::UInt32, false),
+            ]),
+        ),
+        _ => (
+            &[JoinColumn::Probe(1)],
+            Schema::new(vec![Field::new("probe", DataType::UInt32, false)]),
+        ),
+    };
+    let args = JoinArgs {
+        build: &table.rows,
+        probe: &probe,
+        key: JoinKey::Column(0),
+        output,
+        rows,
+        schema: Arc::new(schema),
+    };
+    let joined = backend.join(stream, &table.table, args)?;
+    let joined = device_batch::download(backend, stream, &joined)?;
+    let column = |i: usize| {
+        joined
+            .column(i)
+            .as_primitive_opt::<UInt32Type>()
+            .cloned()
+            .ok_or_else(|| EngineError::Internal("a join's row numbers are not UInt32".into()))
+    };
+    Ok(match rows {
+        ProbeRows::Pairs => JoinMatches {
+            build_indices: column(0)?,
+            probe_indices: column(1)?,
+        },
+        _ => JoinMatches {
+            build_indices: UInt32Array::from(Vec::<u32>::new()),
+            probe_indices: column(0)?,
+        },
     })
+}
+
+/// A batch of one UInt32 column, `0..rows`.
+fn row_numbers(rows: usize) -> Result<RecordBatch, EngineError> {
+    let rows = u32::try_from(rows)
+        .map_err(|_| EngineError::unsupported("device join", "a side of 2^32 rows or more"))?;
+    let numbers = UInt32Array::from_iter_values(0..rows);
+    Ok(RecordBatch::try_from_iter(vec![(
+        "row",
+        Arc::new(numbers) as ArrayRef,
+    )])?)
 }

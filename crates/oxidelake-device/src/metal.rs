@@ -5,8 +5,8 @@
 //! one physical memory, so a "copy" between host and device is a `memcpy` into the
 //! buffer's contents), makes a command queue for each stream, and counts a validity
 //! bitmap's nulls on the CPU. It compiles no kernel and encodes no command: every
-//! operator method (`filter_project`, `build_join_table`, `probe_join_table`,
-//! `evaluate`, `aggregate`, `vector_distance`) returns an error, so the operators would
+//! operator method (`filter_project`, `build_join_table`, `join`, `evaluate`,
+//!, `aggregate`, `vector_distance`) returns an error, so the operators would
 //! run each batch on the CPU. The two MSL sources in `kernels/metal/` are embedded by
 //! `kernels::MetalKernel` but nothing loads them.
 //!
@@ -229,15 +229,6 @@ impl GpuBackend for MetalBackend {
         _key: crate::ops::JoinKey<'_>,
     ) -> Result<crate::JoinTable, EngineError> {
         Err(not_wired("Metal hash join"))
-    }
-
-    fn probe_join_table(
-        &self,
-        _stream: &DeviceStream,
-        table: &crate::JoinTable,
-        _args: crate::ops::ProbeArgs<'_>,
-    ) -> Result<crate::ops::ProbeMatches, EngineError> {
-        Err(foreign_handle(self.device(), table.device(), "join table"))
     }
 
     fn join(

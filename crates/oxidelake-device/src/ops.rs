@@ -241,7 +241,7 @@ pub fn check_aggregates(
     Ok(())
 }
 
-/// Which probe rows a [`ProbeArgs`] probe brings back.
+/// Which probe rows a join takes ([`JoinArgs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeRows {
     /// One row per matched pair, with its build row (an inner join).
@@ -250,33 +250,6 @@ pub enum ProbeRows {
     Matched,
     /// Each probe row without a pair, NULL keys included (a right anti join).
     Unmatched,
-}
-
-/// A probe of a built join table by a batch that lives on the device (ADR-0014): the
-/// probe key is column `key` of `batch`, whose 8-byte images are the key widened to
-/// Int64 as the build side's keys were (one integer-like key); NULL keys never match.
-#[derive(Debug, Clone, Copy)]
-pub struct ProbeArgs<'a> {
-    /// The probe rows, on the device.
-    pub batch: &'a crate::DeviceBatch,
-    /// The key column.
-    pub key: usize,
-    /// The probe columns to bring back.
-    pub gather: &'a [usize],
-    /// Which rows.
-    pub rows: ProbeRows,
-}
-
-/// What a [`ProbeArgs`] probe brings back to the host: for [`ProbeRows::Pairs`]
-/// each matched pair's build row and the `gather` columns of its probe row (the pairs in
-/// the same order); otherwise the `gather` columns of the chosen probe rows, in probe
-/// order, and no build rows.
-#[derive(Debug, Clone)]
-pub struct ProbeMatches {
-    /// Row indices into the build side.
-    pub build_indices: UInt32Array,
-    /// The gathered probe columns, one row per pair.
-    pub probe_rows: arrow::record_batch::RecordBatch,
 }
 
 /// Where one column of a [`JoinArgs`] join's output comes from.
@@ -313,10 +286,12 @@ pub enum JoinKey<'a> {
     Radix(&'a [RadixDigit]),
 }
 
-/// A join whose build side and probe batch both live on the device and whose output
-/// stays there (ADR-0014, stage 3): the probe is as in [`ProbeArgs`], and the
-/// output's columns are gathered from both sides on the device. Semi and anti joins
-/// ([`ProbeRows::Matched`], [`ProbeRows::Unmatched`]) take probe columns only.
+/// A join of a probe batch with the build batch a table was built over, both batches of
+/// the backend, whose output is one too (ADR-0015: the one probe operator): the probe key
+/// is read as the build key was ([`JoinKey`]; NULL keys never match), and the output's
+/// columns are gathered from both sides. Semi and anti joins ([`ProbeRows::Matched`],
+/// [`ProbeRows::Unmatched`]) take probe columns only. The host edge probes host keys
+/// with it, gathering row numbers ([`crate::edge::probe_join_table`]).
 #[derive(Debug, Clone)]
 pub struct JoinArgs<'a> {
     /// The build side the table was built over.

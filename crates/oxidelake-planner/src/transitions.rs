@@ -13,10 +13,9 @@
 //! (`GpuHashJoinExec::joins_on_device`) with an input that hands on device batches
 //! builds and probes there and hands on device batches itself (`build=device`,
 //! `probe=device`); its other input is uploaded if it is on the host, so every scan
-//! under a chain of such joins crosses once. Otherwise a GPU join that can probe device
-//! batches in place (`GpuHashJoinExec::probes_device_batches`) takes the device batches
-//! of a probe input that hands them on, and brings back only the joined rows
-//! (`probe=device`). EXPLAIN shows the transitions.
+//! under a chain of such joins crosses once. Any other GPU join reads host batches: the
+//! downloads under it stay, and its probes reach the device through the host edge, which
+//! uploads only the keys. EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
 //! coalesces, so nothing comes between a transition and the operator it feeds. Embedded
@@ -128,16 +127,13 @@ fn upload(
         .then(|| Arc::new(HostToDeviceExec::new(Arc::clone(input), placement)) as _)
 }
 
-/// A GPU join above device batches, rewritten to read them:
-/// - a join the device runs whole (`joins_on_device`) with at least one input handing
-///   on device batches: that input's download goes (below a CollectLeft join's
-///   partition coalescing, for the build side), the other input is uploaded if it is on
-///   the host, and the join hands on device batches (`build=device`, `probe=device`)
-///   under a download of its own that the next segment operator cancels; its build
-///   side claims its device bytes under `oxidelake.memory.device_limit`;
-/// - otherwise a join that probes device batches in place (`probes_device_batches`)
-///   over a probe input's download: the join reads those batches (`probe=device`) and
-///   keeps its host build side.
+/// A GPU join the device runs whole (`joins_on_device`) above device batches,
+/// rewritten to read them: with at least one input handing on device batches, that
+/// input's download goes (below a CollectLeft join's partition coalescing, for the build
+/// side), the other input is uploaded if it is on the host, and the join hands on device
+/// batches (`build=device`, `probe=device`) under a download of its own that the next
+/// segment operator cancels; its build side claims its device bytes under
+/// `oxidelake.memory.device_limit`. Any other join keeps the downloads under it.
 fn join_reading_device_batches(
     node: &Arc<dyn ExecutionPlan>,
     device_limit: Option<usize>,
@@ -149,35 +145,27 @@ fn join_reading_device_batches(
     if placement == BackendKind::CpuSimd {
         return Ok(None);
     }
-    let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
     let probe = inside_download(join.right());
     let build = rewrite_build(join, inside_download)?;
     let whole = join.joins_on_device()
         && check_device_schema(&node.schema()).is_ok()
         && (probe.is_some() || build.is_some());
-    if whole {
-        let build = match build {
-            Some(build) => Some(build),
-            None => rewrite_build(join, |input| upload(input, placement))?,
-        };
-        let probe = probe.clone().or_else(|| upload(join.right(), placement));
-        if let (Some(build), Some(probe)) = (build, probe) {
-            let joined = join.over_device_inputs(build, probe, device_limit)?;
-            return Ok(Some(Arc::new(DeviceToHostExec::new(
-                Arc::new(joined),
-                placement,
-            ))));
-        }
+    if !whole {
+        return Ok(None);
     }
-    match probe {
-        Some(probe) if join.probes_device_batches() => {
-            let left = Arc::clone(join.left());
-            Ok(Some(
-                Arc::clone(node).replace_children(vec![left, probe], options)?,
-            ))
-        }
-        _ => Ok(None),
-    }
+    let build = match build {
+        Some(build) => Some(build),
+        None => rewrite_build(join, |input| upload(input, placement))?,
+    };
+    let probe = probe.or_else(|| upload(join.right(), placement));
+    let (Some(build), Some(probe)) = (build, probe) else {
+        return Ok(None);
+    };
+    let joined = join.over_device_inputs(build, probe, device_limit)?;
+    Ok(Some(Arc::new(DeviceToHostExec::new(
+        Arc::new(joined),
+        placement,
+    ))))
 }
 
 impl PhysicalOptimizerRule for DeviceTransitionRule {
@@ -392,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn a_device_join_gives_device_batches_uploading_a_host_input_and_probes_in_place_over_one_it_cannot_hold()
+    fn a_device_join_gives_device_batches_uploading_a_host_input_and_reads_host_batches_beside_one_it_cannot_hold()
      {
         let join = |build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>| {
             Arc::new(GpuHashJoinExec::try_new(build, probe, 0, 0, BackendKind::Cuda).unwrap())
@@ -436,8 +424,8 @@ mod tests {
                 "        DataSourceExec",
             ]
         );
-        // One a device batch cannot hold (a UInt64 column) stays on the host; the join
-        // probes the device batches in place and hands on host batches.
+        // One a device batch cannot hold (a UInt64 column) stays on the host, and so does
+        // the join: the probe side's download stays under it.
         let plan = join(
             scan(DataType::UInt64),
             filter(scan(DataType::Utf8), BackendKind::Cuda),
@@ -448,16 +436,14 @@ mod tests {
             [
                 "GpuHashJoinExec[cuda]",
                 "  DataSourceExec",
-                "  GpuFilterExec[cuda]",
-                "    HostToDeviceExec[cuda]",
-                "      DataSourceExec",
+                "  DeviceToHostExec[cuda]",
+                "    GpuFilterExec[cuda]",
+                "      HostToDeviceExec[cuda]",
+                "        DataSourceExec",
             ]
         );
         let text = displayable(out.as_ref()).indent(false).to_string();
-        assert!(
-            text.contains("probe=device") && !text.contains("build=device"),
-            "{text}"
-        );
+        assert!(!text.contains("=device"), "{text}");
     }
 
     #[test]

@@ -1,26 +1,21 @@
-//! `GpuHashJoinExec` with device-resident batches (ADR-0014, stages 2 and 3).
+//! `GpuHashJoinExec` over device batches (ADR-0014, stage 3; ADR-0015).
 //!
-//! **Stage 3: the whole join on the device.** Where the build input hands on device
-//! batches too (a GPU operator between transitions, below the partition coalescing of a
-//! CollectLeft join), the join is itself a resident operator (`gives_device_batches`):
-//! the build batches are appended into one batch on the device and the table built over
-//! their key images, only the key column crossing to the host (for the dynamic filter);
-//! each probe batch's output is gathered from both sides on the device and handed on as
-//! a device batch. A probe batch the device cannot join is refused in place: copied
-//! back, probed by the host path (the build rows downloaded once, on first need) and its
-//! output left on the host (`refused_batches`). On the CPU backend the batches are on
-//! the host ([`SegmentBatch`]): the side is built and every batch probed by the host
-//! path.
+//! Where both inputs hand on device batches (a GPU operator between transitions, below
+//! the partition coalescing of a CollectLeft join, or an upload the transition rule put
+//! there), the join is itself a segment operator (`gives_device_batches`): the build
+//! batches are appended into one batch on the device and the table built over their key
+//! images, only the key column crossing to the host (for the dynamic filter); each probe
+//! batch's output is gathered from both sides on the device and handed on as a device
+//! batch. A probe batch the device cannot join is refused in place: copied back, probed
+//! by the host path (against a CPU copy of the table, built on first need, and the build
+//! rows downloaded once) and its output left on the host (`refused_batches`). On the
+//! CPU backend the batches are on the host ([`SegmentBatch`]): the side is built and
+//! every batch probed by the host path.
 //!
-//! **Stage 2: the probe on the device.**
-//! Where the probe input hands on device batches (a GPU filter or projection between
-//! transitions), an inner, right semi or right anti join without a join filter on one
-//! integer-like key probes the key images where they lie, and only the joined rows come
-//! back to the host: for an inner join each pair's build row (the build side lives on
-//! the host) and the probe columns the join outputs, gathered on the device; for a semi
-//! or anti join the probe rows with (without) a match. The join is then the way back to the host for its
-//! probe side. Any other device batch is refused in place: copied back and probed by the
-//! host path (`refused_batches`); a host batch is probed by the host path.
+//! A join the device cannot run whole (another join type, a join filter, a key that is
+//! not integer-like, a column a device batch cannot hold) reads host batches: the
+//! transition rule leaves the download under its probe input, and the host path probes
+//! through the host edge. There is no second way over device batches.
 //!
 //! **Device failures.** A probe batch the device fails is replayed on the CPU from its
 //! origin and probed by the host path (against a CPU copy of the table); a build side
@@ -32,8 +27,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef};
-use arrow::compute::take;
+use arrow::array::Array;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::JoinType;
@@ -47,7 +41,7 @@ use datafusion::physical_plan::joins::PartitionMode;
 use futures::TryStreamExt;
 use oxidelake_core::EngineError;
 use oxidelake_device::device_batch::{self, DeviceBatch};
-use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeRows, RadixDigit};
+use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, RadixDigit};
 
 use super::keys::{JoinKeys, KeyDictionary};
 use super::radix::RadixKeys;
@@ -61,80 +55,51 @@ use crate::segment::replay::{
 };
 use crate::segment::{SegmentBatch, SegmentExec, SegmentStream, coalesce_host_items, each_batch};
 
-/// Joins one device batch (see the module docs).
-fn probe_device_batch(
-    exec: &ExecBackend,
-    metrics: &OperatorMetrics,
-    side: &BuildSide,
-    batch: &DeviceBatch,
-    join: &ProbeSpec,
-    schema: &SchemaRef,
-) -> Result<RecordBatch> {
-    if let Some(out) = probe_on_device(exec, metrics, side, batch, join, schema)? {
-        return Ok(out);
-    }
-    let (host, _) = refused(exec, metrics, batch)?;
-    probe_batch(exec, metrics, side, &host, join, schema)
-}
-
 /// One probe batch of a segment and what joining it needs.
-pub(super) struct SegmentProbe {
-    pub(super) exec: Arc<ExecBackend>,
-    pub(super) metrics: Arc<OperatorMetrics>,
-    pub(super) side: Arc<BuildSide>,
+struct SegmentProbe {
+    exec: Arc<ExecBackend>,
+    metrics: Arc<OperatorMetrics>,
+    side: Arc<BuildSide>,
     /// The probe input (to replay a batch on the CPU).
-    pub(super) input: Arc<dyn ExecutionPlan>,
-    pub(super) join: Arc<ProbeSpec>,
-    pub(super) schema: SchemaRef,
+    input: Arc<dyn ExecutionPlan>,
+    join: Arc<ProbeSpec>,
+    schema: SchemaRef,
 }
 
 impl SegmentProbe {
-    /// The joined host rows of `item` (stage 2, module docs): a host batch probed by the
-    /// host path, a device batch on the device (refused in place where it cannot); a device batch
-    /// the device fails is replayed on the CPU ([`crate::segment`]) and probed there.
-    pub(super) fn rows(&self, item: SegmentBatch) -> Result<RecordBatch> {
-        let host = match self.device_or_replayed(item, |batch| {
-            probe_device_batch(
-                &self.exec,
-                &self.metrics,
-                &self.side,
-                batch,
-                &self.join,
-                &self.schema,
-            )
-        })? {
-            Ok(out) => return Ok(out),
-            Err(host) => host,
-        };
-        probe_batch(
-            &self.exec,
-            &self.metrics,
-            &self.side,
-            &host,
-            &self.join,
-            &self.schema,
-        )
-    }
-
-    /// The joined batch of `item` (stage 3, module docs): on the device where both sides
-    /// are (without an origin: the output depends on the device's build side), host rows
-    /// for a host batch or one replayed after a device failure.
+    /// The joined batch of `item` (module docs): on the device where both sides are
+    /// (without an origin: the output depends on the device's build side), host rows for
+    /// a host batch or for a device batch replayed on the CPU after the device failed it
+    /// (or failed earlier in this execution).
     fn join(&self, item: SegmentBatch) -> Result<SegmentBatch> {
         // A host batch the device failed below, or a device batch replayed here after a
         // failure: its output stays on the CPU above.
         let failed = item.cpu_only || item.batch.on_device().is_some();
-        let host = match self.device_or_replayed(item, |batch| {
-            join_device_batch(
-                &self.exec,
-                &self.metrics,
-                &self.side,
-                batch,
-                &self.join,
-                &self.schema,
-            )
-        })? {
-            Ok(out) => return Ok(SegmentBatch::new(out, None)),
-            Err(host) => host,
+        let host = match item.batch.as_host() {
+            Some(host) => host.clone(),
+            None => {
+                let replay = Replay {
+                    input: &self.input,
+                    exec: &self.exec,
+                    metrics: &self.metrics,
+                    operator: "GpuHashJoinExec",
+                };
+                let joined =
+                    replay.device_or_replayed(&item.batch, item.origin.as_deref(), |batch| {
+                        join_device_batch(
+                            &self.exec,
+                            &self.metrics,
+                            &self.side,
+                            batch,
+                            &self.join,
+                            &self.schema,
+                        )
+                    })?;
+                match joined {
+                    Ok(out) => return Ok(SegmentBatch::new(out, None)),
+                    Err(host) => host,
+                }
+            }
         };
         let out = probe_batch(
             &self.exec,
@@ -149,98 +114,6 @@ impl SegmentProbe {
             false => SegmentBatch::host(out),
         })
     }
-
-    /// `on_device`'s output for a device batch (`Ok(Ok(_))`), or the host batch to probe
-    /// by the host path (`Ok(Err(_))`): a host batch, or a device batch replayed on the
-    /// CPU after the device failed it (or failed earlier in this execution).
-    fn device_or_replayed<T>(
-        &self,
-        item: SegmentBatch,
-        on_device: impl FnOnce(&DeviceBatch) -> Result<T>,
-    ) -> Result<std::result::Result<T, RecordBatch>> {
-        if let Some(host) = item.batch.as_host() {
-            return Ok(Err(host.clone()));
-        }
-        Replay {
-            input: &self.input,
-            exec: &self.exec,
-            metrics: &self.metrics,
-            operator: "GpuHashJoinExec",
-        }
-        .device_or_replayed(&item.batch, item.origin.as_deref(), on_device)
-    }
-}
-
-/// The join of `batch` on the device, or `None` where this join or backend cannot.
-fn probe_on_device(
-    exec: &ExecBackend,
-    metrics: &OperatorMetrics,
-    side: &BuildSide,
-    batch: &DeviceBatch,
-    join: &ProbeSpec,
-    schema: &SchemaRef,
-) -> Result<Option<RecordBatch>> {
-    let JoinKeys::Widened(key) = join.keys else {
-        return Ok(None);
-    };
-    let Some(rows) = probe_rows(join) else {
-        return Ok(None);
-    };
-    if side.table.device() != exec.backend.device() {
-        return Ok(None);
-    }
-    let started = Instant::now();
-    let (build_width, wanted) = output_columns(join, rows, side, batch);
-    // The probe columns the output takes; the key alone when it takes none (a gather
-    // needs a column to size the rows).
-    let mut gather: Vec<usize> = wanted
-        .iter()
-        .filter(|i| **i >= build_width)
-        .map(|i| i - build_width)
-        .collect();
-    if gather.is_empty() {
-        gather.push(key);
-    }
-    let args = ProbeArgs {
-        batch,
-        key,
-        gather: &gather,
-        rows,
-    };
-    let matches = match exec
-        .backend
-        .probe_join_table(&exec.stream, &side.table, args)
-    {
-        Ok(matches) => matches,
-        Err(EngineError::Unsupported { .. }) => return Ok(None),
-        Err(err) => return Err(DataFusionError::from(err)),
-    };
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
-    for i in &wanted {
-        columns.push(if *i < build_width {
-            take(
-                side.host_batch(exec)?.column(*i).as_ref(),
-                &matches.build_indices,
-                None,
-            )?
-        } else {
-            let at = gather
-                .iter()
-                .position(|g| *g == i - build_width)
-                .ok_or_else(|| {
-                    DataFusionError::Internal(format!("probe column {i} was not gathered"))
-                })?;
-            Arc::clone(matches.probe_rows.column(at))
-        });
-    }
-    let out = RecordBatch::try_new(Arc::clone(schema), columns)?;
-    // What crossed: the pairs' build rows (none for semi and anti joins) and the
-    // gathered probe columns.
-    let moved = exec.bytes_moved(|| {
-        matches.build_indices.len() * 4 + matches.probe_rows.get_array_memory_size()
-    });
-    metrics.record(batch.num_rows(), out.num_rows(), started, moved);
-    Ok(Some(out))
 }
 
 impl GpuHashJoinExec {
@@ -600,12 +473,12 @@ fn build_on_device(
     };
     let key_bytes: usize = keys.iter().map(|k| k.get_array_memory_size()).sum();
     reservation.try_resize(key_column.get_array_memory_size() + key_bytes)?;
-    record_build(metrics, &table, batch.num_rows(), started);
+    record_build(metrics, table.allocated_bytes(), batch.num_rows(), started);
     Ok(Arc::new(BuildSide {
         host: std::sync::OnceLock::new(),
         width: batch.schema().fields().len(),
-        device: Some(batch),
-        table,
+        device: Some((batch, table)),
+        keyed: None,
         key_column,
         device_keys: Some(keys),
         device_digits: digits,
@@ -645,7 +518,7 @@ fn join_on_device(
     join: &ProbeSpec,
     schema: &SchemaRef,
 ) -> Result<Option<DeviceBatch>> {
-    let Some(build) = &side.device else {
+    let Some((build, table)) = &side.device else {
         return Ok(None);
     };
     // The probe key read as the build key was: one column, or the same digits over the
@@ -664,7 +537,7 @@ fn join_on_device(
     let Some(rows) = probe_rows(join) else {
         return Ok(None);
     };
-    if side.table.device() != exec.backend.device() {
+    if table.device() != exec.backend.device() {
         return Ok(None);
     }
     let started = Instant::now();
@@ -687,7 +560,7 @@ fn join_on_device(
         rows,
         schema: Arc::clone(schema),
     };
-    let out = match exec.backend.join(&exec.stream, &side.table, args) {
+    let out = match exec.backend.join(&exec.stream, table, args) {
         Ok(out) => out,
         Err(EngineError::Unsupported { .. }) => return Ok(None),
         Err(err) => return Err(DataFusionError::from(err)),

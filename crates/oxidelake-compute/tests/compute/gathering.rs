@@ -19,7 +19,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use oxidelake_compute::ops::{
     AggregateArgs, CmpOp, ColumnPredicate, EvaluateArgs, JoinArgs, JoinKey, Literal, Predicate,
-    ProbeArgs, ProbeMatches, VectorDistanceArgs,
+    VectorDistanceArgs,
 };
 use oxidelake_compute::{
     AggInput, BackendChoice, GpuFilterExec, GpuHashJoinExec, GpuPartialAggregateExec,
@@ -161,21 +161,13 @@ impl GpuBackend for RecordingDevice {
         self.record("build", batch.num_rows());
         self.cpu.build_join_table(s, batch, key)
     }
-    fn probe_join_table(
-        &self,
-        s: &DeviceStream,
-        table: &JoinTable,
-        args: ProbeArgs<'_>,
-    ) -> Result<ProbeMatches, EngineError> {
-        self.record("probe", args.batch.num_rows());
-        self.cpu.probe_join_table(s, table, args)
-    }
     fn join(
         &self,
         s: &DeviceStream,
         table: &JoinTable,
         args: JoinArgs<'_>,
     ) -> Result<DeviceBatch, EngineError> {
+        self.record("probe", args.probe.num_rows());
         self.cpu.join(s, table, args)
     }
     fn append(

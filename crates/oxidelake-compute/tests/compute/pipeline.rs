@@ -928,83 +928,27 @@ fn names() -> Arc<dyn ExecutionPlan> {
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn a_join_probing_a_resident_filter_brings_back_only_the_joined_rows() {
-    if emulator_missing() {
-        return;
-    }
-    use oxidelake_compute::{GpuHashJoinExec, HostToDeviceExec};
-    let batches = 40;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
-    let join = |probe: Arc<dyn ExecutionPlan>, backend: BackendChoice| {
-        Arc::new(
-            GpuHashJoinExec::try_new(names(), probe, 0, 2, BackendKind::Cuda)
-                .unwrap()
-                .with_backend(backend),
-        ) as Arc<dyn ExecutionPlan>
-    };
-    let filter = dated_filter(Arc::clone(&h2d), fixed.clone());
-    let joined = join(Arc::clone(&filter), fixed);
-    emu::trace(true);
-    let ours = run(Arc::clone(&joined)).await;
-    emu::trace(false);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
-    let stock = run(join(dated_filter(ledger_scan(batches), cpu.clone()), cpu)).await;
-    let rows = assert_same_rows("join over a resident filter", &ours, &stock, 0.0);
-    assert!(rows > 1000, "{rows}");
-    let gathered = batches * SCAN_ROWS / BATCH_ROWS;
-    for (node, name) in [(&filter, "filter"), (&joined, "join")] {
-        assert_eq!(
-            metric(node, "refused_batches"),
-            0,
-            "{name}: no batch via the host"
-        );
-        assert_eq!(metric(node, "cpu_fallback_batches"), 0, "{name}");
-    }
-    let count = traced_ops();
-    assert_eq!(count("launch join_probe_count"), gathered);
-    // Batches past the build side's largest key (20,000) match nothing: they read back
-    // only their counts and gather nothing.
-    let matching = (0..gathered).filter(|b| b * BATCH_ROWS < 20_000).count();
-    assert!(matching > 0 && matching < gathered);
-    assert_eq!(
-        count("launch gather_8byte"),
-        3 * gathered + 3 * matching,
-        "the filter's three columns, then the joined rows' three probe columns"
-    );
-    assert_eq!(
-        count("d2h"),
-        2 * gathered + 2 * matching,
-        "per batch: the filter's kept count and the probe's pair total; per batch with \
-         a match, the joined probe rows and their build rows"
-    );
-}
-
-#[tokio::test]
-#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
-async fn semi_and_anti_joins_probing_a_resident_filter_bring_back_only_their_probe_rows() {
+async fn semi_and_anti_joins_of_resident_inputs_flag_their_probe_rows_on_the_device_without_pairs()
+{
     if emulator_missing() {
         return;
     }
     use datafusion::common::JoinType;
-    use oxidelake_compute::{GpuHashJoinExec, HostToDeviceExec};
+    use oxidelake_compute::{DeviceToHostExec, GpuHashJoinExec, HostToDeviceExec};
     let batches = 40;
     let gathered = batches * SCAN_ROWS / BATCH_ROWS;
-    let matching = (0..gathered).filter(|b| b * BATCH_ROWS < 20_000).count();
     for join_type in [JoinType::RightSemi, JoinType::RightAnti] {
         let backend = cuda();
         let fixed = BackendChoice::Fixed(backend.clone());
-        let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-            HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
-                .with_backend(fixed.clone()),
-        );
-        let join = |probe: Arc<dyn ExecutionPlan>, backend: BackendChoice| {
+        let upload = |input: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> {
+            Arc::new(HostToDeviceExec::new(input, BackendKind::Cuda).with_backend(fixed.clone()))
+        };
+        let join = |build: Arc<dyn ExecutionPlan>,
+                    probe: Arc<dyn ExecutionPlan>,
+                    backend: BackendChoice| {
             Arc::new(
                 GpuHashJoinExec::try_new_with_type(
-                    names(),
+                    build,
                     probe,
                     0,
                     2,
@@ -1015,26 +959,31 @@ async fn semi_and_anti_joins_probing_a_resident_filter_bring_back_only_their_pro
                 .with_backend(backend),
             ) as Arc<dyn ExecutionPlan>
         };
-        let joined = join(dated_filter(Arc::clone(&h2d), fixed.clone()), fixed);
+        let probe = dated_filter(upload(ledger_scan(batches)), fixed.clone());
+        let joined = join(upload(names()), probe, fixed);
+        let joined_ref = joined.downcast_ref::<GpuHashJoinExec>().unwrap();
+        assert!(joined_ref.gives_device_batches(), "{join_type}");
+        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+            Arc::clone(&joined),
+            BackendKind::Cuda,
+        ));
         emu::trace(true);
-        let ours = run(Arc::clone(&joined)).await;
+        let ours = run(d2h).await;
         emu::trace(false);
         let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
-        let stock = run(join(dated_filter(ledger_scan(batches), cpu.clone()), cpu)).await;
+        let stock = run(join(
+            names(),
+            dated_filter(ledger_scan(batches), cpu.clone()),
+            cpu,
+        ))
+        .await;
         let rows = assert_same_rows(&format!("{join_type}"), &ours, &stock, 0.0);
         assert!(rows > 0, "{join_type}");
         assert_eq!(metric(&joined, "refused_batches"), 0, "{join_type}");
+        assert_eq!(metric(&joined, "cpu_fallback_batches"), 0, "{join_type}");
         let count = traced_ops();
+        assert_eq!(count("launch join_build"), 1, "{join_type}");
         assert_eq!(count("launch join_match_flags"), gathered, "{join_type}");
         assert_eq!(count("launch join_probe_write"), 0, "{join_type}: no pairs");
-        // Per batch: the filter's kept count and the kept rows' count; per batch with rows
-        // to bring back, their download (a semi join's rows are in the matching batches,
-        // an anti join's in every batch).
-        let with_rows = if join_type == JoinType::RightSemi {
-            matching
-        } else {
-            gathered
-        };
-        assert_eq!(count("d2h"), 2 * gathered + with_rows, "{join_type}");
     }
 }

@@ -103,6 +103,31 @@ impl Index {
     }
 }
 
+/// The chain head of `key` in a direct index (0: none); keys below `min` wrap to
+/// offsets far past the end.
+#[inline]
+fn direct_head(min: i64, heads: &[u32], key: i64) -> u32 {
+    let offset = key.wrapping_sub(min) as u64;
+    if offset < heads.len() as u64 {
+        heads[offset as usize]
+    } else {
+        0
+    }
+}
+
+/// The chain head of `key` in a hashed index (0: none).
+#[inline]
+fn hashed_head(shift: u32, mask: usize, slots: &[(i64, u32)], key: i64) -> u32 {
+    let mut s = Index::slot(shift, key);
+    loop {
+        let (k, head) = slots[s];
+        if head == 0 || k == key {
+            return head;
+        }
+        s = (s + 1) & mask;
+    }
+}
+
 impl CpuJoinTable {
     /// Indexes the non-null keys; NULL keys never join.
     pub(crate) fn build(keys: &Int64Array) -> Result<Self, EngineError> {
@@ -146,27 +171,29 @@ impl CpuJoinTable {
     ) -> (Vec<u32>, Vec<u32>) {
         // One loop per index kind (and chain kind), so the lookup inlines into it.
         match &self.index {
-            Index::Direct { min, heads } => self.probe_with::<UNIQUE>(keys, start, end, |key| {
-                // Keys below `min` wrap to offsets far past the end.
-                let offset = key.wrapping_sub(*min) as u64;
-                if offset < heads.len() as u64 {
-                    heads[offset as usize]
-                } else {
-                    0
-                }
-            }),
+            Index::Direct { min, heads } => {
+                self.probe_with::<UNIQUE>(keys, start, end, |key| direct_head(*min, heads, key))
+            }
             Index::Hashed { shift, mask, slots } => {
                 self.probe_with::<UNIQUE>(keys, start, end, |key| {
-                    let mut s = Index::slot(*shift, key);
-                    loop {
-                        let (k, head) = slots[s];
-                        if head == 0 || k == key {
-                            return head;
-                        }
-                        s = (s + 1) & *mask;
-                    }
+                    hashed_head(*shift, *mask, slots, key)
                 })
             }
+        }
+    }
+
+    /// Whether each probe row's key has a build row (a NULL key never has): what a semi
+    /// or anti join needs, one lookup a row and no pairs listed.
+    pub(crate) fn matched(&self, keys: &Int64Array) -> Vec<bool> {
+        let valid = |row: usize| keys.is_valid(row);
+        let values = keys.values().iter().enumerate();
+        match &self.index {
+            Index::Direct { min, heads } => values
+                .map(|(row, key)| valid(row) && direct_head(*min, heads, *key) != 0)
+                .collect(),
+            Index::Hashed { shift, mask, slots } => values
+                .map(|(row, key)| valid(row) && hashed_head(*shift, *mask, slots, *key) != 0)
+                .collect(),
         }
     }
 
@@ -289,7 +316,8 @@ mod tests {
     }
 
     #[test]
-    fn narrow_key_ranges_are_indexed_directly_and_wide_ones_hashed_with_the_same_pairs() {
+    fn narrow_key_ranges_are_indexed_directly_and_wide_ones_hashed_with_the_same_pairs_and_matches()
+    {
         // Dense keys with duplicates, NULLs and probe keys outside the range on both ends.
         let build = Int64Array::from(vec![Some(10), Some(12), None, Some(10), Some(11)]);
         let table = CpuJoinTable::build(&build).unwrap();
@@ -305,6 +333,12 @@ mod tests {
         let m = table.probe(&probe).unwrap();
         assert_eq!(m.build_indices.values().to_vec(), vec![0, 3, 4]);
         assert_eq!(m.probe_indices.values().to_vec(), vec![1, 1, 5]);
+        let flags = [false, true, false, false, false, true];
+        assert_eq!(
+            table.matched(&probe),
+            flags,
+            "a key found once, a NULL never"
+        );
         // The same keys spread far apart are hashed, and join the same way.
         let spread = |v: Option<i64>| v.map(|k| k << 40);
         let build = Int64Array::from_iter(build.iter().map(spread));
@@ -314,6 +348,12 @@ mod tests {
         let m = table.probe(&probe).unwrap();
         assert_eq!(m.build_indices.values().to_vec(), vec![0, 3, 4]);
         assert_eq!(m.probe_indices.values().to_vec(), vec![1, 1, 5]);
+        let flags = [false, true, false, false, false, true];
+        assert_eq!(
+            table.matched(&probe),
+            flags,
+            "a key found once, a NULL never"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
 use super::CpuJoinTable;
-use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRows, load_images};
+use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, load_images};
 
 /// The key of each row of `batch` read as `key` says; NULL where a row has none (a NULL
 /// key column, or a radix digit outside its span), and such a row never joins.
@@ -54,39 +54,22 @@ pub(crate) fn join_keys(batch: &RecordBatch, key: JoinKey<'_>) -> Result<Int64Ar
 }
 
 /// The probe rows `rows` asks for, with their build rows for pairs (empty otherwise).
+/// A semi or anti join looks each key up once, without listing its pairs.
 fn probed_rows(
     table: &CpuJoinTable,
     keys: &Int64Array,
     rows: ProbeRows,
 ) -> Result<(UInt32Array, UInt32Array), EngineError> {
-    let matches = table.probe(keys)?;
     if rows == ProbeRows::Pairs {
+        let matches = table.probe(keys)?;
         return Ok((matches.build_indices, matches.probe_indices));
     }
-    let mut matched = vec![false; keys.len()];
-    for p in matches.probe_indices.values() {
-        matched[*p as usize] = true;
-    }
+    let matched = table.matched(keys);
     let want = rows == ProbeRows::Matched;
     let chosen: UInt32Array = (0..keys.len() as u32)
         .filter(|r| matched[*r as usize] == want)
         .collect();
     Ok((UInt32Array::from(Vec::<u32>::new()), chosen))
-}
-
-/// See [`crate::GpuBackend::probe_join_table`].
-pub(crate) fn probe(
-    table: &CpuJoinTable,
-    batch: &RecordBatch,
-    args: &ProbeArgs<'_>,
-) -> Result<ProbeMatches, EngineError> {
-    let keys = join_keys(batch, JoinKey::Column(args.key))?;
-    let (build_indices, probe_rows) = probed_rows(table, &keys, args.rows)?;
-    let gathered = batch.project(args.gather)?;
-    Ok(ProbeMatches {
-        build_indices,
-        probe_rows: arrow::compute::take_record_batch(&gathered, &probe_rows)?,
-    })
 }
 
 /// Column `c` of `batch`, or the error naming it as `what`.
@@ -177,30 +160,29 @@ mod tests {
     }
 
     #[test]
-    fn semi_and_anti_probes_bring_back_each_probe_row_once_in_probe_order() {
+    fn semi_and_anti_joins_bring_back_each_probe_row_once_in_probe_order() {
         let build = Int64Array::from(vec![Some(1), Some(1), Some(2)]);
         let table = CpuJoinTable::build(&build).unwrap();
+        let build = RecordBatch::try_from_iter(vec![("k", Arc::new(build) as ArrayRef)]).unwrap();
         let probe = Int64Array::from(vec![Some(2), None, Some(1), Some(7)]);
-        let batch = RecordBatch::try_from_iter(vec![("k", Arc::new(probe) as ArrayRef)]).unwrap();
+        let probe = RecordBatch::try_from_iter(vec![("k", Arc::new(probe) as ArrayRef)]).unwrap();
         let rows = |which| {
-            let args = ProbeArgs {
-                batch: &crate::DeviceBatch::host(batch.clone()),
-                key: 0,
-                gather: &[0],
+            let args = JoinArgs {
+                build: &crate::DeviceBatch::host(build.clone()),
+                probe: &crate::DeviceBatch::host(probe.clone()),
+                key: JoinKey::Column(0),
+                output: &[JoinColumn::Probe(0)],
                 rows: which,
+                schema: probe.schema(),
             };
-            probe_rows_of(&self::probe(&table, &batch, &args).unwrap())
+            let out = join(&table, &build, &probe, &args).unwrap();
+            out.column(0)
+                .as_primitive::<Int64Type>()
+                .iter()
+                .collect::<Vec<_>>()
         };
         assert_eq!(rows(ProbeRows::Matched), vec![Some(2), Some(1)]);
         assert_eq!(rows(ProbeRows::Unmatched), vec![None, Some(7)]);
         assert_eq!(rows(ProbeRows::Pairs).len(), 3, "1 pair for 2, 2 for 1");
-    }
-
-    fn probe_rows_of(m: &ProbeMatches) -> Vec<Option<i64>> {
-        m.probe_rows
-            .column(0)
-            .as_primitive::<arrow::datatypes::Int64Type>()
-            .iter()
-            .collect()
     }
 }

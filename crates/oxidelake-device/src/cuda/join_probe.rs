@@ -1,21 +1,16 @@
-//! The CUDA join probe of a device-resident batch (ADR-0014): the key images are probed
-//! where they lie (`join_probe_count`, `join_probe_write`), and the probe columns the
-//! join outputs are gathered at the matched pairs' probe rows on the device
-//! (`gather`), so one copy brings back only the joined rows' probe side, and a
-//! second each pair's build row (the build side lives on the host). The match counts
-//! are scanned on the device ([`probe_pairs`]): only their total comes back.
-//!
-//! [`join`] (stage 3) joins with a build side that lives on the device too: the
-//! output's build columns are gathered at the pairs' build rows there, and the joined
-//! batch stays on the device.
+//! The CUDA join of a probe batch with a build batch, both on the device ([`join`],
+//! ADR-0015): the probe key images are probed where they lie (`join_probe_count`,
+//! `join_probe_write`), the match counts scanned on the device ([`probe_pairs`]: only
+//! their total comes back), and each output column gathered from its side at the
+//! pairs' build or probe rows (`gather`); the joined batch stays on the device. The host
+//! edge joins host keys this way with a build batch of row numbers, so what comes back
+//! is each pair's rows.
 //!
 //! A semi or anti join needs no pairs: `join_match_flags` marks the probe rows with (or
 //! without) a match from their counts, `gather::list_flagged` lists them (their
 //! number is the one readback besides string byte totals), and the gather brings back
 //! those rows.
 
-use arrow::array::UInt32Array;
-use arrow::record_batch::RecordBatch;
 use oxidelake_core::EngineError;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
@@ -24,66 +19,9 @@ use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::join_build::{CudaJoinTable, key_images};
 use super::memory::{SyncOnExit, alloc_on_stream, batch_pool};
-use crate::DeviceStream;
-use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, ValueLayout};
+use crate::device_batch::{DeviceColumns, Layout, ValueLayout};
 use crate::kernels::CudaKernel;
-use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeArgs, ProbeMatches, ProbeRows};
-
-/// See the module docs.
-pub(super) fn probe(
-    dev: &Dev<'_>,
-    device_stream: &DeviceStream,
-    table: &CudaJoinTable,
-    batch: &DeviceColumns,
-    args: ProbeArgs<'_>,
-) -> Result<ProbeMatches, EngineError> {
-    let columns = batch.columns();
-    check_gather(batch, args.gather)?;
-    let schema = std::sync::Arc::new(batch.schema().project(args.gather)?);
-    let _finished = SyncOnExit(dev.stream);
-    let empty = || ProbeMatches {
-        build_indices: UInt32Array::from(Vec::<u32>::new()),
-        probe_rows: RecordBatch::new_empty(std::sync::Arc::clone(&schema)),
-    };
-    let Some(ProbedRows {
-        probe: row_list,
-        len,
-        build,
-    }) = probe_rows(dev, table, batch, JoinKey::Column(args.key), args.rows)?
-    else {
-        return Ok(empty());
-    };
-    let extents = string_extents(dev, batch, args.gather, &row_list, len)?;
-    let mut layout = Layout::new();
-    let out: Vec<DeviceColumn> = args
-        .gather
-        .iter()
-        .zip(&extents)
-        .map(|(c, extent)| layout.column_like(&columns[*c], len, extent.bytes))
-        .collect();
-    let gathered = alloc_on_stream(dev, layout.size())?;
-    gather_columns(
-        dev,
-        batch,
-        args.gather,
-        &row_list,
-        len,
-        &extents,
-        &out,
-        &gathered,
-    )?;
-    dev.sync()?;
-    let on_device = DeviceColumns::from_parts(schema, len, out, gathered, batch_pool(dev));
-    let probe_rows = crate::device_batch::copy_back(dev.backend, device_stream, &on_device, None)?;
-    let build_indices = match build {
-        Some(build) => UInt32Array::from(dev.download(&build)?),
-        None => UInt32Array::from(Vec::<u32>::new()),
-    };
-    Ok(ProbeMatches {
-        build_indices,
-        probe_rows,
-    })
-}
+use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows};
 
 /// The probe rows an output takes (one per pair, or the matched / unmatched rows), how
 /// many, and for pairs each one's build row.
@@ -159,9 +97,7 @@ fn wide_free(batch: &DeviceColumns, gather: &[usize]) -> Result<(), EngineError>
     Ok(())
 }
 
-/// A join of a device batch with a build side on the device, whose output stays there
-/// (ADR-0014, stage 3): the probe as above, then each output column gathered from its
-/// side at the pairs' build or probe rows.
+/// See the module docs.
 pub(super) fn join(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
