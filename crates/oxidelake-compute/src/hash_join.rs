@@ -8,11 +8,12 @@
 //!   builds from left partition `i` alone, so the build work and memory are split across
 //!   partitions (and Ballista tasks) as stock DataFusion splits them.
 //!
-//! The backend indexes the build rows (`build_join_table`). Each right (probe) partition
-//! then streams through `probe_join_table`; the join filter, if any,
-//! drops the key-matched pairs it rejects (`residual`); an inner join gathers the
-//! remaining pairs' rows of both sides with Arrow's `take`, a semi or anti join keeps the
-//! probe rows with (or without) a pair. NULL keys never match. One integer-like key is
+//! The backend indexes the build rows' keys (`edge::build_join_table`). Each right
+//! (probe) partition then streams through the edge's probe, the backend's one join over
+//! the rows' numbers (`edge::probe_join_table`); the join filter, if any, drops the
+//! key-matched pairs it rejects (`residual`); an inner join gathers the remaining pairs'
+//! rows of both sides with Arrow's `take`, a semi or anti join keeps the probe rows with
+//! (or without) a pair (without a join filter the probe lists those rows itself). NULL keys never match. One integer-like key is
 //! widened to Int64; other keys are numbered on the host first (`keys`).
 //!
 //! Where both inputs hand on device batches (ADR-0014, ADR-0015), an inner, right semi
@@ -72,7 +73,6 @@ use oxidelake_device::ops::ProbeRows;
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
-use crate::segment::replay::as_segment;
 use crate::segment::{each_batch, host_items};
 use dynamic_filter::{BuildFilter, ListLimits};
 pub use keys::numbered_key_type;
@@ -682,11 +682,8 @@ impl DisplayAs for GpuHashJoinExec {
                     self.join_type,
                     on.join(", ")
                 )?;
-                if as_segment(&self.right).is_some() {
-                    write!(f, ", probe=device")?;
-                }
                 if self.gives_device_batches() {
-                    write!(f, ", build=device")?;
+                    write!(f, ", probe=device, build=device")?;
                 }
                 if let Some(filter) = &self.filter {
                     write!(f, ", filter={}", filter.expression())?;
@@ -1004,7 +1001,8 @@ impl BuildInputs {
             kept_on_host,
             ..
         } = self;
-        // On the device: the key as 8-byte images and the table over it.
+        // On the device: the table over the keys and the build rows' numbers (8-byte
+        // images) beside it.
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let bytes = rows.saturating_mul(8) + crate::device_budget::table_bytes(rows, 1, 0);
         let table_on = claim_build(device_limit, bytes, &kept_on_host);

@@ -467,7 +467,6 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             (&self.backend, self.placement),
             partition,
             context,
-            false,
         )?;
         let exec = ExecBackend::on(Arc::clone(&input.backend), input.detected)?.limited_by(&config);
         let metrics = self.partition_metrics(partition, &exec);

@@ -252,9 +252,13 @@ impl KeyTable {
         self.table.device()
     }
 
-    /// Bytes the table and the row numbers hold.
+    /// Bytes the table and the row numbers hold (in host memory on the CPU backend).
     pub fn allocated_bytes(&self) -> usize {
-        self.table.allocated_bytes() + self.rows.bytes()
+        let rows = match self.rows.as_host() {
+            Some(host) => host.get_array_memory_size(),
+            None => self.rows.bytes(),
+        };
+        self.table.allocated_bytes() + rows
     }
 }
 
@@ -265,8 +269,12 @@ pub fn build_join_table(
     keys: &Int64Array,
 ) -> Result<KeyTable, EngineError> {
     let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
-    let batch = device_batch::upload(backend, stream, &host)?;
-    let table = backend.build_join_table(stream, &batch, JoinKey::Column(0))?;
+    // The keys' batch is freed before the row numbers are uploaded: the table holds its
+    // own keys.
+    let table = {
+        let batch = device_batch::upload(backend, stream, &host)?;
+        backend.build_join_table(stream, &batch, JoinKey::Column(0))?
+    };
     let rows = device_batch::upload(backend, stream, &row_numbers(keys.len())?)?;
     Ok(KeyTable { table, rows })
 }
@@ -341,4 +349,40 @@ fn row_numbers(rows: usize) -> Result<RecordBatch, EngineError> {
         "row",
         Arc::new(numbers) as ArrayRef,
     )])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CpuBackend, DeviceMemory};
+
+    #[test]
+    fn a_probe_of_host_keys_brings_back_pairs_in_probe_order_or_the_rows_a_semi_or_anti_join_keeps()
+    {
+        let backend = CpuBackend::new();
+        let stream = backend.create_stream().unwrap();
+        let build = Int64Array::from(vec![Some(1), Some(2), Some(1), None]);
+        let table = build_join_table(&backend, &stream, &build).unwrap();
+        let probe = Int64Array::from(vec![Some(1), None, Some(3), Some(2)]);
+        let probed =
+            |keys: &Int64Array, rows| probe_join_table(&backend, &stream, &table, keys, rows);
+        let pairs = probed(&probe, ProbeRows::Pairs).unwrap();
+        assert_eq!(pairs.build_indices.values().to_vec(), vec![0, 2, 1]);
+        assert_eq!(pairs.probe_indices.values().to_vec(), vec![0, 0, 3]);
+        let semi = probed(&probe, ProbeRows::Matched).unwrap();
+        assert!(semi.build_indices.is_empty());
+        assert_eq!(semi.probe_indices.values().to_vec(), vec![0, 3]);
+        let anti = probed(&probe, ProbeRows::Unmatched).unwrap();
+        assert_eq!(
+            anti.probe_indices.values().to_vec(),
+            vec![1, 2],
+            "the NULL key and the key the build side lacks"
+        );
+        let empty = probed(&Int64Array::from(Vec::<i64>::new()), ProbeRows::Pairs).unwrap();
+        assert!(empty.probe_indices.is_empty() && empty.build_indices.is_empty());
+        assert!(
+            table.allocated_bytes() >= 4 * build.len(),
+            "the row numbers count"
+        );
+    }
 }

@@ -6,8 +6,8 @@
 //! buffer's contents), makes a command queue for each stream, and counts a validity
 //! bitmap's nulls on the CPU. It compiles no kernel and encodes no command: every
 //! operator method (`filter_project`, `build_join_table`, `join`, `evaluate`,
-//!, `aggregate`, `vector_distance`) returns an error, so the operators would
-//! run each batch on the CPU. The two MSL sources in `kernels/metal/` are embedded by
+//! `aggregate`, `vector_distance`) returns an error, so the operators would run each
+//! batch on the CPU. The two MSL sources in `kernels/metal/` are embedded by
 //! `kernels::MetalKernel` but nothing loads them.
 //!
 //! Verification: none. This file is built only for macOS targets with the `metal`

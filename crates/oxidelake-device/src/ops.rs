@@ -342,7 +342,9 @@ pub struct VectorDistanceArgs<'a> {
 /// Result type of [`crate::GpuBackend::vector_distance`].
 pub type Distances = Float64Array;
 
-/// Matching row pairs of a hash-join probe: `build_indices[i]` joins `probe_indices[i]`.
+/// What a hash-join probe of the host edge brings back: matching row pairs
+/// (`build_indices[i]` joins `probe_indices[i]`), or for a semi or anti join the probe
+/// rows it keeps, with no build rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JoinMatches {
     /// Row indices into the build side.

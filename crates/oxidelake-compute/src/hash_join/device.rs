@@ -7,8 +7,9 @@
 //! images, only the key column crossing to the host (for the dynamic filter); each probe
 //! batch's output is gathered from both sides on the device and handed on as a device
 //! batch. A probe batch the device cannot join is refused in place: copied back, probed
-//! by the host path (against a CPU copy of the table, built on first need, and the build
-//! rows downloaded once) and its output left on the host (`refused_batches`). On the
+//! by the host path against a CPU table over the side's keys (built on first need; the
+//! build rows downloaded once) and its output left on the host (`refused_batches`); so
+//! is a host batch the device failed below (`cpu_fallback_batches`). On the
 //! CPU backend the batches are on the host ([`SegmentBatch`]): the side is built and
 //! every batch probed by the host path.
 //!
@@ -76,7 +77,13 @@ impl SegmentProbe {
         // failure: its output stays on the CPU above.
         let failed = item.cpu_only || item.batch.on_device().is_some();
         let host = match item.batch.as_host() {
-            Some(host) => host.clone(),
+            Some(host) => {
+                if item.cpu_only {
+                    // Probed on the CPU table below, as every operator above a failure.
+                    self.metrics.cpu_fallback_batches.add(1);
+                }
+                host.clone()
+            }
             None => {
                 let replay = Replay {
                     input: &self.input,
@@ -257,7 +264,7 @@ pub(super) async fn collect_and_build(
             // Host batches among them (the CPU backend's, or ones the device refused or
             // failed): the side is built from host batches.
             let host = host_batches(&exec, &metrics, &source, items)?;
-            // As the host path claims: the key images and the table.
+            // As the host path claims: the row numbers' images and the table.
             let rows: usize = host.iter().map(RecordBatch::num_rows).sum();
             let bytes = rows * 8 + crate::device_budget::table_bytes(rows, 1, 0);
             let table_on = super::claim_build(device_limit, bytes, &kept_on_host);

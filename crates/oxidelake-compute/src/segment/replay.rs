@@ -71,25 +71,22 @@ pub(crate) fn continue_segment(
     })
 }
 
-/// The batches of `partition` an operator that brings its output back to the host (a
-/// partial aggregate, a join's probe) works on: the segment batches its `input` hands on
-/// where it does, otherwise `input`'s host batches ([`host_items`], gathered to a
-/// device's batch size where `gathered`) on the backend `choice` gives an operator placed
-/// on `placement`.
+/// The batches of `partition` an operator that brings its output back to the host (the
+/// partial aggregate) works on: the segment batches its `input` hands on where it does,
+/// otherwise `input`'s host batches as they come ([`host_items`], not gathered) on the
+/// backend `choice` gives an operator placed on `placement`.
 pub(crate) fn input_batches(
     input: &Arc<dyn ExecutionPlan>,
     (choice, placement): (&BackendChoice, BackendKind),
     partition: usize,
     context: Arc<TaskContext>,
-    gathered: bool,
 ) -> Result<SegmentStream> {
     if let Some(segment) = as_segment(input) {
         return segment.execute_segment(partition, context);
     }
     let (backend, detected) = choice.for_placement(placement);
-    let batching = backend.batching().filter(|_| gathered);
     Ok(SegmentStream {
-        batches: host_items(input.execute(partition, context)?, batching),
+        batches: host_items(input.execute(partition, context)?, None),
         backend,
         detected,
     })

@@ -985,5 +985,8 @@ async fn semi_and_anti_joins_of_resident_inputs_flag_their_probe_rows_on_the_dev
         assert_eq!(count("launch join_build"), 1, "{join_type}");
         assert_eq!(count("launch join_match_flags"), gathered, "{join_type}");
         assert_eq!(count("launch join_probe_write"), 0, "{join_type}: no pairs");
+        // The build side's key column once; per probe batch the filter's kept count, the
+        // number of rows the join keeps and the transition's download of its output.
+        assert_eq!(count("d2h"), 1 + 3 * gathered, "{join_type}");
     }
 }

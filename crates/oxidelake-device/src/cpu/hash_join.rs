@@ -184,16 +184,22 @@ impl CpuJoinTable {
 
     /// Whether each probe row's key has a build row (a NULL key never has): what a semi
     /// or anti join needs, one lookup a row and no pairs listed.
+    /// Large probe batches are split across rayon workers, as [`Self::probe`] splits them.
     pub(crate) fn matched(&self, keys: &Int64Array) -> Vec<bool> {
-        let valid = |row: usize| keys.is_valid(row);
-        let values = keys.values().iter().enumerate();
-        match &self.index {
-            Index::Direct { min, heads } => values
-                .map(|(row, key)| valid(row) && direct_head(*min, heads, *key) != 0)
-                .collect(),
-            Index::Hashed { shift, mask, slots } => values
-                .map(|(row, key)| valid(row) && hashed_head(*shift, *mask, slots, *key) != 0)
-                .collect(),
+        let values = keys.values();
+        let found = |row: usize| {
+            keys.is_valid(row)
+                && match &self.index {
+                    Index::Direct { min, heads } => direct_head(*min, heads, values[row]) != 0,
+                    Index::Hashed { shift, mask, slots } => {
+                        hashed_head(*shift, *mask, slots, values[row]) != 0
+                    }
+                }
+        };
+        if keys.len() < PARALLEL_PROBE_ROWS {
+            (0..keys.len()).map(found).collect()
+        } else {
+            (0..keys.len()).into_par_iter().map(found).collect()
         }
     }
 
@@ -357,7 +363,7 @@ mod tests {
     }
 
     #[test]
-    fn large_probes_split_across_threads_give_the_same_pairs_in_order() {
+    fn large_probes_split_across_threads_give_the_same_pairs_in_order_and_the_same_matches() {
         let build = Int64Array::from_iter_values((0..1000).map(|i| i % 100));
         let table = CpuJoinTable::build(&build).unwrap();
         let probe =
@@ -367,5 +373,9 @@ mod tests {
         assert_eq!(m.build_indices.values().to_vec(), serial.0);
         assert_eq!(m.probe_indices.values().to_vec(), serial.1);
         assert!(table.allocated_bytes() > 0);
+        // The matched rows of a large probe, split the same way: those with a pair.
+        let mut with_pair = vec![false; probe.len()];
+        serial.1.iter().for_each(|p| with_pair[*p as usize] = true);
+        assert_eq!(table.matched(&probe), with_pair);
     }
 }
