@@ -181,6 +181,7 @@ groups = {
     "device-resident semi and anti joins": ["join_match_flags"],
     "join build": ["join_build"],
     "join probe": ["join_probe_count", "join_probe_write"],
+    "join row numbers (the host edge's probe)": ["join_row_images"],
     "vector distance": ["l2_distance"],
 }
 missing = [g for g, names in groups.items() if not all(counts.get(n, 0) > 0 for n in names)]

@@ -98,6 +98,7 @@ const char* kFakePtx = R"(
 .visible .entry join_scan_totals() { ret; }
 .visible .entry join_add_block_offsets() { ret; }
 .visible .entry join_radix_keys() { ret; }
+.visible .entry join_row_images() { ret; }
 .visible .entry agg_update_i64() { ret; }
 .visible .entry agg_update_f64() { ret; }
 .visible .entry agg_assign_groups_rows() { ret; }
@@ -623,6 +624,20 @@ void hash_join_matches_reference(Env& e) {
         }
         CHECK(same);
         d.cuMemFree_v2(flags);
+    }
+    // join_row_images: a row list as 8-byte images, past u32's sign bit too.
+    {
+        const std::vector<uint32_t> list = {0u, 7u, 3u, 0x80000001u, 2u};
+        const uint64_t n_list = list.size();
+        const CUdeviceptr d_list = upload(d, list), images = zeros<int64_t>(d, list.size());
+        CHECK_CU(d, e.launch("join_row_images", blocks_for(list.size()), kBlock, 0, {&d_list, &n_list, &images}),
+                 CUDA_SUCCESS);
+        const auto got = download<int64_t>(d, images, list.size());
+        bool same = got.size() == list.size();
+        for (size_t i = 0; i < list.size() && same; ++i) same = got[i] == static_cast<int64_t>(list[i]);
+        CHECK(same);
+        d.cuMemFree_v2(d_list);
+        d.cuMemFree_v2(images);
     }
     // The device scan of the counts: offsets and total equal the host's, here and over
     // 100,000 counts (391 blocks: the totals' scan runs more than one chunk).
@@ -1177,7 +1192,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "join_row_images",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);

@@ -67,7 +67,6 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
-use oxidelake_device::edge::KeyTable;
 use oxidelake_device::ops::ProbeRows;
 
 use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
@@ -90,7 +89,7 @@ struct BuildSide {
     /// For a side built from host batches: the table over `key_column` through the
     /// host edge, on the join's backend or on the CPU where the device budget or the
     /// device refused it.
-    keyed: Option<KeyTable>,
+    keyed: Option<JoinTable>,
     /// Columns of the build input.
     width: usize,
     /// The device key column the table was built from.
@@ -106,7 +105,7 @@ struct BuildSide {
     /// A CPU table over `key_column`, built on first need: when the device fails a
     /// probe, the table it holds is unusable and the rest of the join probes this one,
     /// as does a probe batch the device refused beside a side built there.
-    cpu_table: std::sync::OnceLock<KeyTable>,
+    cpu_table: std::sync::OnceLock<JoinTable>,
     /// The host memory above, held in the query's pool while the side lives.
     reservation: MemoryReservation,
     /// The device bytes of a side built on the device, claimed from the process's
@@ -149,7 +148,7 @@ impl BuildSide {
     }
 
     /// The CPU table, built from the side's key column once.
-    fn cpu_table(&self, exec: &ExecBackend) -> Result<&KeyTable> {
+    fn cpu_table(&self, exec: &ExecBackend) -> Result<&JoinTable> {
         if let Some(table) = self.cpu_table.get() {
             return Ok(table);
         }
@@ -1001,8 +1000,7 @@ impl BuildInputs {
             kept_on_host,
             ..
         } = self;
-        // On the device: the table over the keys and the build rows' numbers (8-byte
-        // images) beside it.
+        // On the device: the key as 8-byte images and the table over it.
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let bytes = rows.saturating_mul(8) + crate::device_budget::table_bytes(rows, 1, 0);
         let table_on = claim_build(device_limit, bytes, &kept_on_host);
@@ -1168,8 +1166,8 @@ fn probe_batch(
     let started = Instant::now();
     let key_column = probe_keys(&join.keys, side.dictionary.as_ref(), batch)?;
     let keys = &key_column;
-    let probed = host_probe_rows(join);
-    let on_cpu = |table: &KeyTable| {
+    let probed = probe_rows(join);
+    let on_cpu = |table: &JoinTable| {
         oxidelake_device::edge::probe_join_table(&exec.cpu, &exec.cpu_stream, table, keys, probed)
             .map_err(DataFusionError::from)
     };
@@ -1261,8 +1259,8 @@ fn probe_batch(
 /// The pairs of a right outer join: every pair, and for each probe row without one, the
 /// row with a NULL build index (`take` makes its build columns NULL). Output is in probe
 /// order, each row's pairs in the order they came: a direct fill when each probe row has
-/// at most one pair, a merge when the pairs are in probe order, a counting sort on the
-/// probe index otherwise (so it does not rely on how a backend orders its pairs).
+/// at most one pair, a merge otherwise. Both backends give their pairs in probe order
+/// (the plan properties rely on it too); pairs out of that order are an internal error.
 fn with_unmatched_probe_rows(
     build_indices: &UInt32Array,
     probe_indices: &UInt32Array,
@@ -1290,53 +1288,28 @@ fn with_unmatched_probe_rows(
             UInt32Array::from_iter_values(0..probe_rows as u32),
         ));
     }
+    if !probes.windows(2).all(|w| w[0] <= w[1]) {
+        return Err(DataFusionError::Internal(
+            "join probe returned its pairs out of probe order".into(),
+        ));
+    }
+    // Pairs in probe order (what both backends produce): one merge pass.
     let mut build_out: Vec<u32> = Vec::with_capacity(builds.len() + probe_rows);
     let mut valid: Vec<bool> = Vec::with_capacity(builds.len() + probe_rows);
     let mut probe_out: Vec<u32> = Vec::with_capacity(builds.len() + probe_rows);
-    if probes.windows(2).all(|w| w[0] <= w[1]) {
-        // Pairs in probe order (what both backends produce): one merge pass.
-        let mut pair = 0;
-        for row in 0..probe_rows as u32 {
-            let first = pair;
-            while pair < probes.len() && probes[pair] == row {
-                build_out.push(builds[pair]);
-                valid.push(true);
-                probe_out.push(row);
-                pair += 1;
-            }
-            if pair == first {
-                build_out.push(0);
-                valid.push(false);
-                probe_out.push(row);
-            }
+    let mut pair = 0;
+    for row in 0..probe_rows as u32 {
+        let first = pair;
+        while pair < probes.len() && probes[pair] == row {
+            build_out.push(builds[pair]);
+            valid.push(true);
+            probe_out.push(row);
+            pair += 1;
         }
-    } else {
-        // Otherwise a counting sort on the probe index, each row's pairs in the order
-        // they came.
-        let mut counts = vec![0usize; probe_rows];
-        for p in probes {
-            counts[*p as usize] += 1;
-        }
-        let mut next = Vec::with_capacity(probe_rows);
-        let mut total = 0;
-        for c in &counts {
-            next.push(total);
-            total += (*c).max(1);
-        }
-        build_out.resize(total, 0);
-        valid.resize(total, false);
-        probe_out.resize(total, 0);
-        for (row, c) in counts.iter().enumerate() {
-            if *c == 0 {
-                probe_out[next[row]] = row as u32;
-            }
-        }
-        for (b, p) in builds.iter().zip(probes) {
-            let slot = &mut next[*p as usize];
-            build_out[*slot] = *b;
-            valid[*slot] = true;
-            probe_out[*slot] = *p;
-            *slot += 1;
+        if pair == first {
+            build_out.push(0);
+            valid.push(false);
+            probe_out.push(row);
         }
     }
     let nulls = arrow::buffer::NullBuffer::from(valid);
@@ -1346,9 +1319,9 @@ fn with_unmatched_probe_rows(
     ))
 }
 
-/// The rows the host path's probe asks for: a semi or anti join without a join filter
-/// needs only which probe rows match, every other join the pairs.
-fn host_probe_rows(join: &ProbeSpec) -> ProbeRows {
+/// The rows a probe asks for: a semi or anti join without a join filter needs only which
+/// probe rows match, every other join the pairs.
+fn probe_rows(join: &ProbeSpec) -> ProbeRows {
     match (join.join_type, &join.filter) {
         (JoinType::RightSemi, None) => ProbeRows::Matched,
         (JoinType::RightAnti, None) => ProbeRows::Unmatched,
@@ -1405,23 +1378,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unmatched_probe_rows_are_added_once_in_probe_order_whatever_the_pair_order() {
+    fn unmatched_probe_rows_are_added_once_in_probe_order_and_pairs_out_of_it_are_refused() {
         // Probe rows 0..5: row 1 has two pairs, row 3 one, rows 0, 2 and 4 none.
-        let want_build = vec![None, Some(7), Some(8), None, Some(9), None];
-        let want_probe = vec![0, 1, 1, 2, 3, 4];
-        for (builds, probes) in [
-            (vec![7, 8, 9], vec![1, 1, 3]), // in probe order: the merge
-            (vec![9, 7, 8], vec![3, 1, 1]), // not: the counting sort
-        ] {
-            let (b, p) = with_unmatched_probe_rows(
-                &UInt32Array::from(builds),
-                &UInt32Array::from(probes),
-                5,
-            )
-            .unwrap();
-            assert_eq!(b.iter().collect::<Vec<_>>(), want_build);
-            assert_eq!(p.values().to_vec(), want_probe);
-        }
+        let (b, p) = with_unmatched_probe_rows(
+            &UInt32Array::from(vec![7, 8, 9]),
+            &UInt32Array::from(vec![1, 1, 3]),
+            5,
+        )
+        .unwrap();
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            vec![None, Some(7), Some(8), None, Some(9), None]
+        );
+        assert_eq!(p.values().to_vec(), vec![0, 1, 1, 2, 3, 4]);
+        let unordered = with_unmatched_probe_rows(
+            &UInt32Array::from(vec![9, 7, 8]),
+            &UInt32Array::from(vec![3, 1, 1]),
+            5,
+        );
+        assert!(unordered.is_err());
         // At most one pair per probe row: one output row each, probe rows as they are.
         let (b, p) = with_unmatched_probe_rows(
             &UInt32Array::from(vec![7, 9]),

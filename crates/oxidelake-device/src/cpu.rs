@@ -282,10 +282,13 @@ impl GpuBackend for CpuBackend {
         table: &JoinTable,
         args: JoinArgs<'_>,
     ) -> Result<DeviceBatch, EngineError> {
-        let build = self.host_of(stream, args.build)?;
+        let build = match args.build {
+            Some(build) => Some(self.host_of(stream, build)?),
+            None => None,
+        };
         let probe = self.host_of(stream, args.probe)?;
         let table = table.table_on::<CpuJoinTable>(DeviceId::CPU)?;
-        join::join(table, &build, &probe, &args).map(DeviceBatch::host)
+        join::join(table, build.as_deref(), &probe, &args).map(DeviceBatch::host)
     }
 
     fn append(

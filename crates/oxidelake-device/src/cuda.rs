@@ -447,10 +447,14 @@ impl GpuBackend for CudaBackend {
         table: &crate::JoinTable,
         args: crate::ops::JoinArgs<'_>,
     ) -> Result<DeviceBatch, EngineError> {
-        let build = self.on_device(stream, args.build)?;
+        let build = match args.build {
+            Some(build) => Some(self.on_device(stream, build)?),
+            None => None,
+        };
         let probe = self.on_device(stream, args.probe)?;
         let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
-        join_probe::join(&self.dev(stream)?, t, &build, &probe, args).map(DeviceBatch::from)
+        join_probe::join(&self.dev(stream)?, t, build.as_deref(), &probe, args)
+            .map(DeviceBatch::from)
     }
 
     fn append(

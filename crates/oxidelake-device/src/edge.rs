@@ -12,10 +12,9 @@
 //! - The partial aggregate uploads the key columns and the aggregated ones (a column
 //!   that is only counted as its validity alone); its result (one row per group) is what
 //!   comes back.
-//! - A join's build uploads its keys and gets the table, and the build rows' numbers,
-//!   kept beside it; a probe uploads its keys and a row-number column and runs the
-//!   backend's one join over them, whose output is each pair's build row and probe row
-//!   (or a semi or anti join's probe rows): only row numbers come back.
+//! - A join's build uploads its keys and gets the table; a probe uploads its keys and
+//!   runs the backend's one join over them, whose output is each pair's build row and
+//!   probe row (or a semi or anti join's probe rows): only row numbers come back.
 //!
 //! On a backend that keeps its batches on the host (the CPU backend) nothing crosses:
 //! the batch is wrapped as it is (`DeviceBatch::host`), and the filter runs over the
@@ -237,89 +236,46 @@ pub fn aggregate(
     )
 }
 
-/// A join table over host Int64 keys ([`build_join_table`]) and a batch of the build
-/// rows' numbers beside it on the same backend: probes gather their pairs' build rows
-/// from it.
-#[derive(Debug)]
-pub struct KeyTable {
-    table: JoinTable,
-    rows: DeviceBatch,
-}
-
-impl KeyTable {
-    /// The device the table and the row numbers are on.
-    pub fn device(&self) -> oxidelake_core::DeviceId {
-        self.table.device()
-    }
-
-    /// Bytes the table and the row numbers hold (in host memory on the CPU backend).
-    pub fn allocated_bytes(&self) -> usize {
-        let rows = match self.rows.as_host() {
-            Some(host) => host.get_array_memory_size(),
-            None => self.rows.bytes(),
-        };
-        self.table.allocated_bytes() + rows
-    }
-}
-
 /// A join table over host Int64 keys (NULL keys never join).
 pub fn build_join_table(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
     keys: &Int64Array,
-) -> Result<KeyTable, EngineError> {
+) -> Result<JoinTable, EngineError> {
     let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
-    // The keys' batch is freed before the row numbers are uploaded: the table holds its
-    // own keys.
-    let table = {
-        let batch = device_batch::upload(backend, stream, &host)?;
-        backend.build_join_table(stream, &batch, JoinKey::Column(0))?
-    };
-    let rows = device_batch::upload(backend, stream, &row_numbers(keys.len())?)?;
-    Ok(KeyTable { table, rows })
+    let batch = device_batch::upload(backend, stream, &host)?;
+    backend.build_join_table(stream, &batch, JoinKey::Column(0))
 }
 
-/// Probes `table` with host Int64 keys through the backend's join, the build and probe
-/// rows' numbers as its output: each matched pair's build row and probe row, or for a
-/// semi or anti join (`rows`) the probe rows it keeps and no build rows.
+/// Probes `table` with host Int64 keys through the backend's join, whose output is the
+/// rows' numbers: each matched pair's build row and probe row, or for a semi or anti
+/// join (`rows`) the probe rows it keeps and no build rows.
 pub fn probe_join_table(
     backend: &dyn GpuBackend,
     stream: &DeviceStream,
-    table: &KeyTable,
+    table: &JoinTable,
     keys: &Int64Array,
     rows: ProbeRows,
 ) -> Result<JoinMatches, EngineError> {
-    let numbers = row_numbers(keys.len())?;
-    let host = RecordBatch::try_new(
-        Arc::new(Schema::new(vec![
-            Field::new("key", DataType::Int64, true),
-            Field::new("row", DataType::UInt32, false),
-        ])),
-        vec![Arc::new(keys.clone()), Arc::clone(numbers.column(0))],
-    )?;
+    let host = RecordBatch::try_from_iter(vec![("key", Arc::new(keys.clone()) as ArrayRef)])?;
     let probe = device_batch::upload(backend, stream, &host)?;
+    let field = |name: &str| Field::new(name, DataType::UInt32, false);
     let (output, schema): (&[JoinColumn], _) = match rows {
         ProbeRows::Pairs => (
-            &[JoinColumn::Build(0), JoinColumn::Probe(1)],
-            Schema::new(vec![
-                Field::new("build", DataType::UInt32, false),
-                Field::new("probe", DataType::UInt32, false),
-            ]),
+            &[JoinColumn::BuildRow, JoinColumn::ProbeRow],
+            Schema::new(vec![field("build"), field("probe")]),
         ),
-        _ => (
-            &[JoinColumn::Probe(1)],
-            Schema::new(vec![Field::new("probe", DataType::UInt32, false)]),
-        ),
+        _ => (&[JoinColumn::ProbeRow], Schema::new(vec![field("probe")])),
     };
     let args = JoinArgs {
-        build: &table.rows,
+        build: None,
         probe: &probe,
         key: JoinKey::Column(0),
         output,
         rows,
         schema: Arc::new(schema),
     };
-    let joined = backend.join(stream, &table.table, args)?;
+    let joined = backend.join(stream, table, args)?;
     let joined = device_batch::download(backend, stream, &joined)?;
     let column = |i: usize| {
         joined
@@ -338,17 +294,6 @@ pub fn probe_join_table(
             probe_indices: column(0)?,
         },
     })
-}
-
-/// A batch of one UInt32 column, `0..rows`.
-fn row_numbers(rows: usize) -> Result<RecordBatch, EngineError> {
-    let rows = u32::try_from(rows)
-        .map_err(|_| EngineError::unsupported("device join", "a side of 2^32 rows or more"))?;
-    let numbers = UInt32Array::from_iter_values(0..rows);
-    Ok(RecordBatch::try_from_iter(vec![(
-        "row",
-        Arc::new(numbers) as ArrayRef,
-    )])?)
 }
 
 #[cfg(test)]

@@ -259,6 +259,11 @@ pub enum JoinColumn {
     Build(usize),
     /// Column `i` of the probe batch, at each output row's probe row.
     Probe(usize),
+    /// Each pair's build row number (UInt32, no NULLs): for a caller that gathers the
+    /// build rows itself, such as the host edge.
+    BuildRow,
+    /// Each output row's probe row number (UInt32, no NULLs).
+    ProbeRow,
 }
 
 /// One digit of a mixed-radix join key over integer-like columns: column `column`'s
@@ -294,8 +299,9 @@ pub enum JoinKey<'a> {
 /// with it, gathering row numbers ([`crate::edge::probe_join_table`]).
 #[derive(Debug, Clone)]
 pub struct JoinArgs<'a> {
-    /// The build side the table was built over.
-    pub build: &'a crate::DeviceBatch,
+    /// The build side the table was built over; `None` where the output takes none of
+    /// its columns.
+    pub build: Option<&'a crate::DeviceBatch>,
     /// The probe rows.
     pub probe: &'a crate::DeviceBatch,
     /// The probe key, read as the build key was.

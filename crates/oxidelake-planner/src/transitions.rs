@@ -15,7 +15,7 @@
 //! `probe=device`); its other input is uploaded if it is on the host, so every scan
 //! under a chain of such joins crosses once. Any other GPU join reads host batches: the
 //! downloads under it stay, and its probes reach the device through the host edge, which
-//! uploads only the keys and their row numbers. EXPLAIN shows the transitions.
+//! uploads only the keys. EXPLAIN shows the transitions.
 //!
 //! The rule runs last, after DataFusion has placed its repartitions, sorts and
 //! coalesces, so nothing comes between a transition and the operator it feeds. Embedded

@@ -13,3 +13,4 @@ EMU_KERNEL(join_scan_counts);
 EMU_KERNEL(join_scan_totals);
 EMU_KERNEL(join_add_block_offsets);
 EMU_KERNEL(join_radix_keys);
+EMU_KERNEL(join_row_images);

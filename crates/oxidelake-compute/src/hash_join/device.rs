@@ -264,7 +264,7 @@ pub(super) async fn collect_and_build(
             // Host batches among them (the CPU backend's, or ones the device refused or
             // failed): the side is built from host batches.
             let host = host_batches(&exec, &metrics, &source, items)?;
-            // As the host path claims: the row numbers' images and the table.
+            // As the host path claims: the key images and the table.
             let rows: usize = host.iter().map(RecordBatch::num_rows).sum();
             let bytes = rows * 8 + crate::device_budget::table_bytes(rows, 1, 0);
             let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
@@ -541,9 +541,12 @@ fn join_on_device(
         }
         _ => return Ok(None),
     };
-    let Some(rows) = probe_rows(join) else {
+    // Only the joins `joins_on_device` admits get here; a join filter or an outer join
+    // needs the host path's pairs.
+    if join.filter.is_some() || join.join_type == JoinType::Right {
         return Ok(None);
-    };
+    }
+    let rows = super::probe_rows(join);
     if table.device() != exec.backend.device() {
         return Ok(None);
     }
@@ -560,7 +563,7 @@ fn join_on_device(
         })
         .collect();
     let args = JoinArgs {
-        build,
+        build: Some(build),
         probe: batch,
         key,
         output: &output,
@@ -580,20 +583,6 @@ fn join_on_device(
     });
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(Some(out))
-}
-
-/// The rows a device probe takes for `join`, or `None` for a join it does not run there
-/// (other join types, a join filter).
-fn probe_rows(join: &ProbeSpec) -> Option<ProbeRows> {
-    if join.filter.is_some() {
-        return None;
-    }
-    match join.join_type {
-        JoinType::Inner => Some(ProbeRows::Pairs),
-        JoinType::RightSemi => Some(ProbeRows::Matched),
-        JoinType::RightAnti => Some(ProbeRows::Unmatched),
-        _ => None,
-    }
 }
 
 /// The output's columns as indices into the unprojected output, and how many of those

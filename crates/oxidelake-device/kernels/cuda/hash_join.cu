@@ -22,6 +22,10 @@
 //                        NULL where a column is NULL or a value lies outside the build
 //                        side's range: what the host's mixed-radix keys compute.
 //
+//   7. join_row_images   (a join that hands back row numbers, ADR-0015) the first `len`
+//                        entries of a row list (a pair's build or probe row) as 8-byte
+//                        images: out[i] = rows[i].
+//
 // The three scan kernels need blockDim.x == JOIN_BLOCK (shared memory of that size).
 //
 // capacity must be a power of two and larger than the number of build rows (the host
@@ -245,6 +249,16 @@ extern "C" __global__ void join_add_block_offsets(unsigned long long* __restrict
     const unsigned long long row = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (row < rows) {
         offsets[row] += block_totals[blockIdx.x];
+    }
+}
+
+extern "C" __global__ void join_row_images(const unsigned int* __restrict__ rows,
+                                           unsigned long long len,
+                                           long long* __restrict__ out)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < len) {
+        out[i] = (long long)rows[i];
     }
 }
 

@@ -11,6 +11,7 @@
 //! number is the one readback besides string byte totals), and the gather brings back
 //! those rows.
 
+use arrow::datatypes::DataType;
 use oxidelake_core::EngineError;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
@@ -18,8 +19,8 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use super::gather::{gather_columns, list_flagged, string_extents};
 use super::gpu::{BLOCK, Dev, grid, one_block, unsupported};
 use super::join_build::{CudaJoinTable, key_images};
-use super::memory::{SyncOnExit, alloc_on_stream, batch_pool};
-use crate::device_batch::{DeviceColumns, Layout, ValueLayout};
+use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
+use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, Span, ValueLayout};
 use crate::kernels::CudaKernel;
 use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows};
 
@@ -101,21 +102,22 @@ fn wide_free(batch: &DeviceColumns, gather: &[usize]) -> Result<(), EngineError>
 pub(super) fn join(
     dev: &Dev<'_>,
     table: &CudaJoinTable,
-    build: &DeviceColumns,
+    build: Option<&DeviceColumns>,
     probe: &DeviceColumns,
     args: JoinArgs<'_>,
 ) -> Result<DeviceColumns, EngineError> {
     let (mut from_probe, mut from_build) = (Vec::new(), Vec::new());
+    let semi = || EngineError::InvalidArgument {
+        what: "join output",
+        detail: "a semi or anti join outputs probe columns only".into(),
+    };
     for column in args.output {
         match column {
             JoinColumn::Probe(i) => from_probe.push(*i),
             JoinColumn::Build(i) if args.rows == ProbeRows::Pairs => from_build.push(*i),
-            JoinColumn::Build(_) => {
-                return Err(EngineError::InvalidArgument {
-                    what: "join output",
-                    detail: "a semi or anti join outputs probe columns only".into(),
-                });
-            }
+            JoinColumn::BuildRow if args.rows == ProbeRows::Pairs => {}
+            JoinColumn::ProbeRow => {}
+            JoinColumn::Build(_) | JoinColumn::BuildRow => return Err(semi()),
         }
     }
     if args.schema.fields().len() != args.output.len() {
@@ -129,6 +131,16 @@ pub(super) fn join(
         });
     }
     check_gather(probe, &from_probe)?;
+    let build = match (build, from_build.is_empty()) {
+        (Some(build), _) => build,
+        (None, true) => probe,
+        (None, false) => {
+            return Err(EngineError::InvalidArgument {
+                what: "join output",
+                detail: "build columns without the build batch".into(),
+            });
+        }
+    };
     if from_build.iter().any(|c| *c >= build.columns().len()) {
         return Err(EngineError::InvalidArgument {
             what: "build column",
@@ -139,9 +151,16 @@ pub(super) fn join(
     let _finished = SyncOnExit(dev.stream);
     let taken = probe_rows(dev, table, probe, args.key, args.rows)?;
     let len = taken.as_ref().map_or(0, |t| t.len);
+    // A row number is a UInt32 column of images without NULLs.
+    let row_numbers = DeviceColumn {
+        data_type: DataType::UInt32,
+        values: ValueLayout::Images(Span { offset: 0, len: 0 }),
+        validity: None,
+    };
     let source = |column: &JoinColumn| match column {
         JoinColumn::Probe(i) => &probe.columns()[*i],
         JoinColumn::Build(i) => &build.columns()[*i],
+        JoinColumn::BuildRow | JoinColumn::ProbeRow => &row_numbers,
     };
     let Some(taken) = taken else {
         let mut layout = Layout::new();
@@ -175,7 +194,7 @@ pub(super) fn join(
     };
     // The output's layout in its column order; each side's columns in gather order.
     let mut layout = Layout::new();
-    let (mut probe_out, mut build_out) = (Vec::new(), Vec::new());
+    let (mut probe_out, mut build_out, mut rows_out) = (Vec::new(), Vec::new(), Vec::new());
     let (mut next_probe, mut next_build) = (0, 0);
     let mut out = Vec::with_capacity(args.output.len());
     for column in args.output {
@@ -190,6 +209,11 @@ pub(super) fn join(
                 let c = layout.column_like(source(column), len, build_extents[next_build].bytes);
                 next_build += 1;
                 build_out.push(c.clone());
+                c
+            }
+            JoinColumn::BuildRow | JoinColumn::ProbeRow => {
+                let c = layout.column_like(&row_numbers, len, 0);
+                rows_out.push((*column, c.clone()));
                 c
             }
         };
@@ -218,6 +242,23 @@ pub(super) fn join(
             &memory,
         )?;
     }
+    for (column, laid) in &rows_out {
+        let list = match (column, &taken.build) {
+            (JoinColumn::BuildRow, Some(list)) => list,
+            (JoinColumn::BuildRow, None) => {
+                return Err(EngineError::Internal(
+                    "a join handing back build rows without pairs".into(),
+                ));
+            }
+            _ => &taken.probe,
+        };
+        let ValueLayout::Images(span) = laid.values else {
+            return Err(EngineError::Internal(
+                "row numbers laid out as images".into(),
+            ));
+        };
+        row_images(dev, list, len, address(&memory, span.offset))?;
+    }
     dev.sync()?;
     Ok(DeviceColumns::from_parts(
         args.schema,
@@ -226,6 +267,25 @@ pub(super) fn join(
         memory,
         batch_pool(dev),
     ))
+}
+
+/// Writes the first `len` rows of `list` as 8-byte images at device address `out`.
+fn row_images(
+    dev: &Dev<'_>,
+    list: &CudaSlice<u32>,
+    len: usize,
+    out: u64,
+) -> Result<(), EngineError> {
+    let len_u64 = len as u64;
+    let f = dev.gpu.function(CudaKernel::HashJoin, "join_row_images")?;
+    let mut launch = dev.stream.launch_builder(&f);
+    launch.arg(list).arg(&len_u64).arg(&out);
+    // SAFETY: join_row_images(const u32*, u64, i64*): `list` holds at least `len` row
+    // numbers and `out` addresses an output span of `len` 8-byte images in the batch
+    // allocation (`Layout::column_like`); the kernel bounds its index by len.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(grid(len)) }.map_err(dev.err("launch join_row_images"))?;
+    Ok(())
 }
 
 /// A byte per probe row: whether its match count is non-zero (`matched`) or zero.
