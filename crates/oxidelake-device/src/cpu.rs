@@ -282,10 +282,7 @@ impl GpuBackend for CpuBackend {
         table: &JoinTable,
         args: JoinArgs<'_>,
     ) -> Result<DeviceBatch, EngineError> {
-        let build = match args.build {
-            Some(build) => Some(self.host_of(stream, build)?),
-            None => None,
-        };
+        let build = (args.build.map(|b| self.host_of(stream, b))).transpose()?;
         let probe = self.host_of(stream, args.probe)?;
         let table = table.table_on::<CpuJoinTable>(DeviceId::CPU)?;
         join::join(table, build.as_deref(), &probe, &args).map(DeviceBatch::host)

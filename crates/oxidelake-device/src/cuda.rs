@@ -447,10 +447,7 @@ impl GpuBackend for CudaBackend {
         table: &crate::JoinTable,
         args: crate::ops::JoinArgs<'_>,
     ) -> Result<DeviceBatch, EngineError> {
-        let build = match args.build {
-            Some(build) => Some(self.on_device(stream, build)?),
-            None => None,
-        };
+        let build = (args.build.map(|b| self.on_device(stream, b))).transpose()?;
         let probe = self.on_device(stream, args.probe)?;
         let t = table.table_on::<join_build::CudaJoinTable>(self.gpu.device)?;
         join_probe::join(&self.dev(stream)?, t, build.as_deref(), &probe, args)

@@ -551,7 +551,15 @@ fn join_on_device(
         return Ok(None);
     }
     let started = Instant::now();
-    let (build_width, wanted) = output_columns(join, rows, side, batch);
+    // The output's columns as indices into the unprojected output, whose first
+    // `build_width` are build columns (none for semi and anti joins).
+    let build_width = if rows == ProbeRows::Pairs {
+        side.width
+    } else {
+        0
+    };
+    let wanted = (join.projection.clone())
+        .unwrap_or_else(|| (0..build_width + batch.schema().fields().len()).collect());
     let output: Vec<JoinColumn> = wanted
         .into_iter()
         .map(|i| {
@@ -583,26 +591,6 @@ fn join_on_device(
     });
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(Some(out))
-}
-
-/// The output's columns as indices into the unprojected output, and how many of those
-/// are build columns (none for semi and anti joins, whose indices count from the probe
-/// side's first column).
-fn output_columns(
-    join: &ProbeSpec,
-    rows: ProbeRows,
-    side: &BuildSide,
-    batch: &DeviceBatch,
-) -> (usize, Vec<usize>) {
-    let build_width = match rows {
-        ProbeRows::Pairs => side.width,
-        _ => 0,
-    };
-    let wanted = match &join.projection {
-        Some(projection) => projection.clone(),
-        None => (0..build_width + batch.schema().fields().len()).collect(),
-    };
-    (build_width, wanted)
 }
 
 /// The build side's digits (min, span, stride) over key `columns`.

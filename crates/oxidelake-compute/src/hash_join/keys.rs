@@ -18,14 +18,13 @@
 //! changes only this file.
 
 use arrow::array::{Array, ArrayRef, Int64Array};
-use arrow::buffer::NullBuffer;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
 use datafusion::error::Result;
 
-use super::radix::RadixKeys;
+use super::radix::{RadixKeys, all_valid};
 use super::widen::{widened, widens_exactly};
 
 /// The key types a join can number: equality on them is equality of their row-format
@@ -148,11 +147,4 @@ fn converter_for(columns: &[ArrayRef]) -> Result<RowConverter> {
         .map(|c| SortField::new(c.data_type().clone()))
         .collect();
     Ok(RowConverter::new(fields)?)
-}
-
-/// The rows where every key column is valid (`None`: all of them).
-fn all_valid(columns: &[ArrayRef]) -> Option<NullBuffer> {
-    columns.iter().fold(None, |acc, c| {
-        NullBuffer::union(acc.as_ref(), c.logical_nulls().as_ref())
-    })
 }

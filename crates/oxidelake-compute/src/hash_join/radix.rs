@@ -69,7 +69,7 @@ fn radix_type(dt: &DataType) -> bool {
 }
 
 /// The rows where every key column is valid (`None`: all of them).
-fn all_valid(columns: &[ArrayRef]) -> Option<NullBuffer> {
+pub(super) fn all_valid(columns: &[ArrayRef]) -> Option<NullBuffer> {
     columns.iter().fold(None, |acc, c| {
         NullBuffer::union(acc.as_ref(), c.logical_nulls().as_ref())
     })
