@@ -9,8 +9,8 @@
 //!   partitions (and Ballista tasks) as stock DataFusion splits them.
 //!
 //! The backend indexes the build rows' keys (`edge::build_join_table`). Each right
-//! (probe) partition then streams through the edge's probe, the backend's one join over
-//! the rows' numbers (`edge::probe_join_table`); the join filter, if any, drops the
+//! (probe) partition then streams through the edge's probe, the backend's one join asked
+//! for the pairs' row numbers (`edge::probe_join_table`); the join filter, if any, drops the
 //! key-matched pairs it rejects (`residual`); an inner join gathers the remaining pairs'
 //! rows of both sides with Arrow's `take`, a semi or anti join keeps the probe rows with
 //! (or without) a pair (without a join filter the probe lists those rows itself). NULL keys never match. One integer-like key is

@@ -296,7 +296,7 @@ pub enum JoinKey<'a> {
 /// is read as the build key was ([`JoinKey`]; NULL keys never match), and the output's
 /// columns are gathered from both sides. Semi and anti joins ([`ProbeRows::Matched`],
 /// [`ProbeRows::Unmatched`]) take probe columns only. The host edge probes host keys
-/// with it, gathering row numbers ([`crate::edge::probe_join_table`]).
+/// with it, asking for row numbers ([`crate::edge::probe_join_table`]).
 #[derive(Debug, Clone)]
 pub struct JoinArgs<'a> {
     /// The build side the table was built over; `None` where the output takes none of

@@ -543,7 +543,11 @@ fn join_on_device(
     };
     // Only the joins `joins_on_device` admits get here; a join filter or an outer join
     // needs the host path's pairs.
-    if join.filter.is_some() || join.join_type == JoinType::Right {
+    let admitted = matches!(
+        join.join_type,
+        JoinType::Inner | JoinType::RightSemi | JoinType::RightAnti
+    );
+    if join.filter.is_some() || !admitted {
         return Ok(None);
     }
     let rows = super::probe_rows(join);

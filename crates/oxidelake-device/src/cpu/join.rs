@@ -12,7 +12,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
 use super::CpuJoinTable;
-use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, load_images};
+use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, load_images, validate};
 
 /// The key of each row of `batch` read as `key` says; NULL where a row has none (a NULL
 /// key column, or a radix digit outside its span), and such a row never joins.
@@ -95,37 +95,28 @@ pub(crate) fn join(
     probe: &RecordBatch,
     args: &JoinArgs<'_>,
 ) -> Result<RecordBatch, EngineError> {
+    validate::join_output(args)?;
     let keys = join_keys(probe, args.key)?;
     let (build_rows, probe_rows) = probed_rows(table, &keys, args.rows)?;
-    let semi = || EngineError::InvalidArgument {
-        what: "join output",
-        detail: "a semi or anti join outputs probe columns only".into(),
-    };
     let columns = args
         .output
         .iter()
-        .map(|column| match (column, args.rows) {
+        .map(|column| match (column, build) {
             (JoinColumn::Probe(c), _) => Ok(take(
                 column_of(probe, *c, "join output column")?,
                 &probe_rows,
                 None,
             )?),
             (JoinColumn::ProbeRow, _) => Ok(Arc::new(probe_rows.clone()) as ArrayRef),
-            (JoinColumn::Build(c), ProbeRows::Pairs) => {
-                let build = build.ok_or_else(|| EngineError::InvalidArgument {
-                    what: "join output",
-                    detail: "a build column without the build batch".into(),
-                })?;
-                Ok(take(
-                    column_of(build, *c, "join output column")?,
-                    &build_rows,
-                    None,
-                )?)
-            }
-            (JoinColumn::BuildRow, ProbeRows::Pairs) => {
-                Ok(Arc::new(build_rows.clone()) as ArrayRef)
-            }
-            (JoinColumn::Build(_) | JoinColumn::BuildRow, _) => Err(semi()),
+            (JoinColumn::Build(c), Some(build)) => Ok(take(
+                column_of(build, *c, "join output column")?,
+                &build_rows,
+                None,
+            )?),
+            (JoinColumn::BuildRow, _) => Ok(Arc::new(build_rows.clone()) as ArrayRef),
+            (JoinColumn::Build(_), None) => Err(EngineError::Internal(
+                "a build column without the build batch passed the checks".into(),
+            )),
         })
         .collect::<Result<Vec<ArrayRef>, EngineError>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(probe_rows.len()));

@@ -2,9 +2,9 @@
 //! ADR-0015): the probe key images are probed where they lie (`join_probe_count`,
 //! `join_probe_write`), the match counts scanned on the device ([`probe_pairs`]: only
 //! their total comes back), and each output column gathered from its side at the
-//! pairs' build or probe rows (`gather`); the joined batch stays on the device. The host
-//! edge joins host keys this way with a build batch of row numbers, so what comes back
-//! is each pair's rows.
+//! pairs' build or probe rows (`gather`); the joined batch stays on the device. An
+//! output column can be the pairs' row numbers themselves (`join_row_images`): the host
+//! edge joins host keys asking for those, so what comes back is each pair's rows.
 //!
 //! A semi or anti join needs no pairs: `join_match_flags` marks the probe rows with (or
 //! without) a match from their counts, `gather::list_flagged` lists them (their
@@ -22,6 +22,7 @@ use super::join_build::{CudaJoinTable, key_images};
 use super::memory::{SyncOnExit, address, alloc_on_stream, batch_pool};
 use crate::device_batch::{DeviceColumn, DeviceColumns, Layout, Span, ValueLayout};
 use crate::kernels::CudaKernel;
+use crate::ops::validate;
 use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows};
 
 /// The probe rows an output takes (one per pair, or the matched / unmatched rows), how
@@ -106,41 +107,19 @@ pub(super) fn join(
     probe: &DeviceColumns,
     args: JoinArgs<'_>,
 ) -> Result<DeviceColumns, EngineError> {
+    validate::join_output(&args)?;
     let (mut from_probe, mut from_build) = (Vec::new(), Vec::new());
-    let semi = || EngineError::InvalidArgument {
-        what: "join output",
-        detail: "a semi or anti join outputs probe columns only".into(),
-    };
     for column in args.output {
         match column {
             JoinColumn::Probe(i) => from_probe.push(*i),
-            JoinColumn::Build(i) if args.rows == ProbeRows::Pairs => from_build.push(*i),
-            JoinColumn::BuildRow if args.rows == ProbeRows::Pairs => {}
-            JoinColumn::ProbeRow => {}
-            JoinColumn::Build(_) | JoinColumn::BuildRow => return Err(semi()),
+            JoinColumn::Build(i) => from_build.push(*i),
+            JoinColumn::BuildRow | JoinColumn::ProbeRow => {}
         }
-    }
-    if args.schema.fields().len() != args.output.len() {
-        return Err(EngineError::InvalidArgument {
-            what: "join output",
-            detail: format!(
-                "{} columns for a schema of {}",
-                args.output.len(),
-                args.schema.fields().len()
-            ),
-        });
     }
     check_gather(probe, &from_probe)?;
-    let build = match (build, from_build.is_empty()) {
-        (Some(build), _) => build,
-        (None, true) => probe,
-        (None, false) => {
-            return Err(EngineError::InvalidArgument {
-                what: "join output",
-                detail: "build columns without the build batch".into(),
-            });
-        }
-    };
+    // Without a build batch no build column is gathered (checked above): the probe
+    // stands in where a side is named.
+    let build = build.unwrap_or(probe);
     if from_build.iter().any(|c| *c >= build.columns().len()) {
         return Err(EngineError::InvalidArgument {
             what: "build column",
@@ -254,7 +233,7 @@ pub(super) fn join(
         };
         let ValueLayout::Images(span) = laid.values else {
             return Err(EngineError::Internal(
-                "row numbers laid out as images".into(),
+                "row numbers not laid out as images".into(),
             ));
         };
         row_images(dev, list, len, address(&memory, span.offset))?;

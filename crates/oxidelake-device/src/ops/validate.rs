@@ -5,7 +5,9 @@
 use arrow::array::{Array, Float32Array};
 use oxidelake_core::EngineError;
 
-use crate::ops::{HostFilterArgs, VectorDistanceArgs, check_predicates};
+use crate::ops::{
+    HostFilterArgs, JoinArgs, JoinColumn, ProbeRows, VectorDistanceArgs, check_predicates,
+};
 
 /// Checks the predicates and projection against the batch's schema.
 pub(crate) fn filter_project(args: &HostFilterArgs<'_>) -> Result<(), EngineError> {
@@ -19,6 +21,27 @@ pub(crate) fn filter_project(args: &HostFilterArgs<'_>) -> Result<(), EngineErro
         });
     }
     Ok(())
+}
+
+/// Checks a join's output: one column per field of its schema, build columns and rows
+/// only for pairs, a build column only with the build batch.
+pub(crate) fn join_output(args: &JoinArgs<'_>) -> Result<(), EngineError> {
+    let any = |f: fn(&JoinColumn) -> bool| args.output.iter().any(f);
+    let detail = if args.schema.fields().len() != args.output.len() {
+        "one column per field of its schema"
+    } else if args.rows != ProbeRows::Pairs
+        && any(|c| !matches!(c, JoinColumn::Probe(_) | JoinColumn::ProbeRow))
+    {
+        "a semi or anti join outputs probe columns only"
+    } else if args.build.is_none() && any(|c| matches!(c, JoinColumn::Build(_))) {
+        "a build column without the build batch"
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::InvalidArgument {
+        what: "join output",
+        detail: detail.into(),
+    })
 }
 
 /// Checks a vector distance's list type and query length.
