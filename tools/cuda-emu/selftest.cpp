@@ -90,6 +90,7 @@ const char* kFakePtx = R"(
 .visible .entry scan_blocks_u32() { ret; }
 .visible .entry add_block_offsets_u32() { ret; }
 .visible .entry eval_values() { ret; }
+.visible .entry widen_images() { ret; }
 .visible .entry join_build() { ret; }
 .visible .entry join_probe_count() { ret; }
 .visible .entry join_probe_write() { ret; }
@@ -567,6 +568,31 @@ void value_programs_match_reference(Env& e) {
     for (CUdeviceptr p : {col_a, col_b, col_x, vb, col_ptrs, valid_ptrs, codes, slots, args, literals, out_values,
                           out_valid, flag, col_big, big_ptrs, flag2, fcodes, fslots, fargs, flits, flag3}) {
         CHECK_CU(d, d.cuMemFree_v2(p), CUDA_SUCCESS);
+    }
+}
+
+void widened_images_match_reference(Env& e) {
+    Driver& d = e.d;
+    // Offsets of 1, 2 and 4 bytes from a base, the sum wrapping past i64's bounds (a
+    // float's bits, a negative base): out[i] = base + offset[i] as the host subtracted.
+    const size_t rows = 1000;
+    for (uint64_t width : {1ull, 2ull, 4ull}) {
+        for (int64_t base : {int64_t{-5}, INT64_MAX - 3, bits_of(-2.5), int64_t{0}}) {
+            std::vector<uint8_t> narrow(rows * width);
+            std::vector<int64_t> want(rows);
+            for (size_t i = 0; i < rows; ++i) {
+                const uint64_t offset = (i * 2654435761ull) & ((width == 4 ? 0xffffffffull : (1ull << (8 * width)) - 1));
+                std::memcpy(&narrow[i * width], &offset, width);
+                want[i] = static_cast<int64_t>(static_cast<uint64_t>(base) + offset);
+            }
+            const CUdeviceptr in = upload(d, narrow), out = zeros<int64_t>(d, rows);
+            uint64_t n = rows;
+            CHECK_CU(d, e.launch("widen_images", blocks_for(rows), kBlock, 0, {&in, &width, &base, &n, &out}),
+                     CUDA_SUCCESS);
+            CHECK(download<int64_t>(d, out, rows) == want);
+            CHECK_CU(d, d.cuMemFree_v2(in), CUDA_SUCCESS);
+            CHECK_CU(d, d.cuMemFree_v2(out), CUDA_SUCCESS);
+        }
     }
 }
 
@@ -1192,7 +1218,7 @@ void warp_shuffle_with_missing_lanes_fails_the_launch(Env& e) {
 
 void every_kernel_ran(Driver& d) {
     for (const char* k : {"count_unset_bits", "eval_predicates", "count_flags", "exclusive_scan_blocks", "compact_rows",
-                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "join_row_images",
+                          "gather_8byte", "gather_bits", "gather_string_lengths", "gather_string_bytes", "pack_bits", "append_bits", "shift_offsets", "scan_blocks_u32", "add_block_offsets_u32", "eval_values", "widen_images", "join_build", "join_probe_count", "join_probe_write", "join_match_flags", "join_scan_counts", "join_scan_totals", "join_add_block_offsets", "join_radix_keys", "join_row_images",
                           "agg_update_i64", "agg_update_f64", "agg_assign_groups_rows", "agg_slot_flags",
                           "agg_group_rows", "agg_fill", "agg_compact_words", "l2_distance", "cosine_distance"}) {
         if (d.oxide_emu_launch_count(k) == 0) std::printf("    %s never ran\n", k);
@@ -1233,6 +1259,7 @@ int main(int argc, char** argv) {
     run_case("null_count.cu matches the reference", [&] { null_count_matches_reference(env); });
     run_case("filter_project.cu pipeline matches the reference", [&] { filter_pipeline_matches_reference(env); });
     run_case("filter_project.cu value programs match the reference", [&] { value_programs_match_reference(env); });
+    run_case("filter_project.cu widened images match the reference", [&] { widened_images_match_reference(env); });
     run_case("hash_join.cu build/probe matches the reference", [&] { hash_join_matches_reference(env); });
     run_case("hash_join.cu radix keys match the reference", [&] { radix_keys_match_reference(env); });
     run_case("aggregation.cu matches the reference", [&] { aggregation_matches_reference(env); });

@@ -7,6 +7,7 @@ use arrow::array::{ArrayRef, Float64Array};
 use arrow::record_batch::RecordBatch;
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 
+use crate::device_batch::Widening;
 use crate::ops::{AggregateArgs, EvaluateArgs, JoinArgs, JoinKey, Predicate, VectorDistanceArgs};
 use crate::{DeviceBatch, DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
 
@@ -61,7 +62,9 @@ pub trait DeviceMemory: Send + Sync + Debug {
     /// Creates a stream (an in-order queue of copies and kernels).
     fn create_stream(&self) -> Result<DeviceStream, EngineError>;
 
-    /// Enqueues a copy of all of `src` into `dst`; the lengths must be equal.
+    /// Enqueues a copy of all of `src` into the start of `dst`, which must be at least
+    /// as long (an upload copies only the part of a batch that crosses the bus, and
+    /// widens the rest on the device: `device_batch::upload`).
     fn copy_h2d(
         &self,
         stream: &DeviceStream,
@@ -174,6 +177,16 @@ pub trait GpuBackend: DeviceMemory {
         schema: arrow::datatypes::SchemaRef,
     ) -> Result<DeviceBatch, EngineError>;
 
+    /// Writes each widening's 8-byte images from its narrow offsets, both in `memory`
+    /// (an upload's allocation, after the copy that filled the offsets and before the
+    /// batch is read; see [`Widening`]).
+    fn widen_images(
+        &self,
+        stream: &DeviceStream,
+        memory: &mut DeviceBuffer,
+        widenings: &[Widening],
+    ) -> Result<(), EngineError>;
+
     /// Distances between a vector column and a query vector. The vectors are a host
     /// column: a device batch holds one image a row, and a vector is many.
     fn vector_distance(
@@ -216,6 +229,34 @@ pub(crate) fn check_bitmap_range(
             detail: format!(
                 "bits {offset_bits}..{end_bits} exceed a bitmap of {bitmap_bytes} bytes"
             ),
+        });
+    }
+    Ok(())
+}
+
+/// Widens an upload's offsets into images in host-visible memory (the CPU backend's
+/// device memory, Metal's unified memory): the reference of CUDA's `widen_images`. The
+/// widenings are checked ([`crate::ops::validate::widenings`]) against `memory`.
+pub(crate) fn host_widen_images(memory: &mut [u8], widenings: &[Widening]) {
+    for w in widenings {
+        // The spans are apart (checked): read the offsets out, then write the images.
+        let narrow = memory[w.narrow.offset..w.narrow.offset + w.narrow.len].to_vec();
+        let images = &mut memory[w.images.offset..w.images.offset + w.images.len];
+        for (image, offset) in images.chunks_exact_mut(8).zip(narrow.chunks_exact(w.width)) {
+            let mut wide = [0u8; 8];
+            wide[..w.width].copy_from_slice(offset);
+            let value = (w.base as u64).wrapping_add(u64::from_le_bytes(wide));
+            image.copy_from_slice(&value.to_le_bytes());
+        }
+    }
+}
+
+/// Checks that a host-to-device copy's source fits its destination.
+pub(crate) fn check_copy_fits(src_bytes: usize, dst_bytes: usize) -> Result<(), EngineError> {
+    if src_bytes > dst_bytes {
+        return Err(EngineError::InvalidArgument {
+            what: "copy length",
+            detail: format!("source has {src_bytes} bytes, destination {dst_bytes}"),
         });
     }
     Ok(())

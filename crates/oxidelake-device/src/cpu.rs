@@ -18,8 +18,10 @@ use oxidelake_memory::{AlignedBuf, HostAllocator, HostMemory};
 pub(crate) use filter_project::mask as filter_mask;
 pub(crate) use hash_join::CpuJoinTable;
 
-use crate::backend::{check_copy_lengths, host_null_count};
+use crate::backend::{check_copy_fits, check_copy_lengths, host_null_count, host_widen_images};
+use crate::device_batch::Widening;
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
+use crate::ops::validate;
 use crate::ops::{
     AggregateArgs, EvaluateArgs, HostFilterArgs, JoinArgs, JoinKey, Predicate, ProjectedColumn,
     VectorDistanceArgs,
@@ -157,11 +159,11 @@ impl DeviceMemory for CpuBackend {
         dst: &mut DeviceBuffer,
     ) -> Result<(), EngineError> {
         self.check_stream(stream)?;
-        check_copy_lengths(src.len(), dst.len())?;
+        check_copy_fits(src.len(), dst.len())?;
         let src_bytes = src.as_slice()?;
         match &mut dst.mem {
             DeviceMem::Host(b) if dst.device == DeviceId::CPU => {
-                b.as_mut_slice().copy_from_slice(src_bytes);
+                b.as_mut_slice()[..src_bytes.len()].copy_from_slice(src_bytes);
                 Ok(())
             }
             #[allow(unreachable_patterns)]
@@ -304,6 +306,28 @@ impl GpuBackend for CpuBackend {
         )?))
     }
 
+    fn widen_images(
+        &self,
+        stream: &DeviceStream,
+        memory: &mut DeviceBuffer,
+        widenings: &[Widening],
+    ) -> Result<(), EngineError> {
+        self.check_stream(stream)?;
+        validate::widenings(memory.len(), widenings)?;
+        match &mut memory.mem {
+            DeviceMem::Host(b) if memory.device == DeviceId::CPU => {
+                host_widen_images(b.as_mut_slice(), widenings);
+                Ok(())
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(foreign_handle(
+                DeviceId::CPU,
+                memory.device,
+                "device buffer",
+            )),
+        }
+    }
+
     fn vector_distance(
         &self,
         stream: &DeviceStream,
@@ -349,19 +373,74 @@ mod tests {
     }
 
     #[test]
-    fn copies_between_buffers_of_different_lengths_are_rejected() {
+    fn an_upload_fills_the_start_of_a_longer_buffer_and_other_lengths_are_rejected() {
         let cpu = CpuBackend::new();
         let stream = cpu.create_stream().unwrap();
-        let host = cpu.alloc_pinned_host(10).unwrap();
-        let mut dev = cpu.alloc_device(11).unwrap();
-        let err = cpu.copy_h2d(&stream, &host, &mut dev).unwrap_err();
-        assert!(matches!(
-            err,
-            EngineError::InvalidArgument {
-                what: "copy length",
-                ..
-            }
+        let copy_length = |err: EngineError| {
+            matches!(
+                err,
+                EngineError::InvalidArgument {
+                    what: "copy length",
+                    ..
+                }
+            )
+        };
+        let mut host = cpu.alloc_pinned_host(10).unwrap();
+        host.as_mut_slice().unwrap().fill(9);
+        let mut longer = cpu.alloc_device(11).unwrap();
+        cpu.copy_h2d(&stream, &host, &mut longer).unwrap();
+        let mut back = cpu.alloc_pinned_host(11).unwrap();
+        cpu.copy_d2h(&stream, &longer, &mut back).unwrap();
+        assert_eq!(back.as_slice().unwrap(), &[9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 0]);
+        let mut shorter = cpu.alloc_device(9).unwrap();
+        assert!(copy_length(
+            cpu.copy_h2d(&stream, &host, &mut shorter).unwrap_err()
         ));
+        assert!(copy_length(
+            cpu.copy_d2h(&stream, &longer, &mut host).unwrap_err()
+        ));
+    }
+
+    #[test]
+    fn a_widening_outside_its_allocation_or_over_its_own_offsets_is_refused() {
+        use crate::device_batch::Span;
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let mut memory = cpu.alloc_device(1024).unwrap();
+        let span = |offset, len| Span { offset, len };
+        let widening = |narrow, width, images| Widening {
+            narrow,
+            width,
+            base: 0,
+            images,
+        };
+        for (bad, why) in [
+            (widening(span(0, 30), 3, span(128, 80)), "a 3-byte offset"),
+            (widening(span(0, 20), 2, span(128, 88)), "rows disagree"),
+            (
+                widening(span(0, 100), 1, span(960, 800)),
+                "images past the end",
+            ),
+            (
+                widening(span(128, 10), 1, span(128, 80)),
+                "overlapping spans",
+            ),
+            (widening(span(1, 20), 2, span(128, 80)), "unaligned offsets"),
+        ] {
+            let err = cpu.widen_images(&stream, &mut memory, &[bad]).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    EngineError::InvalidArgument {
+                        what: "image widening",
+                        ..
+                    }
+                ),
+                "{why}: {err}"
+            );
+        }
+        let good = widening(span(0, 10), 1, span(128, 80));
+        cpu.widen_images(&stream, &mut memory, &[good]).unwrap();
     }
 
     #[test]

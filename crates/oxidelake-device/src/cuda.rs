@@ -16,6 +16,7 @@ mod join_probe;
 mod memory;
 mod transfers;
 mod vector_distance;
+mod widen;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,7 @@ use cudarc::driver::{CudaContext, DevicePtr, LaunchConfig, PushKernelArg};
 use oxidelake_core::{BackendKind, DeviceId, EngineError};
 use oxidelake_memory::HostAllocator;
 
-use crate::backend::{check_bitmap_range, check_copy_lengths};
+use crate::backend::{check_bitmap_range, check_copy_fits, check_copy_lengths};
 use crate::device_batch::DeviceColumns;
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::kernels::CudaKernel;
@@ -270,8 +271,8 @@ impl DeviceMemory for CudaBackend {
         dst: &mut DeviceBuffer,
     ) -> Result<(), EngineError> {
         let s = self.stream(stream)?;
-        check_copy_lengths(src.len(), dst.len())?;
-        let len = dst.len_bytes;
+        check_copy_fits(src.len(), dst.len())?;
+        let len = src.len();
         let DeviceMem::Cuda(slice) = &mut dst.mem else {
             return Err(foreign_handle(self.gpu.device, dst.device, "device buffer"));
         };
@@ -466,6 +467,22 @@ impl GpuBackend for CudaBackend {
             .collect::<Result<Vec<_>, _>>()?;
         let parts: Vec<&DeviceColumns> = held.iter().map(|h| &**h).collect();
         join_build::append(&self.dev(stream)?, &parts, schema).map(DeviceBatch::from)
+    }
+
+    fn widen_images(
+        &self,
+        stream: &DeviceStream,
+        memory: &mut DeviceBuffer,
+        widenings: &[crate::device_batch::Widening],
+    ) -> Result<(), EngineError> {
+        if memory.device != self.gpu.device {
+            return Err(foreign_handle(
+                self.gpu.device,
+                memory.device,
+                "device buffer",
+            ));
+        }
+        widen::widen_images(&self.dev(stream)?, memory, widenings)
     }
 
     fn vector_distance(

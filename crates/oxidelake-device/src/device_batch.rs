@@ -16,7 +16,11 @@
 //!
 //! The whole batch is one device allocation, filled by one host-to-device copy from one
 //! staging buffer, and read back by one device-to-host copy, so a transition costs one
-//! copy per batch and direction whatever the column count. Each column keeps its Arrow
+//! copy per batch and direction whatever the column count. What crosses on the way up
+//! can be narrower than what the kernels read: a column of images whose valid values
+//! lie within 2^32 of each other crosses as 1-, 2- or 4-byte offsets from the smallest
+//! ([`Widening`]), and the backend widens them into the column's images after the copy
+//! ([`GpuBackend::widen_images`]), where that saves at least 64 KiB (`upload`). Each column keeps its Arrow
 //! type, and [`download`] restores it with the same values and NULLs for every
 //! [`is_device_type`]. Three things are equal only logically: a dictionary column
 //! comes back re-encoded (its own keys and no unused values), a NaN's payload may be
@@ -68,6 +72,29 @@ pub struct Span {
 impl Span {
     fn range(self) -> Range<usize> {
         self.offset..self.offset + self.len
+    }
+}
+
+/// An upload's narrow images, widened on the device (module docs): `narrow` holds one
+/// unsigned `width`-byte offset a row, and `images` receives `base + offset` as the
+/// row's 8-byte image (wrapping, as the host's subtraction did, so every image comes
+/// back exact). Both spans lie in the batch's allocation, apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Widening {
+    /// The offsets as they crossed the bus: `rows * width` bytes.
+    pub narrow: Span,
+    /// Bytes an offset: 1, 2 or 4.
+    pub width: usize,
+    /// The image an offset of 0 stands for (the smallest valid image of the column).
+    pub base: i64,
+    /// Where the images go: `rows * 8` bytes.
+    pub images: Span,
+}
+
+impl Widening {
+    /// Rows it widens.
+    pub fn rows(&self) -> usize {
+        self.images.len / 8
     }
 }
 
@@ -650,6 +677,105 @@ mod tests {
         ));
         let got = back.column(0).as_primitive::<Decimal128Type>();
         assert_eq!((got.value(0), got.is_null(1)), (1, true));
+    }
+
+    /// 40,000 rows: dates at most a thousand days apart (every tenth NULL over
+    /// `i32::MIN`), keys spread past 32 bits, small integers, small decimals, floats.
+    fn close_lying(rows: usize) -> RecordBatch {
+        let dates: Vec<i32> = (0..rows)
+            .map(|i| {
+                if i % 10 == 0 {
+                    i32::MIN
+                } else {
+                    9000 + (i % 1000) as i32
+                }
+            })
+            .collect();
+        let nulls = NullBuffer::from((0..rows).map(|i| i % 10 != 0).collect::<Vec<_>>());
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("d", Arc::new(Date32Array::new(dates.into(), Some(nulls)))),
+            (
+                "k",
+                Arc::new(arrow::array::Int64Array::from_iter_values(
+                    (0..rows as i64).map(|i| i << 20),
+                )),
+            ),
+            (
+                "s",
+                Arc::new(Int8Array::from_iter_values(
+                    (0..rows).map(|i| (i % 100) as i8 - 50),
+                )),
+            ),
+            (
+                "m",
+                Arc::new(
+                    Decimal128Array::from_iter_values((0..rows).map(|i| (i % 5000) as i128))
+                        .with_precision_and_scale(15, 2)
+                        .unwrap(),
+                ),
+            ),
+            (
+                "f",
+                Arc::new(Float64Array::from_iter_values(
+                    (0..rows).map(|i| (i as f64).sqrt()),
+                )),
+            ),
+        ];
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    #[test]
+    fn close_lying_images_cross_as_narrow_offsets_and_come_back_exact() {
+        let rows = 40_000;
+        let batch = close_lying(rows);
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let pool = StagingPool::new(1);
+        let resident = upload_columns(&cpu, &stream, &batch, Some(&pool)).unwrap();
+        let back = download::copy_back(&cpu, &stream, &resident, None).unwrap();
+        assert_same(&batch, &back);
+        // What crossed: the dates as 2-byte offsets (the value under a NULL ignored)
+        // and their validity, the keys and floats as images, the small integers as
+        // 1-byte offsets, the decimals as 2-byte ones.
+        let crossed: usize = [
+            rows * 2,
+            rows.div_ceil(8),
+            rows * 8,
+            rows,
+            rows * 2,
+            rows * 8,
+        ]
+        .into_iter()
+        .map(aligned)
+        .sum();
+        let _staged = pool.take(&cpu, size_class(crossed)).unwrap();
+        assert_eq!(pool.reused(), 1, "the staging buffer held only that");
+        // On the device, the images of the three narrow columns after what crossed.
+        assert_eq!(
+            resident.bytes(),
+            size_class(crossed + 3 * aligned(rows * 8))
+        );
+        assert!(
+            resident
+                .columns()
+                .iter()
+                .all(|c| matches!(c.values, ValueLayout::Images(s) if s.len == rows * 8))
+        );
+    }
+
+    #[test]
+    fn a_column_whose_offsets_would_save_less_than_64_kib_crosses_as_images() {
+        let rows = 9_000; // 1-byte offsets would save 63,000 bytes
+        let batch = close_lying(rows).project(&[2]).unwrap();
+        let cpu = CpuBackend::new();
+        let stream = cpu.create_stream().unwrap();
+        let pool = StagingPool::new(1);
+        let resident = upload_columns(&cpu, &stream, &batch, Some(&pool)).unwrap();
+        let _staged = pool.take(&cpu, size_class(aligned(rows * 8))).unwrap();
+        assert_eq!(pool.reused(), 1, "the images crossed");
+        assert_eq!(resident.bytes(), size_class(aligned(rows * 8)));
+        let back = download::copy_back(&cpu, &stream, &resident, None).unwrap();
+        assert_same(&batch, &back);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl CudaKernel {
                 "append_bits",
                 "shift_offsets",
                 "eval_values",
+                "widen_images",
             ],
             CudaKernel::HashJoin => &[
                 "join_build",

@@ -22,7 +22,7 @@ use oxidelake_memory::HostAllocator;
 
 pub(crate) mod objects;
 
-use crate::backend::{check_copy_lengths, host_null_count};
+use crate::backend::{check_copy_fits, check_copy_lengths, host_null_count, host_widen_images};
 use crate::handles::{DeviceMem, StreamInner, foreign_handle};
 use crate::{DeviceBuffer, DeviceMemory, DeviceStream, GpuBackend, HostBuffer, MemoryInfo};
 use objects::{MetalQueue, SharedBuffer};
@@ -139,11 +139,12 @@ impl DeviceMemory for MetalBackend {
         dst: &mut DeviceBuffer,
     ) -> Result<(), EngineError> {
         self.check_stream(stream)?;
-        check_copy_lengths(src.len(), dst.len())?;
+        check_copy_fits(src.len(), dst.len())?;
         let len = dst.len_bytes;
         match &mut dst.mem {
             DeviceMem::Metal(b) if dst.device == METAL_DEVICE => {
-                b.bytes_mut(len).copy_from_slice(src.as_slice()?);
+                let src = src.as_slice()?;
+                b.bytes_mut(len)[..src.len()].copy_from_slice(src);
                 Ok(())
             }
             _ => Err(foreign_handle(METAL_DEVICE, dst.device, "device buffer")),
@@ -247,6 +248,25 @@ impl GpuBackend for MetalBackend {
         _schema: arrow::datatypes::SchemaRef,
     ) -> Result<crate::DeviceBatch, EngineError> {
         Err(not_wired("Metal batch append"))
+    }
+
+    fn widen_images(
+        &self,
+        stream: &DeviceStream,
+        memory: &mut DeviceBuffer,
+        widenings: &[crate::device_batch::Widening],
+    ) -> Result<(), EngineError> {
+        // Unified memory: the CPU writes the bytes the GPU reads.
+        self.check_stream(stream)?;
+        crate::ops::validate::widenings(memory.len(), widenings)?;
+        let len = memory.len_bytes;
+        match &mut memory.mem {
+            DeviceMem::Metal(b) if memory.device == METAL_DEVICE => {
+                host_widen_images(b.bytes_mut(len), widenings);
+                Ok(())
+            }
+            _ => Err(foreign_handle(METAL_DEVICE, memory.device, "device buffer")),
+        }
     }
 
     fn vector_distance(

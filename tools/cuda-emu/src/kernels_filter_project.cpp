@@ -19,3 +19,4 @@ EMU_KERNEL(shift_offsets);
 EMU_KERNEL(scan_blocks_u32);
 EMU_KERNEL(add_block_offsets_u32);
 EMU_KERNEL(eval_values);
+EMU_KERNEL(widen_images);

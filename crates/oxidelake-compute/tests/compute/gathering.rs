@@ -178,6 +178,14 @@ impl GpuBackend for RecordingDevice {
     ) -> Result<DeviceBatch, EngineError> {
         self.cpu.append(s, batches, schema)
     }
+    fn widen_images(
+        &self,
+        s: &DeviceStream,
+        memory: &mut DeviceBuffer,
+        widenings: &[oxidelake_device::device_batch::Widening],
+    ) -> Result<(), EngineError> {
+        self.cpu.widen_images(s, memory, widenings)
+    }
     fn vector_distance(
         &self,
         s: &DeviceStream,

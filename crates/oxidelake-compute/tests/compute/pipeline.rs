@@ -222,6 +222,44 @@ async fn a_device_batch_crosses_in_one_copy_each_way_and_comes_back_exact() {
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn close_lying_images_cross_the_bus_as_narrow_offsets_and_widen_on_the_device_exact() {
+    if emulator_missing() {
+        return;
+    }
+    use arrow::array::AsArray;
+    use oxidelake_device::DeviceMemory;
+    use oxidelake_device::device_batch::{self, size_class};
+    let backend = cuda();
+    let stream = backend.create_stream().unwrap();
+    let batches = run(mixed_scan(40)).await;
+    let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let rows = batch.num_rows();
+    let h2d = || TelemetryHub::global().snapshot().transfers.h2d_bytes as usize;
+    let before = h2d();
+    emu::trace(true);
+    let on_device = device_batch::upload(backend.as_ref(), &stream, &batch).unwrap();
+    let up = h2d() - before;
+    let back = device_batch::download(backend.as_ref(), &stream, &on_device).unwrap();
+    emu::trace(false);
+    assert_eq!(back, batch, "every image exact after its widening");
+    assert_eq!(
+        launches("widen_images"),
+        3,
+        "the keys, dates and prices crossed narrow"
+    );
+    assert_eq!(traced_copies(), ["h2d", "d2h"], "one copy each way");
+    // 2-byte keys (0..40,960) and dates (0..400), 4-byte prices (below 100,000), the
+    // dates' validity, the strings' offsets and bytes: about half the 8-byte images.
+    let strings = batch.column(2).as_string::<i32>().value_data().len() + (rows + 1) * 4;
+    let crossed = rows * (2 + 2 + 4) + rows.div_ceil(8) + strings;
+    assert!(
+        up >= crossed && up <= size_class(crossed + 5 * 128),
+        "{up} bytes up for {crossed} of offsets, validity and strings"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
 async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while_parked() {
     if emulator_missing() {
         return;

@@ -11,6 +11,9 @@
 //   5. gather_8byte         per projected Int64/Float64 column: values[out_rows[i]] and
 //                           its validity bit, into a dense output column.
 //
+// Also here: the device-batch gathers and appends (below), the computed columns'
+// eval_values, and widen_images, which widens an upload's narrow images in place.
+//
 // Floats compare as DataFusion compares them: -0.0 equals +0.0, otherwise IEEE total
 // order (NaN above +inf, a negative NaN below -inf), exactly as the CPU path does (Arrow's
 // total-order kernels on columns whose -0.0s were made +0.0).
@@ -728,4 +731,33 @@ extern "C" __global__ void eval_values(const unsigned long long* __restrict__ co
     const bool ok = top == 1 && valid[0];
     out_values[row] = ok ? values[0] : 0;
     out_valid[row] = ok ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// An upload's narrow images widened in place (ADR-0015, "Narrow images across the bus"):
+// a column whose values in a batch span fewer than 2^32 images crosses the bus as
+// `width`-byte offsets from `base` (the smallest image), and one thread per row writes
+// its 8-byte image, out[i] = base + offset[i] (an offset is unsigned; the sum wraps as
+// the host's subtraction did, so every image, float bits included, comes back exact).
+// `width` is 1, 2 or 4; `narrow` is aligned to it. A NULL row's offset is whatever the
+// host wrote; readers check validity.
+extern "C" __global__ void widen_images(const unsigned char* __restrict__ narrow,
+                                        unsigned long long width,
+                                        long long base,
+                                        unsigned long long rows,
+                                        long long* __restrict__ out)
+{
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows) {
+        return;
+    }
+    unsigned long long offset;
+    if (width == 1ull) {
+        offset = narrow[i];
+    } else if (width == 2ull) {
+        offset = ((const unsigned short*)narrow)[i];
+    } else {
+        offset = ((const unsigned int*)narrow)[i];
+    }
+    out[i] = (long long)((unsigned long long)base + offset);
 }

@@ -5,8 +5,9 @@
 //! system call, milliseconds on a real driver) per batch and direction. A [`StagingPool`]
 //! parks the buffers a transition is done with and hands them to its next batches.
 //!
-//! Copies move whole buffers (`DeviceMemory::copy_h2d` requires equal lengths), so a
-//! pooled batch's allocation is rounded up to a [size class](size_class): eight classes
+//! Copies move whole buffers (a download's lengths are equal; an upload fills the start
+//! of an allocation that may be longer, for the images a narrow column widens into), so
+//! a pooled batch's allocation is rounded up to a [size class](size_class): eight classes
 //! per doubling, so the rounding adds less than an eighth (or 4 KiB), and the
 //! device-sized batches a transition gathers, whose sizes differ only by their strings,
 //! land in one class and reuse one buffer.

@@ -73,3 +73,46 @@ pub(crate) fn vector_distance(args: &VectorDistanceArgs<'_>) -> Result<(), Engin
     }
     Ok(())
 }
+
+/// Checks an upload's widenings against the allocation they write (`memory_bytes`): a
+/// width of 1, 2 or 4, offsets and images of the same row count, both spans inside the
+/// allocation and apart. A kernel writes through raw addresses, so a span out of bounds
+/// would be memory corruption, not an error.
+pub(crate) fn widenings(
+    memory_bytes: usize,
+    widenings: &[crate::device_batch::Widening],
+) -> Result<(), EngineError> {
+    for w in widenings {
+        let (narrow, images) = (w.narrow, w.images);
+        let inside = |span: crate::device_batch::Span| {
+            span.offset
+                .checked_add(span.len)
+                .is_some_and(|end| end <= memory_bytes)
+        };
+        let problem = if !matches!(w.width, 1 | 2 | 4) {
+            Some(format!("an offset of {} bytes", w.width))
+        } else if images.len % 8 != 0 || narrow.len != w.rows() * w.width {
+            Some(format!(
+                "{} bytes of offsets {} wide for {} bytes of images",
+                narrow.len, w.width, images.len
+            ))
+        } else if !inside(narrow) || !inside(images) {
+            Some(format!("a span past the allocation's {memory_bytes} bytes"))
+        } else if narrow.offset + narrow.len > images.offset
+            && images.offset + images.len > narrow.offset
+        {
+            Some("offsets and images overlap".to_string())
+        } else if narrow.offset % w.width != 0 || images.offset % 8 != 0 {
+            Some("a span not aligned to its width".to_string())
+        } else {
+            None
+        };
+        if let Some(detail) = problem {
+            return Err(EngineError::InvalidArgument {
+                what: "image widening",
+                detail,
+            });
+        }
+    }
+    Ok(())
+}
