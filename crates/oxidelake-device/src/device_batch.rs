@@ -163,6 +163,7 @@ pub struct DeviceColumns {
     columns: Vec<DeviceColumn>,
     memory: std::mem::ManuallyDrop<DeviceBuffer>,
     pool: Option<Arc<DevicePool>>,
+    uploaded: usize,
     _held: HeldOnDevice,
 }
 
@@ -195,8 +196,15 @@ impl DeviceColumns {
             columns,
             memory: std::mem::ManuallyDrop::new(memory),
             pool,
+            uploaded: 0,
             _held: held,
         }
+    }
+
+    /// The columns as an upload made them, having copied `bytes` to the device.
+    pub(crate) fn uploaded(mut self, bytes: usize) -> Self {
+        self.uploaded = bytes;
+        self
     }
 
     /// The batch's schema (the host batch's, types included).
@@ -222,6 +230,13 @@ impl DeviceColumns {
     /// Bytes one copy of the batch moves (its whole allocation).
     pub fn bytes(&self) -> usize {
         self.memory.len()
+    }
+
+    /// Bytes the upload that made the batch copied to the device (fewer than
+    /// [`Self::bytes`] where columns crossed narrow); 0 for a batch an operator built on
+    /// the device.
+    pub fn uploaded_bytes(&self) -> usize {
+        self.uploaded
     }
 }
 
@@ -267,6 +282,16 @@ impl DeviceBatch {
         match &self.0 {
             Form::Host(_) => 0,
             Form::Device(columns) => columns.bytes(),
+        }
+    }
+
+    /// Bytes the upload that made the batch copied to the device: none for a batch in
+    /// host memory or one an operator built on the device
+    /// ([`DeviceColumns::uploaded_bytes`]).
+    pub fn uploaded_bytes(&self) -> usize {
+        match &self.0 {
+            Form::Host(_) => 0,
+            Form::Device(columns) => columns.uploaded_bytes(),
         }
     }
 
@@ -750,6 +775,7 @@ mod tests {
         .sum();
         let _staged = pool.take(&cpu, size_class(crossed)).unwrap();
         assert_eq!(pool.reused(), 1, "the staging buffer held only that");
+        assert_eq!(resident.uploaded_bytes(), size_class(crossed));
         // On the device, the images of the three narrow columns after what crossed.
         assert_eq!(
             resident.bytes(),

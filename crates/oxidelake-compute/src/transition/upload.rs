@@ -217,7 +217,13 @@ fn upload_or_keep(
     }
     match device_batch::upload_with(exec.backend.as_ref(), &exec.stream, &batch, Some(pool)) {
         Ok(on_device) => {
-            metrics.record(exec, batch.num_rows(), started, on_device.bytes(), pool);
+            metrics.record(
+                exec,
+                batch.num_rows(),
+                started,
+                on_device.uploaded_bytes(),
+                pool,
+            );
             SegmentBatch::new(on_device, Some(Arc::new(batch)))
         }
         Err(err) => {

@@ -248,6 +248,11 @@ async fn close_lying_images_cross_the_bus_as_narrow_offsets_and_widen_on_the_dev
         "the keys, dates and prices crossed narrow"
     );
     assert_eq!(traced_copies(), ["h2d", "d2h"], "one copy each way");
+    assert_eq!(
+        on_device.uploaded_bytes(),
+        up,
+        "the batch knows what crossed"
+    );
     // 2-byte keys (0..40,960) and dates (0..400), 4-byte prices (below 100,000), the
     // dates' validity, the strings' offsets and bytes: about half the 8-byte images.
     let strings = batch.column(2).as_string::<i32>().value_data().len() + (rows + 1) * 4;

@@ -283,13 +283,10 @@ pub fn upload_columns(
     if let Some(pool) = pool {
         pool.give(staging);
     }
-    Ok(DeviceColumns::from_parts(
-        batch.schema(),
-        rows,
-        columns,
-        memory,
-        device_pool,
-    ))
+    Ok(
+        DeviceColumns::from_parts(batch.schema(), rows, columns, memory, device_pool)
+            .uploaded(crossing_size),
+    )
 }
 
 #[cfg(test)]
