@@ -72,7 +72,7 @@ cargo test --workspace --features "$FEATURES" --test compute -- --ignored --noca
   2>&1 | tee "$LOG_DIR/pipeline.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "data-path tests failed (exit $rc)"; exit "$rc"; }
-grep -q "test result: ok. 17 passed" "$LOG_DIR/pipeline.log" || { echo "expected 17 data-path tests"; exit 1; }
+grep -q "test result: ok. 18 passed" "$LOG_DIR/pipeline.log" || { echo "expected 18 data-path tests"; exit 1; }
 
 echo "== fault injection: each fault falls back to the CPU with the same rows, or is a typed error"
 cargo test --workspace --features "$FEATURES" --test compute -- --ignored --nocapture faults \

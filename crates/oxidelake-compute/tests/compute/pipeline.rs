@@ -265,6 +265,54 @@ async fn close_lying_images_cross_the_bus_as_narrow_offsets_and_widen_on_the_dev
 
 #[tokio::test]
 #[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
+async fn a_kernel_fault_while_widening_an_upload_keeps_the_batch_on_the_host_with_the_answer() {
+    if emulator_missing() {
+        return;
+    }
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let Some(arm) = emu::fault_arm() else {
+        return;
+    };
+    // One device batch of 40,960 rows, whose keys, dates and prices cross narrow: the
+    // upload's first launch is a widening, and the fault strikes it (sticky).
+    let backend = Arc::new(
+        CudaBackend::try_new(0)
+            .unwrap()
+            .with_batching(BatchSizes::new(1 << 16).unwrap()),
+    );
+    let fixed = BackendChoice::Fixed(backend);
+    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(mixed_scan(40), BackendKind::Cuda).with_backend(fixed.clone()),
+    );
+    let resident = mixed_filter(Arc::clone(&h2d), fixed);
+    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(resident, BackendKind::Cuda));
+    arm("kernel:1");
+    emu::trace(true);
+    let ours = run(Arc::clone(&d2h)).await;
+    emu::trace(false);
+    arm("");
+    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let stock = run(mixed_filter(mixed_scan(40), cpu)).await;
+    assert_same_rows("filter over a failed narrow upload", &ours, &stock, 0.0);
+    assert_eq!(
+        launches("widen_images"),
+        1,
+        "the fault struck the first widening"
+    );
+    assert_eq!(
+        metric(&h2d, "device_errors"),
+        1,
+        "the failed upload is counted"
+    );
+    assert_eq!(
+        metric(&h2d, "cpu_fallback_batches"),
+        1,
+        "its batch stayed on the host"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the emulated CUDA driver: scripts/test-cuda-emulated.sh"]
 async fn a_device_batch_is_in_the_device_gauge_while_it_lives_and_its_pool_while_parked() {
     if emulator_missing() {
         return;
