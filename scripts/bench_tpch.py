@@ -14,9 +14,12 @@ What it does:
 - generates the TPC-H Parquet lake at the scale factor with `oxide gen-data --tpch`
   (once, into ~/.cache/oxidelake/tpch-sf<SF>) and writes the 22 queries with the
   specification's validation parameters (`oxide gen-data --queries`);
-- runs each engine in a process of its own: per query one warm-up, then the timed
-  runs; a run is every statement of the query (Q15 is three) with its result
-  collected as Arrow;
+- runs each engine in a process of its own, all of them started at once and driven
+  in turn: per query, one warm-up in every engine, then round after round one timed
+  run in every engine, the engines' order rotating by one each round. The engines are
+  thus interleaved per query and round, and a machine that slows down for a while
+  (this one is noisy) slows every engine alike instead of whichever ran then. A run
+  is every statement of the query (Q15 is three) with its result collected as Arrow;
 - checks that the engines return the same number of rows per query, and prints a
   Markdown table of medians with the ratios to DuckDB and to datafusion-python and
   their geometric means.
@@ -120,20 +123,24 @@ def open_engine(engine: str, lake: Path, threads: int):
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{lake / table}/*.parquet')")
 
         def run(sql):
-            result = con.execute(sql)
-            return None if result.description is None else result.to_arrow_table().num_rows
+            # A relation straight to Arrow (a DB-API result's Arrow output copies the
+            # rows once more, DuckDB warns); None for a statement without rows.
+            relation = con.sql(sql)
+            return None if relation is None else relation.to_arrow_table().num_rows
         return run, f"duckdb {duckdb.__version__}"
     raise SystemExit(f"unknown engine {engine}")
 
 
-def run_engine(engine: str, lake: Path, queries: Path, threads: int, runs: int,
-               picked: list[int]) -> dict:
+def serve_engine(engine: str, lake: Path, queries: Path, threads: int) -> None:
+    """The engine's side of the driver's protocol, one JSON object a line each way:
+    after `{"label": ...}`, each line `{"query": N}` on stdin is answered with the
+    query's `{"elapsed_s": ..., "rows": ...}` or `{"error": ...}`; EOF ends it."""
     run, label = open_engine(engine, lake, threads)
-    out = {"engine": engine, "label": label, "queries": {}}
-    for query in picked:
+    print(json.dumps({"label": label}), flush=True)
+    for line in sys.stdin:
+        query = json.loads(line)["query"]
         sqls = statements(queries / f"q{query:02d}.sql")
-
-        def once():
+        try:
             started = time.perf_counter()
             rows = [run(sql) for sql in sqls]
             elapsed = time.perf_counter() - started
@@ -141,17 +148,68 @@ def run_engine(engine: str, lake: Path, queries: Path, threads: int, runs: int,
             # drops a view, which some engines answer with an empty table).
             answers = [r for sql, r in zip(sqls, rows)
                        if r is not None and not sql.lower().startswith(("create", "drop"))]
-            return elapsed, answers[-1]
-
-        try:
-            _, rows = once()  # warm-up
-            times = [once()[0] for _ in range(runs)]
-            out["queries"][str(query)] = {"median_s": statistics.median(times), "rows": rows,
-                                          "times_s": times}
+            reply = {"elapsed_s": elapsed, "rows": answers[-1]}
         except Exception as e:  # noqa: BLE001 - reported per query, the run goes on
-            out["queries"][str(query)] = {"error": str(e).splitlines()[0][:200]}
-        print(f"{engine} Q{query}: {out['queries'][str(query)]}", file=sys.stderr)
-    return out
+            reply = {"error": str(e).splitlines()[0][:200]}
+        print(json.dumps(reply), flush=True)
+
+
+class Engine:
+    """One engine's process, serving queries on request (`serve_engine`)."""
+
+    def __init__(self, python: Path, engine: str, lake: Path, queries: Path, threads: int):
+        self.name = engine
+        self.process = subprocess.Popen(
+            [str(python), __file__, "--serve-engine", engine, "--lake", str(lake),
+             "--query-dir", str(queries), "--threads", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.label = self.reply()["label"]
+
+    def reply(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.name} stopped (exit {self.process.wait()})")
+        return json.loads(line)
+
+    def run(self, query: int) -> dict:
+        self.process.stdin.write(json.dumps({"query": query}) + "\n")
+        self.process.stdin.flush()
+        return self.reply()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def run_interleaved(engines: list, picked: list[int], runs: int) -> dict:
+    """Per query: a warm-up in every engine, then `runs` rounds of one timed run in
+    every engine, the order rotating each round. An engine whose run fails is out of
+    that query, with its error."""
+    results = {e.name: {"engine": e.name, "label": e.label, "queries": {}} for e in engines}
+    for query in picked:
+        failed = {}
+        times = {e.name: [] for e in engines}
+        rows = {}
+        for r in range(-1, runs):  # round -1 is the warm-up
+            shift = max(r, 0) % len(engines)
+            for e in engines[shift:] + engines[:shift]:
+                if e.name in failed:
+                    continue
+                got = e.run(query)
+                if "error" in got:
+                    failed[e.name] = got
+                elif r >= 0:
+                    times[e.name].append(got["elapsed_s"])
+                    rows[e.name] = got["rows"]
+        for e in engines:
+            results[e.name]["queries"][str(query)] = failed.get(e.name) or {
+                "median_s": statistics.median(times[e.name]), "rows": rows[e.name],
+                "times_s": times[e.name]}
+        print(f"Q{query}: " + ", ".join(
+            f"{e.name} " + ("error" if e.name in failed
+                            else f"{statistics.median(times[e.name]) * 1e3:.0f} ms")
+            for e in engines), file=sys.stderr)
+    return results
 
 
 # ---- the report --------------------------------------------------------------------
@@ -172,7 +230,8 @@ def report(results: dict, picked: list[int], sf: float, threads: int, runs: int)
     med = {e: {q: results[e]["queries"].get(str(q), {}).get("median_s") for q in picked}
            for e in engines}
     lines = [f"TPC-H SF {sf:g}, {threads} threads, median of {runs} timed runs after one "
-             f"warm-up, one process per engine", ""]
+             f"warm-up, one process per engine, the engines interleaved per query and "
+             f"round", ""]
     for e in engines:
         lines.append(f"- {e}: {results[e]['label']}")
     lines.append("")
@@ -218,32 +277,33 @@ def main() -> int:
     parser.add_argument("--queries", default="1-22", help="e.g. 1,6,18 (default all 22)")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--json", type=Path, help="also write the raw results here")
-    # Internal: run one engine in this (the venv's) interpreter and print JSON.
-    parser.add_argument("--run-engine", help=argparse.SUPPRESS)
+    # Internal: serve one engine in this (the venv's) interpreter (`serve_engine`).
+    parser.add_argument("--serve-engine", help=argparse.SUPPRESS)
     parser.add_argument("--lake", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--query-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     picked = (list(range(1, 23)) if args.queries == "1-22"
               else [int(q) for q in args.queries.split(",")])
-    if args.run_engine:
-        json.dump(run_engine(args.run_engine, args.lake, args.query_dir, args.threads,
-                             args.runs, picked), sys.stdout)
+    if args.serve_engine:
+        serve_engine(args.serve_engine, args.lake, args.query_dir, args.threads)
         return 0
     if not args.wheel:
         parser.error("--wheel is required (maturin build -m crates/oxidelake-api/Cargo.toml)")
     python = bench_venv(args.wheel)
     lake, queries = tpch_lake(args.sf)
-    results = {}
-    for engine in args.engines.split(","):
+    names = args.engines.split(",")
+    for engine in names:
         if engine not in ENGINES and not is_cpu_variant(engine):
             parser.error(f"unknown engine {engine}: one of {', '.join(ENGINES)}, "
                          "or oxide-cpu:KINDS")
-        done = subprocess.run(
-            [str(python), __file__, "--run-engine", engine, "--lake", str(lake),
-             "--query-dir", str(queries), "--threads", str(args.threads),
-             "--runs", str(args.runs), "--queries", args.queries],
-            check=True, stdout=subprocess.PIPE, text=True)
-        results[engine] = json.loads(done.stdout)
+    engines = [Engine(python, e, lake, queries, args.threads) for e in names]
+    try:
+        results = run_interleaved(engines, picked, args.runs)
+    finally:
+        for e in engines:
+            e.close()
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(report(results, picked, args.sf, args.threads, args.runs))
