@@ -402,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn a_widening_outside_its_allocation_or_over_its_own_offsets_is_refused() {
+    fn a_widening_outside_its_allocation_or_over_any_offsets_is_refused_and_apart_ones_widen() {
         use crate::device_batch::Span;
         let cpu = CpuBackend::new();
         let stream = cpu.create_stream().unwrap();
@@ -414,20 +414,34 @@ mod tests {
             base: 0,
             images,
         };
+        let a = widening(span(0, 10), 1, span(128, 80));
         for (bad, why) in [
-            (widening(span(0, 30), 3, span(128, 80)), "a 3-byte offset"),
-            (widening(span(0, 20), 2, span(128, 88)), "rows disagree"),
             (
-                widening(span(0, 100), 1, span(960, 800)),
+                vec![widening(span(0, 30), 3, span(128, 80))],
+                "a 3-byte offset",
+            ),
+            (
+                vec![widening(span(0, 20), 2, span(128, 88))],
+                "rows disagree",
+            ),
+            (
+                vec![widening(span(0, 100), 1, span(960, 800))],
                 "images past the end",
             ),
             (
-                widening(span(128, 10), 1, span(128, 80)),
+                vec![widening(span(128, 10), 1, span(128, 80))],
                 "overlapping spans",
             ),
-            (widening(span(1, 20), 2, span(128, 80)), "unaligned offsets"),
+            (
+                vec![widening(span(1, 20), 2, span(128, 80))],
+                "unaligned offsets",
+            ),
+            (
+                vec![a, widening(span(256, 10), 1, span(0, 80))],
+                "images over offsets",
+            ),
         ] {
-            let err = cpu.widen_images(&stream, &mut memory, &[bad]).unwrap_err();
+            let err = cpu.widen_images(&stream, &mut memory, &bad).unwrap_err();
             assert!(
                 matches!(
                     err,
@@ -439,8 +453,30 @@ mod tests {
                 "{why}: {err}"
             );
         }
-        let good = widening(span(0, 10), 1, span(128, 80));
-        cpu.widen_images(&stream, &mut memory, &[good]).unwrap();
+        // Apart, they widen: offsets 0..10 from bases -5 and i64::MAX - 4 (wrapping).
+        let mut host = cpu.alloc_pinned_host(1024).unwrap();
+        for (i, byte) in host.as_mut_slice().unwrap().iter_mut().enumerate() {
+            *byte = (i % 128) as u8;
+        }
+        cpu.copy_h2d(&stream, &host, &mut memory).unwrap();
+        let b = Widening {
+            base: i64::MAX - 4,
+            ..widening(span(256, 10), 1, span(384, 80))
+        };
+        let a = Widening { base: -5, ..a };
+        cpu.widen_images(&stream, &mut memory, &[a, b]).unwrap();
+        cpu.copy_d2h(&stream, &memory, &mut host).unwrap();
+        let images = |at: usize| -> Vec<i64> {
+            host.as_slice().unwrap()[at..at + 80]
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(images(128), (-5..5).collect::<Vec<i64>>());
+        let top: Vec<i64> = (0..10u64)
+            .map(|o| ((i64::MAX - 4) as u64).wrapping_add(o) as i64)
+            .collect();
+        assert_eq!(images(384), top);
     }
 
     #[test]

@@ -790,6 +790,39 @@ mod tests {
     }
 
     #[test]
+    fn sliced_all_null_and_float_columns_narrow_and_come_back_exact() {
+        let rows = 30_000;
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("none", Arc::new(Int32Array::from(vec![None; rows]))),
+            (
+                "ulps",
+                Arc::new(Float64Array::from_iter_values(
+                    (0..rows).map(|i| 1.0 + i as f64 * f64::EPSILON),
+                )),
+            ),
+            (
+                "some",
+                Arc::new(Int32Array::from_iter(
+                    (0..rows).map(|i| (i % 3 != 0).then_some((i % 1000) as i32)),
+                )),
+            ),
+        ];
+        let batch = RecordBatch::try_from_iter(columns)
+            .unwrap()
+            .slice(5_000, 20_000);
+        let (resident, back) = round_trip(&batch);
+        assert_same(&batch, &back);
+        // One-byte offsets of nothing, two-byte offsets of neighbouring floats' bits and
+        // of the small integers, and the two bitmaps.
+        let n = batch.num_rows();
+        let crossed: usize = [n, n.div_ceil(8), n * 2, n * 2, n.div_ceil(8)]
+            .into_iter()
+            .map(aligned)
+            .sum();
+        assert_eq!(resident.uploaded_bytes(), size_class(crossed));
+    }
+
+    #[test]
     fn a_column_whose_offsets_would_save_less_than_64_kib_crosses_as_images() {
         let rows = 9_000; // 1-byte offsets would save 63,000 bytes
         let batch = close_lying(rows).project(&[2]).unwrap();

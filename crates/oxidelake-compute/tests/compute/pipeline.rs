@@ -261,6 +261,29 @@ async fn close_lying_images_cross_the_bus_as_narrow_offsets_and_widen_on_the_dev
         up >= crossed && up <= size_class(crossed + 5 * 128),
         "{up} bytes up for {crossed} of offsets, validity and strings"
     );
+    // Through the transitions, in one device batch: the upload's `bytes_moved` is what
+    // crossed, not the allocation the narrow columns widen into.
+    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
+    let one_batch = Arc::new(
+        CudaBackend::try_new(0)
+            .unwrap()
+            .with_batching(BatchSizes::new(1 << 16).unwrap()),
+    );
+    let h2d_exec: Arc<dyn ExecutionPlan> = Arc::new(
+        HostToDeviceExec::new(mixed_scan(40), BackendKind::Cuda)
+            .with_backend(BackendChoice::Fixed(one_batch)),
+    );
+    let d2h_exec: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
+        Arc::clone(&h2d_exec),
+        BackendKind::Cuda,
+    ));
+    let before = h2d();
+    let through = run(d2h_exec).await;
+    let moved = metric(&h2d_exec, "bytes_moved");
+    assert_eq!(moved, h2d() - before, "the metric counts what crossed");
+    assert_eq!(moved, up, "the same batch crossed as when uploaded alone");
+    let through = arrow::compute::concat_batches(&batch.schema(), &through).unwrap();
+    assert_eq!(through, batch);
 }
 
 #[tokio::test]

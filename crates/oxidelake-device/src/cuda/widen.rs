@@ -1,13 +1,13 @@
 //! An upload's narrow images widened where they landed (`widen_images`, ADR-0015's
 //! "Narrow images across the bus"): one launch a narrowed column, enqueued after the
-//! copy that brought the offsets, on the same stream.
+//! copy that brought the offsets, on the same stream, and waited for before it returns.
 
 use oxidelake_core::EngineError;
 
 use cudarc::driver::PushKernelArg;
 
 use super::gpu::{Dev, grid};
-use super::memory::address;
+use super::memory::{SyncOnExit, address};
 use crate::DeviceBuffer;
 use crate::device_batch::Widening;
 use crate::kernels::CudaKernel;
@@ -21,6 +21,10 @@ pub(super) fn widen_images(
     widenings: &[Widening],
 ) -> Result<(), EngineError> {
     validate::widenings(memory.len(), widenings)?;
+    // The kernels write `memory` through raw addresses that cudarc's events do not see:
+    // whichever way this returns (a later launch failing included), they are done
+    // before the caller may free it.
+    let _finished = SyncOnExit(dev.stream);
     for w in widenings {
         let rows = w.rows();
         if rows == 0 {
@@ -42,10 +46,10 @@ pub(super) fn widen_images(
             .arg(&rows_u64)
             .arg(&out);
         // SAFETY: widen_images(const u8*, u64, i64, u64, i64*): `narrow` addresses
-        // `rows * width` bytes and `out` `rows * 8` bytes of `memory`, apart and aligned
-        // to their widths (`validate::widenings`); `memory` is borrowed mutably for the
-        // call and the caller synchronizes the stream before the batch is read or the
-        // allocation freed; the kernel bounds its index by `rows`.
+        // `rows * width` bytes and `out` `rows * 8` bytes of `memory`, every span apart
+        // from every other and aligned to its width (`validate::widenings`); `memory` is
+        // borrowed mutably for the call, which waits for the stream before it returns
+        // (`_finished`); the kernel bounds its index by `rows`.
         #[allow(unsafe_code)]
         unsafe { launch.launch(grid(rows)) }.map_err(dev.err("launch widen_images"))?;
     }

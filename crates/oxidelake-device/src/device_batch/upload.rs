@@ -316,21 +316,36 @@ mod tests {
 
     #[test]
     fn offsets_wrap_back_to_each_image_from_the_base() {
-        let images = [i64::MAX, i64::MAX - 3, f64::to_bits(-2.5) as i64];
+        // Neighbouring floats' bits (negative as i64) narrow like any other images.
+        let float = f64::to_bits(-2.5) as i64;
+        let floats = [float, float + 200, float + 7];
         for (values, base, width) in [
-            (&images[..2], i64::MAX - 3, 1),
+            (&[i64::MAX, i64::MAX - 3][..], i64::MAX - 3, 1),
+            (&floats[..], float, 1),
             (&[-5i64, 60_000][..], -5, 2),
             (&[i64::MIN, i64::MIN + 70_000][..], i64::MIN, 4),
         ] {
-            let mut out = vec![0u8; values.len() * width];
-            write_offsets(&mut out, values, base, width);
-            let back: Vec<i64> = out
-                .chunks_exact(width)
-                .map(|o| {
-                    let mut wide = [0u8; 8];
-                    wide[..width].copy_from_slice(o);
-                    (base as u64).wrapping_add(u64::from_le_bytes(wide)) as i64
-                })
+            assert_eq!(narrowing(values, None), Some((base, width)));
+            // The offsets at 0, the images at 128, widened by the host reference.
+            let rows = values.len();
+            let mut memory = vec![0u8; 128 + rows * 8];
+            write_offsets(&mut memory[..rows * width], values, base, width);
+            let widening = Widening {
+                narrow: Span {
+                    offset: 0,
+                    len: rows * width,
+                },
+                width,
+                base,
+                images: Span {
+                    offset: 128,
+                    len: rows * 8,
+                },
+            };
+            crate::backend::host_widen_images(&mut memory, &[widening]);
+            let back: Vec<i64> = memory[128..]
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
                 .collect();
             assert_eq!(back, values);
         }

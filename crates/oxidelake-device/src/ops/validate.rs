@@ -75,9 +75,10 @@ pub(crate) fn vector_distance(args: &VectorDistanceArgs<'_>) -> Result<(), Engin
 }
 
 /// Checks an upload's widenings against the allocation they write (`memory_bytes`): a
-/// width of 1, 2 or 4, offsets and images of the same row count, both spans inside the
-/// allocation and apart. A kernel writes through raw addresses, so a span out of bounds
-/// would be memory corruption, not an error.
+/// width of 1, 2 or 4, offsets and images of the same row count, every span inside the
+/// allocation and apart from every other (one widening's images must not overwrite the
+/// offsets another reads). A kernel writes through raw addresses, so a span out of
+/// bounds would be memory corruption, not an error.
 pub(crate) fn widenings(
     memory_bytes: usize,
     widenings: &[crate::device_batch::Widening],
@@ -98,10 +99,6 @@ pub(crate) fn widenings(
             ))
         } else if !inside(narrow) || !inside(images) {
             Some(format!("a span past the allocation's {memory_bytes} bytes"))
-        } else if narrow.offset + narrow.len > images.offset
-            && images.offset + images.len > narrow.offset
-        {
-            Some("offsets and images overlap".to_string())
         } else if narrow.offset % w.width != 0 || images.offset % 8 != 0 {
             Some("a span not aligned to its width".to_string())
         } else {
@@ -113,6 +110,21 @@ pub(crate) fn widenings(
                 detail,
             });
         }
+    }
+    // No two spans overlap, of one widening or of two. Each is inside the allocation
+    // (checked above), so their ends cannot overflow.
+    let mut spans: Vec<(usize, usize)> = widenings
+        .iter()
+        .flat_map(|w| [w.narrow, w.images])
+        .filter(|s| s.len > 0)
+        .map(|s| (s.offset, s.offset + s.len))
+        .collect();
+    spans.sort_unstable();
+    if spans.windows(2).any(|pair| pair[0].1 > pair[1].0) {
+        return Err(EngineError::InvalidArgument {
+            what: "image widening",
+            detail: "two of the widenings' spans overlap".to_string(),
+        });
     }
     Ok(())
 }

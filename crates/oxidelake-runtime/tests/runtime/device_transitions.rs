@@ -386,6 +386,8 @@ async fn tpch_q1_q3_q5_and_q6_cross_the_bus_once_per_scan_in_and_once_per_result
                 up > 0 && back * 4 < up,
                 "{what}: {up} bytes up and {back} back"
             );
+            // Q3 and Q5 scan several tables, so a bound per lineitem row would not say
+            // much: only Q1's and Q6's are checked (no bound for the others).
             let narrow = match query {
                 1 => 24,
                 6 => 12,
