@@ -7,6 +7,7 @@
 //! column's 8-byte images where they landed ([`GpuBackend::widen_images`]). Dates,
 //! 32-bit integers, small decimals and the keys of a batch of neighbouring rows cross
 //! in half the bytes or less; the device holds both forms until the batch is dropped.
+
 use arrow::array::{Array, AsArray, StringArray};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::Decimal128Type;
