@@ -25,6 +25,9 @@ pub(super) fn widen_images(
     // whichever way this returns (a later launch failing included), they are done
     // before the caller may free it.
     let _finished = SyncOnExit(dev.stream);
+    let f = dev
+        .gpu
+        .function(CudaKernel::FilterProject, "widen_images")?;
     for w in widenings {
         let rows = w.rows();
         if rows == 0 {
@@ -35,9 +38,6 @@ pub(super) fn widen_images(
             address(memory, w.images.offset),
         );
         let (width, base, rows_u64) = (w.width as u64, w.base, rows as u64);
-        let f = dev
-            .gpu
-            .function(CudaKernel::FilterProject, "widen_images")?;
         let mut launch = dev.stream.launch_builder(&f);
         launch
             .arg(&narrow)

@@ -150,7 +150,7 @@ pub fn upload_columns(
                     offsets: layout.take((rows + 1) * 4),
                     bytes: layout.take(bytes),
                 };
-                let nulls = strings.nulls().cloned();
+                let nulls = strings.nulls().filter(|n| n.null_count() > 0).cloned();
                 (HostParts::Strings(strings), Crossing::Values(values), nulls)
             }
             // Exact images; a decimal with a valid value beyond 64 bits (the only
@@ -182,7 +182,7 @@ pub fn upload_columns(
                 }
             }
         };
-        let nulls = nulls.filter(|n| n.null_count() > 0);
+        // Only a column holding a NULL carries a bitmap (`nulls` is `None` otherwise).
         let validity = nulls.as_ref().map(|_| layout.take(rows.div_ceil(8)));
         parts.push((part, crossing, nulls, validity));
     }
