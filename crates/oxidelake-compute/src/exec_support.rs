@@ -292,18 +292,29 @@ pub(crate) fn rows_of_input(
     }
 }
 
-/// Which children's statistics an operator that estimates as its stock counterpart
-/// (`stock`) needs: the stock node's answer, or none where it cannot be built.
-pub(crate) fn stock_child_stats<P: datafusion::physical_plan::ExecutionPlan>(
-    stock: Result<P>,
-    children: usize,
-    partition: Option<usize>,
-) -> Vec<datafusion::physical_plan::statistics::ChildStats> {
-    match stock {
-        Ok(stock) => stock.child_stats_requests(partition),
-        Err(_) => vec![datafusion::physical_plan::statistics::ChildStats::Skip; children],
-    }
+/// The estimates of an operator with `$children` inputs that estimates as the stock node
+/// it stands for (its `stock()`, over the same inputs and expressions): the placement
+/// rule and DataFusion's later rules read estimates of plans that already hold GPU
+/// operators. Where the stock node cannot be built, no child statistics are asked for.
+macro_rules! stock_estimates {
+    ($children:literal) => {
+        fn statistics_from_inputs(
+            &self,
+            input_stats: &[Arc<Statistics>],
+            args: &StatisticsArgs,
+        ) -> Result<Arc<Statistics>> {
+            self.stock()?.statistics_from_inputs(input_stats, args)
+        }
+
+        fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+            match self.stock() {
+                Ok(stock) => stock.child_stats_requests(partition),
+                Err(_) => vec![ChildStats::Skip; $children],
+            }
+        }
+    };
 }
+pub(crate) use stock_estimates;
 
 /// Which of its input's rows a unary operator hands on (see [`rows_of_input`]).
 #[derive(Debug, Clone, Copy)]
@@ -415,6 +426,26 @@ impl OperatorMetrics {
     }
 }
 
+/// The three `ExecutionPlan` methods every operator of this crate answers alike from
+/// its fields, written once: its name, its `properties` (computed at construction, as
+/// DataFusion's operators keep theirs) and its `metrics`.
+macro_rules! operator_basics {
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+
+        fn properties(&self) -> &Arc<PlanProperties> {
+            &self.properties
+        }
+
+        fn metrics(&self) -> Option<MetricsSet> {
+            Some(self.metrics.clone_inner())
+        }
+    };
+}
+pub(crate) use operator_basics;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,7 +461,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "needs a CUDA or Metal device (or the emulated driver): scripts/test-cuda-emulated.sh"]
+    #[ignore = "needs a CUDA device (or the emulated driver): scripts/test-cuda-emulated.sh"]
     fn an_operator_placed_for_the_cpu_runs_on_the_cpu_backend_where_a_gpu_is_detected() {
         let gpu = HardwareDetector::shared().unwrap();
         assert_ne!(gpu.kind(), BackendKind::CpuSimd, "no GPU backend detected");

@@ -23,7 +23,7 @@ use oxidelake_core::BackendKind;
 use oxidelake_device::ops::{Predicate, check_predicates};
 
 use crate::exec_support::{
-    BackendChoice, ExecBackend, nothing_passes_before_optimisation, single_child, stock_child_stats,
+    BackendChoice, ExecBackend, nothing_passes_before_optimisation, single_child,
 };
 use crate::gathering::coalesce_small;
 use crate::placement_label;
@@ -192,13 +192,7 @@ impl EmbeddedProjection for GpuFilterExec {
 }
 
 impl ExecutionPlan for GpuFilterExec {
-    fn name(&self) -> &str {
-        "GpuFilterExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GpuFilterExec");
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
@@ -235,18 +229,7 @@ impl ExecutionPlan for GpuFilterExec {
             .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
-    /// The stock filter's estimate: the same predicate over the same input.
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        self.stock()?.statistics_from_inputs(input_stats, args)
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        stock_child_stats(self.stock(), 1, partition)
-    }
+    crate::exec_support::stock_estimates!(1);
 
     fn with_new_children(
         self: Arc<Self>,
@@ -288,9 +271,5 @@ impl ExecutionPlan for GpuFilterExec {
             host_stream(filtered, Arc::clone(&self.schema)),
             batch_size,
         ))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }

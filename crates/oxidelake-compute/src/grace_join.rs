@@ -198,13 +198,7 @@ impl DisplayAs for GraceHashJoinExec {
 }
 
 impl ExecutionPlan for GraceHashJoinExec {
-    fn name(&self) -> &str {
-        "GraceHashJoinExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GraceHashJoinExec");
 
     /// The stock join's estimate: the same rows come out.
     fn statistics_from_inputs(
@@ -281,9 +275,5 @@ impl ExecutionPlan for GraceHashJoinExec {
             self.join.schema(),
             stream,
         )))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }

@@ -33,7 +33,6 @@ mod key_set;
 mod keys;
 mod radix;
 mod residual;
-mod widen;
 
 use std::fmt;
 use std::sync::Arc;
@@ -69,7 +68,7 @@ use oxidelake_core::{BackendKind, EngineError};
 use oxidelake_device::JoinTable;
 use oxidelake_device::ops::ProbeRows;
 
-use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics, stock_child_stats};
+use crate::exec_support::{BackendChoice, ExecBackend, OperatorMetrics};
 use crate::gathering::coalesce_small;
 use crate::placement_label;
 use crate::segment::{each_batch, host_items};
@@ -97,9 +96,9 @@ struct BuildSide {
     /// For a side built on the device: its key columns in their own types (the only
     /// part of the side on the host), for the dynamic filter.
     device_keys: Option<Vec<ArrayRef>>,
-    /// For a side built on the device over several key columns: each digit's (min,
-    /// span, stride), which probes read their key columns with (`device`).
-    device_digits: Option<Vec<(i64, u64, i64)>>,
+    /// For a side built on the device over several key columns: its digits over the
+    /// build side's key columns, which probes read theirs with (`device`).
+    device_digits: Option<Vec<oxidelake_device::ops::RadixDigit>>,
     /// For numbered keys: the build keys' numbers, which probes look up.
     dictionary: Option<KeyDictionary>,
     /// A CPU table over `key_column`, built on first need: when the device fails a
@@ -643,7 +642,7 @@ impl GpuHashJoinExec {
             schema
                 .fields()
                 .get(i)
-                .is_some_and(|f| widen::widens_exactly(f.data_type()))
+                .is_some_and(|f| oxidelake_device::ops::widens_exactly(f.data_type()))
         };
         matches!(
             self.join_type,
@@ -711,13 +710,7 @@ impl DisplayAs for GpuHashJoinExec {
 }
 
 impl ExecutionPlan for GpuHashJoinExec {
-    fn name(&self) -> &str {
-        "GpuHashJoinExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GpuHashJoinExec");
 
     /// What the stock operator in the same mode requires. CollectLeft: the build side as
     /// one partition (each output partition probes the whole build table), the probe
@@ -791,19 +784,7 @@ impl ExecutionPlan for GpuHashJoinExec {
             .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
-    /// The stock join's estimate over the same inputs (the placement rule and DataFusion's
-    /// later rules read estimates of plans that already hold GPU joins).
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        self.stock()?.statistics_from_inputs(input_stats, args)
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        stock_child_stats(self.stock(), 2, partition)
-    }
+    crate::exec_support::stock_estimates!(2);
 
     /// Keeps the dynamic filter the probe side took, to fill it from the build side.
     fn handle_child_pushdown_result(
@@ -883,10 +864,6 @@ impl ExecutionPlan for GpuHashJoinExec {
             Arc::clone(&self.schema),
             stream,
         )))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }
 

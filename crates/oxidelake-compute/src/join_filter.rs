@@ -168,13 +168,7 @@ impl DisplayAs for JoinFilterExec {
 }
 
 impl ExecutionPlan for JoinFilterExec {
-    fn name(&self) -> &str {
-        "JoinFilterExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("JoinFilterExec");
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
@@ -244,10 +238,6 @@ impl ExecutionPlan for JoinFilterExec {
             self.input.schema(),
             stream,
         )))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }
 

@@ -35,7 +35,7 @@ pub use target::PlacementTarget;
 /// set them back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OxideOptions {
-    /// `oxidelake.placement.target`: auto | cpu | cuda | metal.
+    /// `oxidelake.placement.target`: auto | cpu | cuda.
     pub placement_target: PlacementTarget,
     /// `oxidelake.placement.cpu_operators`: which of our operators' CPU paths replace
     /// DataFusion's in a plan placed for the CPU ([`CpuOperators`]); none by default.
@@ -205,8 +205,8 @@ impl ExtensionOptions for OxideOptions {
                 keys::PLACEMENT_TARGET,
                 self.placement_target.to_string(),
                 "Backend plans are placed for: auto (the local hardware), cpu (no \
-                 rewrites), cuda or metal (GPU operators; CPU paths where the \
-                 machine lacks that GPU)",
+                 rewrites), cuda (GPU operators; CPU paths where the machine \
+                 lacks that GPU)",
             ),
             entry(
                 keys::CPU_OPERATORS,

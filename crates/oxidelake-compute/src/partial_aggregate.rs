@@ -365,13 +365,7 @@ impl GpuPartialAggregateExec {
 }
 
 impl ExecutionPlan for GpuPartialAggregateExec {
-    fn name(&self) -> &str {
-        "GpuPartialAggregateExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GpuPartialAggregateExec");
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
@@ -487,9 +481,5 @@ impl ExecutionPlan for GpuPartialAggregateExec {
             Arc::clone(&self.schema),
             batches,
         )))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }

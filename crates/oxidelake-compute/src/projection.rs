@@ -41,7 +41,6 @@ use oxidelake_device::ops::{HostEvaluateArgs, ProjectedColumn, ValueColumn, is_o
 
 use crate::exec_support::{
     BackendChoice, ExecBackend, OperatorMetrics, nothing_passes_before_optimisation, single_child,
-    stock_child_stats,
 };
 use crate::placement_label;
 use crate::segment::{host_items, host_stream};
@@ -298,13 +297,7 @@ impl DisplayAs for GpuProjectionExec {
 }
 
 impl ExecutionPlan for GpuProjectionExec {
-    fn name(&self) -> &str {
-        "GpuProjectionExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GpuProjectionExec");
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
@@ -358,18 +351,7 @@ impl ExecutionPlan for GpuProjectionExec {
             .gather_filters_for_pushdown(phase, parent_filters, config)
     }
 
-    /// The stock projection's estimate: the same expressions over the same input.
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        self.stock()?.statistics_from_inputs(input_stats, args)
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        stock_child_stats(self.stock(), 1, partition)
-    }
+    crate::exec_support::stock_estimates!(1);
 
     fn with_new_children(
         self: Arc<Self>,
@@ -398,10 +380,6 @@ impl ExecutionPlan for GpuProjectionExec {
         );
         let projected = self.projected(partition, exec, input);
         Ok(host_stream(projected, Arc::clone(&self.projection.schema)))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }
 

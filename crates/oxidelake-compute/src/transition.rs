@@ -24,3 +24,66 @@ pub(crate) mod upload;
 
 pub use download::DeviceToHostExec;
 pub use upload::HostToDeviceExec;
+
+/// The parts of `ExecutionPlan` both transitions share, written once: a transition
+/// moves every row of its one input and changes none, so its properties, order,
+/// statistics and (absent) expressions are its input's.
+macro_rules! transition_plan_methods {
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+
+        fn properties(&self) -> &Arc<PlanProperties> {
+            self.input.properties()
+        }
+
+        fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+            vec![&self.input]
+        }
+
+        fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+            vec![ChildStats::At(partition)]
+        }
+
+        fn statistics_from_inputs(
+            &self,
+            input_stats: &[Arc<Statistics>],
+            _args: &StatisticsArgs,
+        ) -> Result<Arc<Statistics>> {
+            Ok(rows_of_input(input_stats, &self.schema(), RowsKept::All))
+        }
+
+        fn maintains_input_order(&self) -> Vec<bool> {
+            vec![true]
+        }
+
+        fn apply_expressions(
+            &self,
+            _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        ) -> Result<TreeNodeRecursion> {
+            Ok(TreeNodeRecursion::Continue)
+        }
+
+        fn metrics(&self) -> Option<MetricsSet> {
+            Some(self.metrics.clone_inner())
+        }
+    };
+}
+use transition_plan_methods;
+
+/// A transition's line in EXPLAIN: its name and the placement of the operators beside it.
+fn fmt_transition(
+    name: &str,
+    placement: oxidelake_core::BackendKind,
+    t: datafusion::physical_plan::DisplayFormatType,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
+    use datafusion::physical_plan::DisplayFormatType;
+    match t {
+        DisplayFormatType::Default | DisplayFormatType::Verbose => {
+            write!(f, "{}", crate::placement_label(name, placement))
+        }
+        DisplayFormatType::TreeRender => write!(f, "placement={placement}"),
+    }
+}

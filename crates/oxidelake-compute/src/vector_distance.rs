@@ -167,13 +167,7 @@ impl DisplayAs for GpuVectorDistanceExec {
 }
 
 impl ExecutionPlan for GpuVectorDistanceExec {
-    fn name(&self) -> &str {
-        "GpuVectorDistanceExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    crate::exec_support::operator_basics!("GpuVectorDistanceExec");
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
@@ -260,9 +254,5 @@ impl ExecutionPlan for GpuVectorDistanceExec {
         };
         let batches = each_batch(batches, backend.as_ref(), work);
         Ok(host_stream(batches, Arc::clone(&self.schema)))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }

@@ -5,16 +5,14 @@ use std::str::FromStr;
 
 /// The kind of hardware backend an operator runs on.
 ///
-/// `CpuSimd` is always available and is the semantic reference; `Cuda` and `Metal` are
-/// opt-in features that must match it exactly.
+/// `CpuSimd` is always available and is the semantic reference; `Cuda` is an opt-in
+/// feature that must match it exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BackendKind {
     /// Arrow compute kernels plus rayon on the host CPU.
     CpuSimd,
     /// NVIDIA GPUs through the CUDA driver API (feature `cuda`).
     Cuda,
-    /// Apple GPUs through Metal on unified memory (feature `metal`, macOS only).
-    Metal,
 }
 
 impl BackendKind {
@@ -23,7 +21,6 @@ impl BackendKind {
         match self {
             BackendKind::CpuSimd => "cpu",
             BackendKind::Cuda => "cuda",
-            BackendKind::Metal => "metal",
         }
     }
 }
@@ -34,9 +31,9 @@ impl fmt::Display for BackendKind {
     }
 }
 
-/// A backend name that is not one of `cpu`, `cuda` or `metal`.
+/// A backend name that is not one of `cpu` or `cuda`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend {value:?}: expected one of cpu, cuda, metal")]
+#[error("unknown backend {value:?}: expected one of cpu, cuda")]
 pub struct ParseBackendKindError {
     /// The text that failed to parse.
     pub value: String,
@@ -49,7 +46,6 @@ impl FromStr for BackendKind {
         match s.trim().to_ascii_lowercase().as_str() {
             "cpu" | "cpusimd" | "cpu-simd" => Ok(BackendKind::CpuSimd),
             "cuda" => Ok(BackendKind::Cuda),
-            "metal" => Ok(BackendKind::Metal),
             _ => Err(ParseBackendKindError {
                 value: s.to_string(),
             }),
@@ -125,7 +121,7 @@ mod tests {
 
     #[test]
     fn backend_names_parse_case_insensitively_and_round_trip_through_display() {
-        for kind in [BackendKind::CpuSimd, BackendKind::Cuda, BackendKind::Metal] {
+        for kind in [BackendKind::CpuSimd, BackendKind::Cuda] {
             assert_eq!(kind.tag().parse::<BackendKind>(), Ok(kind));
             assert_eq!(
                 kind.to_string().to_uppercase().parse::<BackendKind>(),
@@ -138,7 +134,7 @@ mod tests {
     fn unknown_backend_name_is_a_typed_parse_error() {
         let err = "tpu".parse::<BackendKind>().unwrap_err();
         assert_eq!(err.value, "tpu");
-        assert!(err.to_string().contains("cpu, cuda, metal"));
+        assert!(err.to_string().ends_with("expected one of cpu, cuda"));
     }
 
     #[test]

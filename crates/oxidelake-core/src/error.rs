@@ -75,7 +75,7 @@ pub enum EngineError {
         reason: String,
     },
 
-    /// A device kernel source failed to compile (NVRTC or the Metal compiler).
+    /// A device kernel source failed to compile (NVRTC).
     #[error("compiling kernel {kernel} for {arch} failed:\n{log}")]
     KernelCompile {
         /// The kernel source file, e.g. `hash_join.cu`.

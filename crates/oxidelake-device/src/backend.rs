@@ -196,8 +196,7 @@ pub trait GpuBackend: DeviceMemory {
     ) -> Result<Float64Array, EngineError>;
 }
 
-/// Counts the unset bits of a host-visible bitmap (the CPU backend's device memory, and
-/// Metal's unified memory, where the CPU reads the very bytes the GPU sees).
+/// Counts the unset bits of a host-visible bitmap (the CPU backend's device memory).
 pub(crate) fn host_null_count(
     bitmap: &[u8],
     offset_bits: usize,
@@ -235,7 +234,7 @@ pub(crate) fn check_bitmap_range(
 }
 
 /// Widens an upload's offsets into images in host-visible memory (the CPU backend's
-/// device memory, Metal's unified memory): the reference of CUDA's `widen_images`. The
+/// device memory): the reference of CUDA's `widen_images`. The
 /// widenings are checked ([`crate::ops::validate::widenings`]) against `memory`.
 pub(crate) fn host_widen_images(memory: &mut [u8], widenings: &[Widening]) {
     for w in widenings {

@@ -8,8 +8,8 @@ use crate::{CpuBackend, GpuBackend};
 
 /// Picks the backend at startup.
 ///
-/// With `OXIDE_BACKEND` unset the order is CUDA (a driver reporting at least one device),
-/// then Metal, then the CPU. Setting `OXIDE_BACKEND=cpu|cuda|metal` forces one; if the
+/// With `OXIDE_BACKEND` unset it takes CUDA where a driver reports a usable device, the
+/// CPU otherwise. Setting `OXIDE_BACKEND=cpu|cuda` forces one; if the
 /// forced backend cannot be used the result is [`EngineError::BackendUnavailable`] with
 /// the reason: a user who asked for a GPU must not silently get the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,31 +86,22 @@ impl HardwareDetector {
         match self.requested {
             Some(BackendKind::CpuSimd) => Ok(Arc::new(CpuBackend::new())),
             Some(BackendKind::Cuda) => cuda_backend(),
-            Some(BackendKind::Metal) => metal_backend(),
-            None => {
-                let mut reasons = Vec::new();
-                for (kind, attempt) in [
-                    (BackendKind::Cuda, cuda_backend as fn() -> _),
-                    (BackendKind::Metal, metal_backend),
-                ] {
-                    match attempt() {
-                        Ok(backend) => return Ok(backend),
-                        // A CUDA device that cannot be used (no NVRTC, no context) is worth
-                        // a warning; a machine without one is the normal case.
-                        Err(e)
-                            if kind == BackendKind::Cuda && crate::probe_cuda().devices() > 0 =>
-                        {
-                            tracing::warn!(%kind, reason = %e, "GPU present but not used; using the CPU")
-                        }
-                        Err(e) => reasons.push(format!("{kind}: {e}")),
+            None => match cuda_backend() {
+                Ok(backend) => Ok(backend),
+                Err(e) => {
+                    // A CUDA device that cannot be used (no NVRTC, no context) is worth a
+                    // warning; a machine without one is the normal case, said once per
+                    // selection (the shared backend is chosen once per process), so a
+                    // build with `cuda` on a machine without a driver says so rather
+                    // than silently.
+                    if crate::probe_cuda().devices() > 0 {
+                        tracing::warn!(reason = %e, "GPU present but not used; using the CPU")
+                    } else {
+                        tracing::info!(reason = %e, "using the CPU backend")
                     }
+                    Ok(Arc::new(CpuBackend::new()))
                 }
-                // Why no GPU was taken, once per selection (the shared backend is chosen
-                // once per process): a build with `cuda` on a machine without a driver
-                // says so here rather than silently.
-                tracing::info!(reasons = %reasons.join("; "), "using the CPU backend");
-                Ok(Arc::new(CpuBackend::new()))
-            }
+            },
         }
     }
 }
@@ -125,24 +116,6 @@ fn cuda_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
     Err(EngineError::BackendUnavailable {
         requested: BackendKind::Cuda,
         reason: "this build does not include the `cuda` feature".into(),
-    })
-}
-
-#[cfg(all(feature = "metal", target_os = "macos"))]
-fn metal_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
-    Ok(Arc::new(crate::MetalBackend::try_new()?))
-}
-
-#[cfg(not(all(feature = "metal", target_os = "macos")))]
-fn metal_backend() -> Result<Arc<dyn GpuBackend>, EngineError> {
-    let reason = if cfg!(not(target_os = "macos")) {
-        "Metal exists only on macOS"
-    } else {
-        "this build does not include the `metal` feature"
-    };
-    Err(EngineError::BackendUnavailable {
-        requested: BackendKind::Metal,
-        reason: reason.into(),
     })
 }
 
@@ -224,25 +197,11 @@ mod tests {
     }
 
     #[test]
-    fn forcing_metal_off_macos_is_a_typed_startup_error() {
-        let result = HardwareDetector::from_setting(Some("METAL"))
-            .unwrap()
-            .backend();
-        assert!(matches!(
-            result,
-            Err(EngineError::BackendUnavailable {
-                requested: BackendKind::Metal,
-                ..
-            })
-        ));
-    }
-
-    #[test]
     fn an_unknown_backend_name_is_rejected_with_the_valid_choices() {
         match HardwareDetector::from_setting(Some("tpu")) {
             Err(EngineError::InvalidArgument { what, detail }) => {
                 assert_eq!(what, "OXIDE_BACKEND");
-                assert!(detail.contains("cpu, cuda, metal"), "{detail}");
+                assert!(detail.ends_with("expected one of cpu, cuda"), "{detail}");
             }
             other => panic!("expected InvalidArgument, got {other:?}"),
         }

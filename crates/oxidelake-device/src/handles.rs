@@ -14,9 +14,6 @@ pub(crate) enum DeviceMem {
     /// CUDA backend: a device allocation (at least one byte, even for empty buffers).
     #[cfg(feature = "cuda")]
     Cuda(cudarc::driver::CudaSlice<u8>),
-    /// Metal backend: a shared-storage buffer on unified memory.
-    #[cfg(all(feature = "metal", target_os = "macos"))]
-    Metal(crate::metal::objects::SharedBuffer),
 }
 
 /// Memory on a device.
@@ -132,8 +129,6 @@ pub(crate) enum StreamInner {
     Cpu,
     #[cfg(feature = "cuda")]
     Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
-    #[cfg(all(feature = "metal", target_os = "macos"))]
-    Metal(crate::metal::objects::MetalQueue),
 }
 
 /// An in-order queue of copies and kernels on one device.

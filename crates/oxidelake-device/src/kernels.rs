@@ -90,61 +90,9 @@ impl CudaKernel {
     }
 }
 
-/// A Metal Shading Language source and the kernel functions it defines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MetalKernel {
-    /// Predicate evaluation and compaction (`filter_project.metal`).
-    FilterProject,
-    /// L2 and cosine distance (`vector_distance.metal`).
-    VectorDistance,
-}
-
-impl MetalKernel {
-    /// Every embedded Metal source.
-    pub const ALL: &'static [MetalKernel] =
-        &[MetalKernel::FilterProject, MetalKernel::VectorDistance];
-
-    /// The source file name.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            MetalKernel::FilterProject => "filter_project.metal",
-            MetalKernel::VectorDistance => "vector_distance.metal",
-        }
-    }
-
-    /// The MSL source text.
-    pub fn source(self) -> &'static str {
-        match self {
-            MetalKernel::FilterProject => include_str!("../kernels/metal/filter_project.metal"),
-            MetalKernel::VectorDistance => include_str!("../kernels/metal/vector_distance.metal"),
-        }
-    }
-
-    /// The `kernel` functions the source defines.
-    pub fn entry_points(self) -> &'static [&'static str] {
-        match self {
-            MetalKernel::FilterProject => &["eval_predicate", "compact_rows"],
-            MetalKernel::VectorDistance => &["vector_distance"],
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_metal_entry_point_is_a_kernel_function_in_its_source() {
-        for kernel in MetalKernel::ALL {
-            for entry in kernel.entry_points() {
-                assert!(
-                    kernel.source().contains(&format!("kernel void {entry}(")),
-                    "{} does not define {entry}",
-                    kernel.file_name()
-                );
-            }
-        }
-    }
 
     #[test]
     fn every_cuda_kernel_bounds_checks_its_thread_index() {

@@ -10,12 +10,12 @@
 //! - `CudaBackend` (feature `cuda`) — cudarc's driver API, loaded dynamically so the
 //!   feature builds and runs on machines without a driver; kernels are NVRTC-compiled on
 //!   first use and cached per (kernel, device).
-//! - `MetalBackend` (feature `metal`, macOS only) — shared-storage buffers on unified
-//!   memory; a compiling no-op on every other platform.
 //!
-//! [`HardwareDetector::select`] picks the backend at startup: `OXIDE_BACKEND=cpu|cuda|metal`
+//! [`HardwareDetector::select`] picks the backend at startup: `OXIDE_BACKEND=cpu|cuda`
 //! forces one (an unavailable choice is a typed error, never a silent fallback); without
-//! it, CUDA then Metal then CPU.
+//! it, CUDA where a usable device is found, else the CPU. (Apple GPUs had a Metal backend
+//! that was never compiled and ran no kernel; it was retired for a portable GPU backend,
+//! ADR-0016.)
 //!
 //! **Allowed internal dependencies:** `oxidelake-core`, `oxidelake-memory` (spec §3).
 //!
@@ -35,8 +35,6 @@ pub mod device_batch;
 pub mod edge;
 mod handles;
 pub mod kernels;
-#[cfg(all(feature = "metal", target_os = "macos"))]
-mod metal;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 pub mod ops;
@@ -52,6 +50,4 @@ pub use cuda::CudaBackend;
 pub use detector::HardwareDetector;
 pub use device_batch::DeviceBatch;
 pub use handles::{DeviceBuffer, DeviceStream, HostBuffer, JoinTable};
-#[cfg(all(feature = "metal", target_os = "macos"))]
-pub use metal::MetalBackend;
 pub use oxidelake_memory::cuda_probe::{CudaAvailability, nvrtc_available, probe as probe_cuda};

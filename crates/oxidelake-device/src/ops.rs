@@ -19,7 +19,7 @@ pub use crate::value::{
     Arith, ArithMode, MAX_VALUE_STACK, ValueColumn, ValueExpr, ValueProgram, YEAR_DAYS,
     check_value_column, evaluate_on_host, is_overflow, is_value_input, is_value_output,
     load_images, output_array, overflow_error, run_value_program_on_host, value_opcode,
-    year_of_days,
+    widened_to_int64, widens_exactly, year_of_days,
 };
 
 /// Computed columns of one batch ([`ValueColumn`]): each output array has its column's

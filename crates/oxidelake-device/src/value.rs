@@ -23,8 +23,8 @@
 //!
 //! [`write_images`]: crate::ops::write_images
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Decimal128Type, Schema};
+use arrow::array::{Array, AsArray, Int64Array};
+use arrow::datatypes::{DataType, Decimal128Type, Int64Type, Schema};
 use oxidelake_core::EngineError;
 
 use crate::predicate::{ValueClass, value_class, write_images};
@@ -289,6 +289,40 @@ pub fn load_images(column: &dyn Array) -> Result<Vec<i64>, EngineError> {
         return Err(overflow_error());
     }
     Ok(out)
+}
+
+/// Whether every value of `dt` maps to its own Int64 value (`v as i64` is one-to-one: a
+/// widening, a reinterpretation of the same 64 bits, or a decimal of at most 18 digits),
+/// so equal Int64 values are equal keys: the join keys taken as one column's images.
+pub fn widens_exactly(dt: &DataType) -> bool {
+    match dt {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(_, _) => true,
+        DataType::Decimal128(precision, _) => *precision <= 18,
+        _ => false,
+    }
+}
+
+/// `column` (a type of [`widens_exactly`]) as its Int64 images, NULLs kept; an Int64
+/// column is its own, without a copy. A decimal holding a valid value past its 18
+/// digits (an invalid array) is the overflow error: a saturated key would not be
+/// one-to-one.
+pub fn widened_to_int64(column: &dyn Array) -> Result<Int64Array, EngineError> {
+    if let Some(ints) = column.as_primitive_opt::<Int64Type>() {
+        return Ok(ints.clone());
+    }
+    Ok(Int64Array::new(
+        load_images(column)?.into(),
+        column.logical_nulls(),
+    ))
 }
 
 fn unsupported(detail: impl Into<String>) -> EngineError {

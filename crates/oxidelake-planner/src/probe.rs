@@ -23,9 +23,8 @@ pub trait BackendProbe: Send + Sync + fmt::Debug {
             PlacementTarget::Auto => self.local_backend(),
             PlacementTarget::Cpu => return None,
             PlacementTarget::Cuda => BackendKind::Cuda,
-            PlacementTarget::Metal => BackendKind::Metal,
         };
-        matches!(kind, BackendKind::Cuda | BackendKind::Metal).then_some(kind)
+        (kind == BackendKind::Cuda).then_some(kind)
     }
 }
 
@@ -51,9 +50,5 @@ mod tests {
         assert_eq!(gpu.resolve(PlacementTarget::Auto), Some(BackendKind::Cuda));
         assert_eq!(cpu.resolve(PlacementTarget::Auto), None);
         assert_eq!(cpu.resolve(PlacementTarget::Cuda), Some(BackendKind::Cuda));
-        assert_eq!(
-            cpu.resolve(PlacementTarget::Metal),
-            Some(BackendKind::Metal)
-        );
     }
 }

@@ -9,7 +9,7 @@
 //! **Allowed internal dependencies:** every other engine crate (core, memory, device,
 //! compute, storage, planner, tui) plus the Ballista crates (spec §3).
 //!
-//! Features `cuda`, `metal` and `io-uring` are forwarded to the crates that implement
+//! Features `cuda` and `io-uring` are forwarded to the crates that implement
 //! them, which makes `cargo check -p oxidelake-runtime --features cuda` the single GPU
 //! compile gate.
 #![forbid(unsafe_code)]

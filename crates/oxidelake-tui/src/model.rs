@@ -126,7 +126,6 @@ fn backend_name(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::CpuSimd => "CPU",
         BackendKind::Cuda => "CUDA",
-        BackendKind::Metal => "Metal",
     }
 }
 
@@ -135,7 +134,6 @@ pub fn hardware_tag(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::CpuSimd => "[CPU]",
         BackendKind::Cuda => "[CUDA]",
-        BackendKind::Metal => "[Metal]",
     }
 }
 

@@ -19,7 +19,7 @@ pub(super) struct Session {
 #[pymethods]
 impl Session {
     /// An embedded session placing operators for `placement`: auto (this machine's
-    /// hardware), cpu, cuda or metal (a GPU the machine lacks runs the GPU operators'
+    /// hardware), cpu or cuda (a GPU the machine lacks runs the GPU operators'
     /// CPU paths). A backend forced by `OXIDE_BACKEND` that this machine cannot start
     /// raises here, as `oxide sql` refuses to start.
     #[staticmethod]

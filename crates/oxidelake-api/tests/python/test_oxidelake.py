@@ -156,8 +156,16 @@ def test_set_refuses_a_key_that_is_not_an_option_name(session):
 
 
 def test_a_backend_forced_by_oxide_backend_that_cannot_start_raises_instead_of_running_on_the_cpu():
-    # Metal never starts on Linux. A fresh interpreter: the detector reads the variable
-    # once per process.
+    # CUDA cannot start where the driver is missing (a machine with one has nothing
+    # unavailable to force). A fresh interpreter: the detector reads the variable once
+    # per process.
+    # Probed as the engine loads it (dlopen, so LD_LIBRARY_PATH counts).
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver, so forcing CUDA starts")
+    except OSError:
+        pass
     code = (
         "import oxidelake\n"
         "try:\n"
@@ -167,11 +175,11 @@ def test_a_backend_forced_by_oxide_backend_that_cannot_start_raises_instead_of_r
         "else:\n"
         "    print('no error')\n"
     )
-    env = dict(os.environ, OXIDE_BACKEND="metal")
+    env = dict(os.environ, OXIDE_BACKEND="cuda")
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                          capture_output=True, text=True).stdout
     assert out.startswith("backend_unavailable |"), out
-    assert "metal" in out.lower(), out
+    assert "backend cuda is not available" in out, out
     # Unset, the same machine starts a session.
     env.pop("OXIDE_BACKEND")
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True,

@@ -1,7 +1,7 @@
 //! `oxide-scheduler`: a Ballista 55 scheduler with OxideLake's placement rule, plan
 //! codec, session settings and functions.
 //!
-//! Plans are placed for `OXIDE_CLUSTER_BACKEND` (cpu | cuda | metal, default cpu);
+//! Plans are placed for `OXIDE_CLUSTER_BACKEND` (cpu | cuda, default cpu);
 //! executors run the placed GPU operators on their own hardware, or their CPU paths.
 //! A lost executor's tasks are reset after `--executor-timeout` (see
 //! `oxidelake_runtime::cluster::FailureDetection` for how the defaults were chosen).
@@ -39,7 +39,7 @@ struct Args {
     /// How tasks reach executors; executors must use the same policy.
     #[arg(short = 's', long, value_enum, default_value_t = SchedulingPolicy::PullStaged)]
     scheduler_policy: SchedulingPolicy,
-    /// Backend plans are placed for: cpu | cuda | metal. Overrides OXIDE_CLUSTER_BACKEND;
+    /// Backend plans are placed for: cpu | cuda. Overrides OXIDE_CLUSTER_BACKEND;
     /// default cpu (no GPU operators). Sessions can still `SET oxidelake.placement.target`.
     #[arg(long)]
     placement: Option<String>,
@@ -111,7 +111,6 @@ fn parse_backend(value: &str) -> anyhow::Result<oxidelake_core::BackendKind> {
         {
             PlacementTarget::Cpu | PlacementTarget::Auto => oxidelake_core::BackendKind::CpuSimd,
             PlacementTarget::Cuda => oxidelake_core::BackendKind::Cuda,
-            PlacementTarget::Metal => oxidelake_core::BackendKind::Metal,
         },
     )
 }

@@ -1,5 +1,5 @@
 //! `oxide-worker`: a Ballista 55 executor that decodes and runs OxideLake's GPU
-//! operators, picking its local backend (CUDA, Metal or the CPU paths) at execute time.
+//! operators, picking its local backend (CUDA or the CPU paths) at execute time.
 //!
 //! Its ports are bound before it registers with the scheduler: a port in use ends it
 //! with an error and a non-zero status, as does a Flight server that fails later

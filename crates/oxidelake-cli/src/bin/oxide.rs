@@ -6,7 +6,7 @@
 //!           [--format table|csv|tsv|json|ndjson|markdown|automatic] [--rc FILE]
 //!           [--data DIR] [--cluster df://h:p]
 //!           [--memory-limit SIZE] [--mem-pool-type fair|greedy] [--disk-limit SIZE]
-//! oxide explain -c SQL [--data DIR] [--placement auto|cpu|cuda|metal]
+//! oxide explain -c SQL [--data DIR] [--placement auto|cpu|cuda]
 //! oxide gen-data --rows N --out DIR | --tpch --scale-factor SF --out DIR
 //! oxide tui -c SQL --table NAME=PATH
 //! oxide table --data-dir D create|list …      versioned tables
@@ -111,7 +111,7 @@ struct SessionArgs {
     /// With --cluster: mutual TLS, presenting a certificate the cluster's CA signed.
     #[command(flatten)]
     tls: TlsArgs,
-    /// Backend to place operators for: auto (this machine), cpu, cuda or metal. A GPU
+    /// Backend to place operators for: auto (this machine), cpu or cuda. A GPU
     /// this machine lacks runs the GPU operators' CPU paths.
     #[arg(long, default_value = "auto")]
     placement: String,

@@ -434,10 +434,15 @@ fn oxiderc_runs_before_the_prompt_but_not_with_c() {
 
 #[test]
 fn an_unavailable_forced_backend_is_a_startup_error_naming_why() {
-    // Metal exists only on macOS, so forcing it here can never start.
+    // CUDA cannot start without the `cuda` feature or without a device (a machine
+    // with one, and a build with the feature, has nothing unavailable to force).
+    if oxidelake_device::probe_cuda().devices() > 0 {
+        eprintln!("skipped: this machine has a CUDA device, so forcing CUDA starts");
+        return;
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_oxide"))
         .env("HOME", "/nonexistent")
-        .env("OXIDE_BACKEND", "metal")
+        .env("OXIDE_BACKEND", "cuda")
         .args(["sql", "-c", "SELECT 1"])
         .assert()
         .failure()
@@ -445,7 +450,10 @@ fn an_unavailable_forced_backend_is_a_startup_error_naming_why() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("error: ") && err.to_lowercase().contains("metal"),
+        err.starts_with("error: ")
+            && err
+                .split_once("backend cuda is not available: ")
+                .is_some_and(|(_, why)| !why.trim().is_empty()),
         "{err}"
     );
     assert!(

@@ -42,7 +42,9 @@ use datafusion::physical_plan::joins::PartitionMode;
 use futures::TryStreamExt;
 use oxidelake_core::EngineError;
 use oxidelake_device::device_batch::{self, DeviceBatch};
-use oxidelake_device::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, RadixDigit};
+use oxidelake_device::ops::{
+    JoinArgs, JoinColumn, JoinKey, ProbeRows, RadixDigit, widened_to_int64,
+};
 
 use super::keys::{JoinKeys, KeyDictionary};
 use super::radix::RadixKeys;
@@ -259,6 +261,17 @@ pub(super) async fn collect_and_build(
     } = inputs;
     // Copies, kernels and the host build's device table block: off the runtime's workers.
     tokio::task::spawn_blocking(move || {
+        let on_host = |host: &[RecordBatch], reservation, table_on| {
+            build_side(
+                &schema,
+                host,
+                &encoding,
+                &exec,
+                &metrics,
+                reservation,
+                table_on,
+            )
+        };
         let on_device = items.iter().all(|item| item.batch.on_device().is_some());
         if !on_device {
             // Host batches among them (the CPU backend's, or ones the device refused or
@@ -268,15 +281,7 @@ pub(super) async fn collect_and_build(
             let rows: usize = host.iter().map(RecordBatch::num_rows).sum();
             let bytes = rows * 8 + crate::device_budget::table_bytes(rows, 1, 0);
             let table_on = super::claim_build(device_limit, bytes, &kept_on_host);
-            return build_side(
-                &schema,
-                &host,
-                &encoding,
-                &exec,
-                &metrics,
-                reservation,
-                table_on,
-            );
+            return on_host(&host, reservation, table_on);
         }
         let (batches, origins): (Vec<DeviceBatch>, Vec<Option<Arc<RecordBatch>>>) = items
             .into_iter()
@@ -291,17 +296,8 @@ pub(super) async fn collect_and_build(
         // For a replay's build, should the device fail this one.
         let spare = reservation.new_empty();
         let built = match table_on {
-            TableOn::Cpu => downloaded(&exec, &batches).and_then(|host| {
-                build_side(
-                    &schema,
-                    &host,
-                    &encoding,
-                    &exec,
-                    &metrics,
-                    reservation,
-                    TableOn::Cpu,
-                )
-            }),
+            TableOn::Cpu => downloaded(&exec, &batches)
+                .and_then(|host| on_host(&host, reservation, TableOn::Cpu)),
             TableOn::Backend(claim) => build_on_device(
                 &schema,
                 batches,
@@ -332,15 +328,7 @@ pub(super) async fn collect_and_build(
                     .iter()
                     .map(|origin| replay_below(&source, origin))
                     .collect::<Result<Vec<_>>>()?;
-                build_side(
-                    &schema,
-                    &host,
-                    &encoding,
-                    &exec,
-                    &metrics,
-                    spare,
-                    TableOn::Cpu,
-                )
+                on_host(&host, spare, TableOn::Cpu)
             }
         }
     })
@@ -435,10 +423,11 @@ fn build_on_device(
             .map_err(DataFusionError::from)?;
     // The key as the table reads it, and what probes through the host need.
     let (key_column, dictionary, digits) = match encoding {
-        JoinKeys::Widened(_) => (super::widen::widened(&keys[0])?, None, None),
+        JoinKeys::Widened(_) => (widened_to_int64(keys[0].as_ref())?, None, None),
         JoinKeys::Numbered(_) => {
             let radix = RadixKeys::build(&keys)?;
-            let Some(digits) = radix.as_ref().and_then(|(r, _)| r.int_digits()) else {
+            let digits = radix.as_ref().and_then(|(r, _)| r.int_digits(&key_columns));
+            let Some(digits) = digits else {
                 return on_host(
                     std::slice::from_ref(&batch),
                     reservation,
@@ -451,10 +440,7 @@ fn build_on_device(
             (key_column, Some(KeyDictionary::Radix(radix)), Some(digits))
         }
     };
-    let radix: Option<Vec<RadixDigit>> = digits
-        .as_ref()
-        .map(|digits| digits_over(&key_columns, digits));
-    let key = match (&radix, key_columns.as_slice()) {
+    let key = match (&digits, key_columns.as_slice()) {
         (Some(radix), _) => JoinKey::Radix(radix),
         (None, [column]) => JoinKey::Column(*column),
         (None, _) => {
@@ -536,7 +522,13 @@ fn join_on_device(
         (JoinKeys::Numbered(columns), Some(build_digits))
             if columns.len() == build_digits.len() =>
         {
-            digits = digits_over(columns, build_digits);
+            // The build side's digits, read from the probe side's key columns.
+            digits = (build_digits.iter().zip(columns))
+                .map(|(d, column)| RadixDigit {
+                    column: *column,
+                    ..*d
+                })
+                .collect();
             JoinKey::Radix(&digits)
         }
         _ => return Ok(None),
@@ -595,20 +587,6 @@ fn join_on_device(
     });
     metrics.record(batch.num_rows(), out.num_rows(), started, moved);
     Ok(Some(out))
-}
-
-/// The build side's digits (min, span, stride) over key `columns`.
-fn digits_over(columns: &[usize], digits: &[(i64, u64, i64)]) -> Vec<RadixDigit> {
-    columns
-        .iter()
-        .zip(digits)
-        .map(|(column, (min, span, stride))| RadixDigit {
-            column: *column,
-            min: *min,
-            span: *span,
-            stride: *stride,
-        })
-        .collect()
 }
 
 /// A build side the device had no memory for, built on the CPU instead: counted as a

@@ -25,7 +25,7 @@ use datafusion::common::HashMap;
 use datafusion::error::Result;
 
 use super::radix::{RadixKeys, all_valid};
-use super::widen::{widened, widens_exactly};
+use oxidelake_device::ops::{widened_to_int64, widens_exactly};
 
 /// The key types a join can number: equality on them is equality of their row-format
 /// bytes. Floats are left out (DataFusion's join compares `-0.0` and `0.0` as equal,
@@ -88,7 +88,7 @@ pub(crate) fn build_keys(
 ) -> Result<(Int64Array, Option<KeyDictionary>)> {
     let columns = keys.columns(batch);
     if let JoinKeys::Widened(_) = keys {
-        return Ok((widened(&columns[0])?, None));
+        return Ok((widened_to_int64(columns[0].as_ref())?, None));
     }
     if let Some((radix, keys)) = RadixKeys::build(&columns)? {
         return Ok((keys, Some(KeyDictionary::Radix(radix))));
@@ -125,7 +125,7 @@ pub(crate) fn probe_keys(
 ) -> Result<Int64Array> {
     let columns = keys.columns(batch);
     let (converter, numbers) = match dictionary {
-        None => return widened(&columns[0]),
+        None => return Ok(widened_to_int64(columns[0].as_ref())?),
         Some(KeyDictionary::Radix(radix)) => return radix.probe(&columns),
         Some(KeyDictionary::Rows { converter, numbers }) => (converter, numbers),
     };

@@ -1,7 +1,7 @@
 //! Join keys of several columns (or one string column) as one Int64, digit by digit.
 //!
 //! Each key column becomes a digit with a span learnt from the build side:
-//! - integer-like columns (those `widened` covers): the value minus the build side's
+//! - integer-like columns (those `widens_exactly` admits): the value minus the build side's
 //!   minimum, span max − min + 1;
 //! - strings: the build side's distinct values numbered in order of appearance, span
 //!   their count;
@@ -24,7 +24,7 @@ use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::datatypes::DataType;
 use datafusion::error::Result;
 
-use super::widen::{widened, widens_exactly};
+use oxidelake_device::ops::{RadixDigit, widened_to_int64, widens_exactly};
 use oxidelake_device::strings::{StringNumbers, for_each_string};
 
 /// The digits of a build side's key columns.
@@ -97,7 +97,7 @@ impl RadixKeys {
                     DigitValues::Text(numbers)
                 }
                 _ => {
-                    let ints = widened(column)?;
+                    let ints = widened_to_int64(column.as_ref())?;
                     let (min, max) = (arrow::compute::min(&ints), arrow::compute::max(&ints));
                     let (min, max) = (min.unwrap_or(0), max.unwrap_or(0));
                     DigitValues::Int {
@@ -122,13 +122,17 @@ impl RadixKeys {
         Ok(Some((Self { digits }, keys)))
     }
 
-    /// Each digit's (min, span, stride) when every key column is an integer-like one:
-    /// what a device computes the same keys from (`join_radix_keys`).
-    pub(crate) fn int_digits(&self) -> Option<Vec<(i64, u64, i64)>> {
-        self.digits
-            .iter()
-            .map(|d| match d.values {
-                DigitValues::Int { min, span } => Some((min, span, d.stride)),
+    /// The digits over key `columns` when every key column is an integer-like one: what
+    /// a device computes the same keys from (`join_radix_keys`).
+    pub(crate) fn int_digits(&self, columns: &[usize]) -> Option<Vec<RadixDigit>> {
+        (self.digits.iter().zip(columns))
+            .map(|(d, column)| match d.values {
+                DigitValues::Int { min, span } => Some(RadixDigit {
+                    column: *column,
+                    min,
+                    span,
+                    stride: d.stride,
+                }),
                 _ => None,
             })
             .collect()
@@ -156,7 +160,7 @@ impl Digit {
         let stride = self.stride;
         match &self.values {
             DigitValues::Int { min, span } => {
-                let ints = widened(column)?;
+                let ints = widened_to_int64(column.as_ref())?;
                 for (row, v) in ints.values().iter().enumerate() {
                     // Below `min` wraps to an offset far past the span.
                     let offset = v.wrapping_sub(*min) as u64;

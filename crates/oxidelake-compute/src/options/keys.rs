@@ -8,7 +8,7 @@
 /// The prefix of every key: the options' `ConfigExtension::PREFIX`.
 pub const PREFIX: &str = "oxidelake";
 
-/// The backend plans are placed for (`auto`, `cpu`, `cuda`, `metal`).
+/// The backend plans are placed for (`auto`, `cpu`, `cuda`).
 pub const PLACEMENT_TARGET: &str = "oxidelake.placement.target";
 /// The operator kinds whose CPU paths replace DataFusion's under a CPU placement.
 pub const CPU_OPERATORS: &str = "oxidelake.placement.cpu_operators";

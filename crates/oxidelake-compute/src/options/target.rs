@@ -19,8 +19,6 @@ pub enum PlacementTarget {
     /// Place for NVIDIA GPUs. On a machine without one, the rewritten operators run their
     /// CPU paths, as a GPU-less executor of a heterogeneous cluster does.
     Cuda,
-    /// Place for Apple GPUs (same fallback as `Cuda`).
-    Metal,
 }
 
 impl PlacementTarget {
@@ -30,7 +28,6 @@ impl PlacementTarget {
             PlacementTarget::Auto => "auto",
             PlacementTarget::Cpu => "cpu",
             PlacementTarget::Cuda => "cuda",
-            PlacementTarget::Metal => "metal",
         }
     }
 }
@@ -49,9 +46,13 @@ impl FromStr for PlacementTarget {
             "auto" => Ok(PlacementTarget::Auto),
             "cpu" => Ok(PlacementTarget::Cpu),
             "cuda" => Ok(PlacementTarget::Cuda),
-            "metal" => Ok(PlacementTarget::Metal),
+            // Said apart, so a setting from before the Metal backend's retirement
+            // (ADR-0016) is not answered as a typo.
+            "metal" => Err("placement target \"metal\": this build has no Apple GPU \
+                 backend (the Metal one was retired, ADR-0016); use auto, cpu or cuda"
+                .into()),
             other => Err(format!(
-                "placement target {other:?} is not one of auto, cpu, cuda, metal"
+                "placement target {other:?} is not one of auto, cpu, cuda"
             )),
         }
     }
@@ -63,14 +64,14 @@ mod tests {
 
     #[test]
     fn targets_parse_in_any_case_print_back_and_reject_unknown_names() {
-        assert_eq!("METAL".parse(), Ok(PlacementTarget::Metal));
-        assert_eq!(" cuda ".parse(), Ok(PlacementTarget::Cuda));
+        assert_eq!(" CUDA ".parse(), Ok(PlacementTarget::Cuda));
         assert!("tpu".parse::<PlacementTarget>().is_err());
+        let metal = "metal".parse::<PlacementTarget>().unwrap_err();
+        assert!(metal.contains("retired"), "{metal}");
         for target in [
             PlacementTarget::Auto,
             PlacementTarget::Cpu,
             PlacementTarget::Cuda,
-            PlacementTarget::Metal,
         ] {
             assert_eq!(target.to_string().parse(), Ok(target));
         }

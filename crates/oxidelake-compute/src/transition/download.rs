@@ -22,7 +22,6 @@ use oxidelake_device::device_batch::{self, StagingPool};
 use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::coalesce_small;
-use crate::placement_label;
 use crate::segment::replay::{as_segment, recover, replay_if_degraded};
 use crate::segment::{SegmentBatch, SegmentStream, blocking};
 
@@ -57,52 +56,12 @@ impl DeviceToHostExec {
 
 impl DisplayAs for DeviceToHostExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => {
-                write!(f, "{}", placement_label("DeviceToHostExec", self.placement))
-            }
-            DisplayFormatType::TreeRender => write!(f, "placement={}", self.placement),
-        }
+        super::fmt_transition("DeviceToHostExec", self.placement, t, f)
     }
 }
 
 impl ExecutionPlan for DeviceToHostExec {
-    fn name(&self) -> &str {
-        "DeviceToHostExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
-
-    /// The input's: a transition moves every row and changes none.
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(rows_of_input(input_stats, &self.schema(), RowsKept::All))
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        // A transition moves batches; it evaluates no expression.
-        Ok(TreeNodeRecursion::Continue)
-    }
+    super::transition_plan_methods!("DeviceToHostExec");
 
     fn with_new_children(
         self: Arc<Self>,
@@ -194,9 +153,5 @@ impl ExecutionPlan for DeviceToHostExec {
             Box::pin(RecordBatchStreamAdapter::new(schema, stream)),
             batch_size,
         ))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }

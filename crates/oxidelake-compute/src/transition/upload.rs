@@ -22,7 +22,6 @@ use oxidelake_device::device_batch::{self, StagingPool};
 use super::metrics::{PARKED_STAGING, TransitionMetrics};
 use crate::exec_support::{BackendChoice, ExecBackend, RowsKept, rows_of_input, single_child};
 use crate::gathering::gather;
-use crate::placement_label;
 use crate::segment::{SegmentBatch, SegmentExec, SegmentStream, blocking};
 
 /// Batches a `HostToDeviceExec` uploads ahead of the one its consumer works on, so the
@@ -68,52 +67,12 @@ impl HostToDeviceExec {
 
 impl DisplayAs for HostToDeviceExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => {
-                write!(f, "{}", placement_label("HostToDeviceExec", self.placement))
-            }
-            DisplayFormatType::TreeRender => write!(f, "placement={}", self.placement),
-        }
+        super::fmt_transition("HostToDeviceExec", self.placement, t, f)
     }
 }
 
 impl ExecutionPlan for HostToDeviceExec {
-    fn name(&self) -> &str {
-        "HostToDeviceExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
-
-    /// The input's: a transition moves every row and changes none.
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(rows_of_input(input_stats, &self.schema(), RowsKept::All))
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        // A transition moves batches; it evaluates no expression.
-        Ok(TreeNodeRecursion::Continue)
-    }
+    super::transition_plan_methods!("HostToDeviceExec");
 
     fn with_new_children(
         self: Arc<Self>,
@@ -132,10 +91,6 @@ impl ExecutionPlan for HostToDeviceExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         self.input.execute(partition, context)
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }
 

@@ -7,7 +7,7 @@
 //! The stock side is plain SQL over a `MemTable` of the same partitions; our side is the
 //! operator built directly over a `MemorySourceConfig` of those partitions. The CPU cases
 //! run everywhere; the `*_on_the_detected_gpu` variants are ignored by default and need a
-//! CUDA or Metal device (`cargo test -p oxidelake-compute --features cuda -- --ignored`).
+//! CUDA device (`cargo test -p oxidelake-compute --features cuda -- --ignored`).
 
 use std::sync::Arc;
 
@@ -30,9 +30,10 @@ use oxidelake_compute::{
     GpuVectorDistanceExec,
 };
 use oxidelake_core::BackendKind;
-use oxidelake_device::{CpuBackend, HardwareDetector};
+use oxidelake_device::HardwareDetector;
 
 use super::data::{self, Rng};
+use super::plans::cpu;
 use super::rows::assert_same_rows;
 
 /// Seeded cases per operator.
@@ -47,10 +48,6 @@ fn float_tolerance(backend: &BackendChoice, cpu_tolerance: f64) -> f64 {
     } else {
         1e-9
     }
-}
-
-fn cpu() -> BackendChoice {
-    BackendChoice::Fixed(Arc::new(CpuBackend::new()))
 }
 
 /// The placement of an operator meant to run on `backend`: the fixed backend's kind, or
@@ -876,7 +873,7 @@ fn detected_gpu() -> BackendChoice {
 }
 
 #[tokio::test]
-#[ignore = "needs a CUDA or Metal device: cargo test -p oxidelake-compute --features cuda -- --ignored"]
+#[ignore = "needs a CUDA device: cargo test -p oxidelake-compute --features cuda -- --ignored"]
 async fn every_operator_on_the_detected_gpu_equals_stock_datafusion_without_cpu_fallback() {
     let backend = detected_gpu();
     let n = filter_cases(backend.clone()).await

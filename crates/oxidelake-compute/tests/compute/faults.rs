@@ -21,10 +21,11 @@ use oxidelake_compute::{
     GpuVectorDistanceExec, PartialAggSpec, PartialFunc,
 };
 use oxidelake_core::{BackendKind, EngineError};
-use oxidelake_device::{CpuBackend, CudaBackend, DeviceMemory};
+use oxidelake_device::{CudaBackend, DeviceMemory};
 
 use super::data::{self, Rng};
 use super::emu::fault_arm;
+use super::plans::cpu;
 use super::rows::assert_same_rows;
 
 /// One fault plan at a time: the plan and the driver's sticky error are process-wide.
@@ -48,10 +49,6 @@ async fn with_fault<T>(spec: &str, body: impl AsyncFnOnce() -> T) -> Option<T> {
 /// loads a module (where `module:` faults strike).
 fn cuda() -> BackendChoice {
     BackendChoice::Fixed(Arc::new(CudaBackend::try_new(0).unwrap()))
-}
-
-fn cpu() -> BackendChoice {
-    BackendChoice::Fixed(Arc::new(CpuBackend::new()))
 }
 
 fn source(parts: &[Vec<RecordBatch>], schema: &SchemaRef) -> Arc<dyn ExecutionPlan> {

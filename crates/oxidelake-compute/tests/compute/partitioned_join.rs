@@ -15,11 +15,11 @@ use datafusion::physical_expr::{Partitioning, PhysicalExpr};
 use datafusion::physical_plan::joins::{HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, collect, collect_partitioned};
-use oxidelake_compute::{BackendChoice, GpuHashJoinExec};
+use oxidelake_compute::GpuHashJoinExec;
 use oxidelake_core::BackendKind;
-use oxidelake_device::CpuBackend;
 
 use super::data::{self, Rng};
+use super::plans::cpu;
 use super::rows::sorted_rows;
 
 fn schema() -> SchemaRef {
@@ -38,10 +38,6 @@ fn batch(keys: &[i64], text: &str) -> RecordBatch {
         ],
     )
     .unwrap()
-}
-
-fn cpu() -> BackendChoice {
-    BackendChoice::Fixed(Arc::new(CpuBackend::new()))
 }
 
 fn join(

@@ -24,7 +24,7 @@ use oxidelake_core::{BackendKind, TelemetryHub};
 use oxidelake_device::{BatchSizes, CpuBackend, CudaBackend};
 
 use super::emu;
-use super::plans::gpu_projection;
+use super::plans::{cpu, download, gpu_projection, upload};
 use super::rows::assert_same_rows;
 
 /// Scan-sized input batches of this many rows...
@@ -157,7 +157,7 @@ async fn a_filter_over_host_batches_uploads_only_its_predicate_columns_once_per_
     emu::trace(true);
     let ours = run(Arc::clone(&plan)).await;
     emu::trace(false);
-    let stock = run(on(BackendChoice::Fixed(Arc::new(CpuBackend::new())))).await;
+    let stock = run(on(cpu())).await;
     let rows = assert_same_rows("host-batch filter", &ours, &stock, 0.0);
     assert!(rows > 0, "the filter keeps some rows");
     assert_eq!(
@@ -263,20 +263,13 @@ async fn close_lying_images_cross_the_bus_as_narrow_offsets_and_widen_on_the_dev
     );
     // Through the transitions, in one device batch: the upload's `bytes_moved` is what
     // crossed, not the allocation the narrow columns widen into.
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let one_batch = Arc::new(
         CudaBackend::try_new(0)
             .unwrap()
             .with_batching(BatchSizes::new(1 << 16).unwrap()),
     );
-    let h2d_exec: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(mixed_scan(40), BackendKind::Cuda)
-            .with_backend(BackendChoice::Fixed(one_batch)),
-    );
-    let d2h_exec: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&h2d_exec),
-        BackendKind::Cuda,
-    ));
+    let h2d_exec = upload(mixed_scan(40), &BackendChoice::Fixed(one_batch));
+    let d2h_exec = download(&h2d_exec);
     let before = h2d();
     let through = run(d2h_exec).await;
     let moved = metric(&h2d_exec, "bytes_moved");
@@ -292,7 +285,6 @@ async fn a_kernel_fault_while_widening_an_upload_keeps_the_batch_on_the_host_wit
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let Some(arm) = emu::fault_arm() else {
         return;
     };
@@ -304,17 +296,15 @@ async fn a_kernel_fault_while_widening_an_upload_keeps_the_batch_on_the_host_wit
             .with_batching(BatchSizes::new(1 << 16).unwrap()),
     );
     let fixed = BackendChoice::Fixed(backend);
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(mixed_scan(40), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let h2d = upload(mixed_scan(40), &fixed);
     let resident = mixed_filter(Arc::clone(&h2d), fixed);
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(resident, BackendKind::Cuda));
+    let d2h = download(&resident);
     arm("kernel:1");
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
     arm("");
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock = run(mixed_filter(mixed_scan(40), cpu)).await;
     assert_same_rows("filter over a failed narrow upload", &ours, &stock, 0.0);
     assert_eq!(
@@ -383,26 +373,15 @@ async fn a_filter_between_transitions_gathers_strings_and_nulls_on_the_device_on
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let fixed = BackendChoice::Fixed(cuda());
+    let h2d = upload(scan(batches), &fixed);
     let resident = filter_over(Arc::clone(&h2d), 1000, fixed.clone());
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
-    let stock = run(filter(
-        batches,
-        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
-    ))
-    .await;
+    let stock = run(filter(batches, cpu())).await;
     let rows = assert_same_rows("filter between transitions", &ours, &stock, 0.0);
     assert!(rows > 0);
     let gathered = batches * SCAN_ROWS / BATCH_ROWS;
@@ -499,26 +478,15 @@ async fn a_resident_filter_runs_on_the_device_and_reads_back_only_its_kept_count
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let fixed = BackendChoice::Fixed(cuda());
+    let h2d = upload(mixed_scan(batches), &fixed);
     let resident = mixed_filter(Arc::clone(&h2d), fixed);
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
-    let stock = run(mixed_filter(
-        mixed_scan(batches),
-        BackendChoice::Fixed(Arc::new(CpuBackend::new())),
-    ))
-    .await;
+    let stock = run(mixed_filter(mixed_scan(batches), cpu())).await;
     let rows = assert_same_rows("resident filter", &ours, &stock, 0.0);
     assert!(rows > 0 && rows < batches * SCAN_ROWS, "{rows}");
     let gathered = batches * SCAN_ROWS / BATCH_ROWS;
@@ -556,24 +524,17 @@ async fn a_projection_above_a_resident_filter_computes_on_the_device_and_reads_b
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 40;
     let select = "price * CAST(k AS DECIMAL(20, 0)) AS x, k, price";
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let fixed = BackendChoice::Fixed(cuda());
+    let h2d = upload(mixed_scan(batches), &fixed);
     let filter = mixed_filter(Arc::clone(&h2d), fixed.clone());
     let resident = gpu_projection(Arc::clone(&filter), select, fixed).await;
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock =
         run(gpu_projection(mixed_filter(mixed_scan(batches), cpu.clone()), select, cpu).await)
             .await;
@@ -613,24 +574,17 @@ async fn a_resident_projection_whose_values_outgrow_64_bits_is_copied_back_and_c
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
     let batches = 8;
     // Every batch holds prices near 1000.00, whose fourth power needs more than 64 bits.
     let select = "price * price * price * price AS x, k";
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(mixed_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let fixed = BackendChoice::Fixed(cuda());
+    let h2d = upload(mixed_scan(batches), &fixed);
     let resident = gpu_projection(Arc::clone(&h2d), select, fixed).await;
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock = run(gpu_projection(mixed_scan(batches), select, cpu).await).await;
     assert_eq!(
         assert_same_rows("overflowing projection", &ours, &stock, 0.0),
@@ -666,14 +620,8 @@ async fn transition_allocations(
     backend: Arc<CudaBackend>,
     batches: usize,
 ) -> (u64, u64, Arc<dyn ExecutionPlan>) {
-    use oxidelake_compute::{DeviceToHostExec, HostToDeviceExec};
-    let plan = |batches| -> Arc<dyn ExecutionPlan> {
-        let h2d = Arc::new(
-            HostToDeviceExec::new(scan(batches), BackendKind::Cuda)
-                .with_backend(BackendChoice::Fixed(backend.clone())),
-        );
-        Arc::new(DeviceToHostExec::new(h2d, BackendKind::Cuda))
-    };
+    let fixed = BackendChoice::Fixed(backend);
+    let plan = |batches| download(&upload(scan(batches), &fixed));
     run(plan(1)).await;
     let (host_before, device_before) = (
         emu::call_count("cuMemHostAlloc"),
@@ -878,19 +826,15 @@ async fn a_partial_aggregate_above_a_resident_filter_groups_on_the_device_and_do
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::HostToDeviceExec;
     let batches = 40;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-        HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda).with_backend(fixed.clone()),
-    );
+    let fixed = BackendChoice::Fixed(cuda());
+    let h2d = upload(ledger_scan(batches), &fixed);
     let filter = dated_filter(Arc::clone(&h2d), fixed.clone());
     let aggregate = partial_by_date(Arc::clone(&filter), fixed);
     emu::trace(true);
     let ours = run(Arc::clone(&aggregate)).await;
     emu::trace(false);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock = run(partial_by_date(
         dated_filter(ledger_scan(batches), cpu.clone()),
         cpu,
@@ -930,13 +874,11 @@ async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_ag
     }
     use datafusion::physical_expr::expressions::col;
     use datafusion::physical_plan::projection::ProjectionExec;
-    use oxidelake_compute::HostToDeviceExec;
     let Some(arm) = emu::fault_arm() else {
         return;
     };
     let batches = 12;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
+    let fixed = BackendChoice::Fixed(cuda());
     // The scan's `d`, `amount` and `k`, uploaded, aggregated where they lie.
     let plan = || {
         let scan = ledger_scan(batches);
@@ -946,8 +888,7 @@ async fn a_resident_aggregate_out_of_device_memory_reads_its_batches_back_and_ag
             .to_vec();
         let narrow: Arc<dyn ExecutionPlan> =
             Arc::new(ProjectionExec::try_new(columns, scan).unwrap());
-        let h2d: Arc<dyn ExecutionPlan> =
-            Arc::new(HostToDeviceExec::new(narrow, BackendKind::Cuda).with_backend(fixed.clone()));
+        let h2d = upload(narrow, &fixed);
         partial_by_date(h2d, fixed.clone())
     };
     let warm = plan();
@@ -981,19 +922,14 @@ async fn a_batch_the_device_failed_below_runs_on_the_cpu_above_and_its_failure_i
     if emulator_missing() {
         return;
     }
-    use oxidelake_compute::HostToDeviceExec;
     let Some(arm) = emu::fault_arm() else {
         return;
     };
     let batches = 12;
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
+    let fixed = BackendChoice::Fixed(cuda());
     // Uploaded, filtered and aggregated where they lie: (the filter, the aggregate).
     let plan = || {
-        let h2d: Arc<dyn ExecutionPlan> = Arc::new(
-            HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
-                .with_backend(fixed.clone()),
-        );
+        let h2d = upload(ledger_scan(batches), &fixed);
         let filter = dated_filter(h2d, fixed.clone());
         (Arc::clone(&filter), partial_by_date(filter, fixed.clone()))
     };
@@ -1048,15 +984,13 @@ async fn semi_and_anti_joins_of_resident_inputs_flag_their_probe_rows_on_the_dev
         return;
     }
     use datafusion::common::JoinType;
-    use oxidelake_compute::{DeviceToHostExec, GpuHashJoinExec, HostToDeviceExec};
+    use oxidelake_compute::GpuHashJoinExec;
     let batches = 40;
     let gathered = batches * SCAN_ROWS / BATCH_ROWS;
     for join_type in [JoinType::RightSemi, JoinType::RightAnti] {
-        let backend = cuda();
-        let fixed = BackendChoice::Fixed(backend.clone());
-        let upload = |input: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> {
-            Arc::new(HostToDeviceExec::new(input, BackendKind::Cuda).with_backend(fixed.clone()))
-        };
+        let fixed = BackendChoice::Fixed(cuda());
+        let upload =
+            |input: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> { upload(input, &fixed) };
         let join = |build: Arc<dyn ExecutionPlan>,
                     probe: Arc<dyn ExecutionPlan>,
                     backend: BackendChoice| {
@@ -1077,14 +1011,11 @@ async fn semi_and_anti_joins_of_resident_inputs_flag_their_probe_rows_on_the_dev
         let joined = join(upload(names()), probe, fixed);
         let joined_ref = joined.downcast_ref::<GpuHashJoinExec>().unwrap();
         assert!(joined_ref.gives_device_batches(), "{join_type}");
-        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-            Arc::clone(&joined),
-            BackendKind::Cuda,
-        ));
+        let d2h = download(&joined);
         emu::trace(true);
         let ours = run(d2h).await;
         emu::trace(false);
-        let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+        let cpu = cpu();
         let stock = run(join(
             names(),
             dated_filter(ledger_scan(batches), cpu.clone()),

@@ -9,8 +9,24 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::prelude::SessionContext;
-use oxidelake_compute::{BackendChoice, GpuProjectionExec};
+use oxidelake_compute::{BackendChoice, DeviceToHostExec, GpuProjectionExec, HostToDeviceExec};
 use oxidelake_core::BackendKind;
+use oxidelake_device::CpuBackend;
+
+/// The CPU backend, fixed (the reference every device run is compared with).
+pub fn cpu() -> BackendChoice {
+    BackendChoice::Fixed(Arc::new(CpuBackend::new()))
+}
+
+/// `input` uploaded to `backend` by a transition placed for cuda.
+pub fn upload(input: Arc<dyn ExecutionPlan>, backend: &BackendChoice) -> Arc<dyn ExecutionPlan> {
+    Arc::new(HostToDeviceExec::new(input, BackendKind::Cuda).with_backend(backend.clone()))
+}
+
+/// `input`'s device batches copied back by a transition placed for cuda.
+pub fn download(input: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    Arc::new(DeviceToHostExec::new(Arc::clone(input), BackendKind::Cuda))
+}
 
 /// `SELECT {select}` over `input` as a `GpuProjectionExec` placed for cuda on `backend`:
 /// DataFusion plans the select list over a table of `input`'s schema (so the

@@ -13,13 +13,10 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use oxidelake_compute::ops::{CmpOp, ColumnPredicate, Literal, Predicate};
-use oxidelake_compute::{
-    BackendChoice, DeviceToHostExec, GpuFilterExec, HostToDeviceExec, as_segment,
-};
+use oxidelake_compute::{DeviceToHostExec, GpuFilterExec, HostToDeviceExec, as_segment};
 use oxidelake_core::BackendKind;
-use oxidelake_device::CpuBackend;
 
-use super::plans::gpu_projection;
+use super::plans::{cpu, download, gpu_projection, upload};
 use super::rows::assert_same_rows;
 
 const BATCHES: usize = 12;
@@ -62,17 +59,17 @@ fn filter(input: Arc<dyn ExecutionPlan>) -> GpuFilterExec {
     ];
     GpuFilterExec::try_new(input, predicates, vec![1, 0], BackendKind::Cuda)
         .unwrap()
-        .with_backend(BackendChoice::Fixed(Arc::new(CpuBackend::new())))
+        .with_backend(cpu())
 }
 
 /// A CUDA backend (the emulated driver in `scripts/test-cuda-emulated.sh`) whose device
 /// batches are the scan's, so that every scan batch is one copy.
 #[cfg(feature = "cuda")]
-fn device() -> BackendChoice {
+fn device() -> oxidelake_compute::BackendChoice {
     let backend = oxidelake_device::CudaBackend::try_new(0)
         .unwrap()
         .with_batching(oxidelake_device::BatchSizes::new(ROWS).unwrap());
-    BackendChoice::Fixed(Arc::new(backend))
+    oxidelake_compute::BackendChoice::Fixed(Arc::new(backend))
 }
 
 fn metric(plan: &dyn ExecutionPlan, name: &str) -> usize {
@@ -85,18 +82,14 @@ fn metric(plan: &dyn ExecutionPlan, name: &str) -> usize {
 #[tokio::test]
 async fn on_the_cpu_backend_a_filter_between_transitions_gives_the_host_filters_rows_and_copies_nothing()
  {
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
-    let h2d: Arc<dyn ExecutionPlan> =
-        Arc::new(HostToDeviceExec::new(scan(), BackendKind::Cuda).with_backend(cpu));
+    let cpu = cpu();
+    let h2d = upload(scan(), &cpu);
     let resident: Arc<dyn ExecutionPlan> = Arc::new(filter(Arc::clone(&h2d)));
     assert!(
         as_segment(&resident).is_some(),
         "the filter hands on device batches"
     );
-    let d2h = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     let ctx = SessionContext::new().task_ctx();
     let ours = collect(d2h.clone(), Arc::clone(&ctx)).await.unwrap();
     let stock = collect(Arc::new(filter(scan())), ctx).await.unwrap();
@@ -118,9 +111,8 @@ async fn on_the_cpu_backend_a_filter_between_transitions_gives_the_host_filters_
 #[tokio::test]
 #[ignore = "needs a CUDA driver (the emulated one: scripts/test-cuda-emulated.sh)"]
 async fn a_transition_stages_a_run_of_equal_batches_through_one_buffer_per_copy_in_flight() {
-    let h2d: Arc<dyn ExecutionPlan> =
-        Arc::new(HostToDeviceExec::new(scan(), BackendKind::Cuda).with_backend(device()));
-    let d2h = Arc::new(DeviceToHostExec::new(Arc::clone(&h2d), BackendKind::Cuda));
+    let h2d = upload(scan(), &device());
+    let d2h = download(&h2d);
     let ctx = SessionContext::new().task_ctx();
     let got = collect(d2h.clone(), Arc::clone(&ctx)).await.unwrap();
     let stock = collect(scan(), ctx).await.unwrap();
@@ -152,8 +144,7 @@ async fn a_transition_stages_a_run_of_equal_batches_through_one_buffer_per_copy_
 #[ignore = "needs a CUDA driver (the emulated one: scripts/test-cuda-emulated.sh)"]
 async fn an_upload_runs_one_batch_ahead_of_its_consumer() {
     use futures::StreamExt;
-    let h2d: Arc<dyn ExecutionPlan> =
-        Arc::new(HostToDeviceExec::new(scan(), BackendKind::Cuda).with_backend(device()));
+    let h2d = upload(scan(), &device());
     let ctx = SessionContext::new().task_ctx();
     let mut stream = as_segment(&h2d)
         .unwrap()
@@ -229,19 +220,15 @@ fn priced_scan() -> Arc<dyn ExecutionPlan> {
 async fn a_projection_between_transitions_gives_datafusions_columns_even_past_64_bits() {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::Decimal128Type;
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let select = "price * q AS x, k, price + price AS y";
-    let h2d: Arc<dyn ExecutionPlan> =
-        Arc::new(HostToDeviceExec::new(priced_scan(), BackendKind::Cuda).with_backend(cpu.clone()));
+    let h2d = upload(priced_scan(), &cpu);
     let resident = gpu_projection(Arc::clone(&h2d), select, cpu.clone()).await;
     assert!(
         as_segment(&resident).is_some(),
         "the projection hands on device batches"
     );
-    let d2h = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&resident),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&resident);
     let ctx = SessionContext::new().task_ctx();
     let ours = collect(d2h, Arc::clone(&ctx)).await.unwrap();
     let stock = collect(gpu_projection(priced_scan(), select, cpu).await, ctx)

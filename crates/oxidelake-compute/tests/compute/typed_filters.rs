@@ -263,7 +263,7 @@ async fn typed_and_string_filters_on_the_cpu_equal_stock_datafusion() {
 }
 
 #[tokio::test]
-#[ignore = "needs a CUDA or Metal device (or the emulated driver): --features cuda -- --ignored"]
+#[ignore = "needs a CUDA device (or the emulated driver): --features cuda -- --ignored"]
 async fn typed_and_string_filters_on_the_detected_gpu_equal_stock_datafusion_without_fallback() {
     let backend = HardwareDetector::select().unwrap();
     assert_ne!(

@@ -4,32 +4,23 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array};
+use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::take;
-use arrow::datatypes::Int64Type;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use oxidelake_core::EngineError;
 
 use super::CpuJoinTable;
-use crate::ops::{JoinArgs, JoinColumn, JoinKey, ProbeRows, load_images, validate};
+use crate::ops::{
+    JoinArgs, JoinColumn, JoinKey, ProbeRows, load_images, validate, widened_to_int64,
+};
 
 /// The key of each row of `batch` read as `key` says; NULL where a row has none (a NULL
 /// key column, or a radix digit outside its span), and such a row never joins.
 pub(crate) fn join_keys(batch: &RecordBatch, key: JoinKey<'_>) -> Result<Int64Array, EngineError> {
     let column = |c: usize| column_of(batch, c, "join key column");
     match key {
-        JoinKey::Column(c) => {
-            let column = column(c)?;
-            // An Int64 key is its own image: no copy.
-            if let Some(keys) = column.as_primitive_opt::<Int64Type>() {
-                return Ok(keys.clone());
-            }
-            Ok(Int64Array::new(
-                load_images(column.as_ref())?.into(),
-                column.logical_nulls(),
-            ))
-        }
+        JoinKey::Column(c) => widened_to_int64(column(c)?.as_ref()),
         JoinKey::Radix(digits) => {
             let rows = batch.num_rows();
             let mut keys = vec![0i64; rows];

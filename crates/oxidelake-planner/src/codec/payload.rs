@@ -29,7 +29,6 @@ use super::join_filter::JoinFilterPayload;
 pub(super) enum Backend {
     Cpu,
     Cuda,
-    Metal,
 }
 
 impl From<BackendKind> for Backend {
@@ -37,7 +36,6 @@ impl From<BackendKind> for Backend {
         match kind {
             BackendKind::CpuSimd => Backend::Cpu,
             BackendKind::Cuda => Backend::Cuda,
-            BackendKind::Metal => Backend::Metal,
         }
     }
 }
@@ -47,7 +45,6 @@ impl From<Backend> for BackendKind {
         match b {
             Backend::Cpu => BackendKind::CpuSimd,
             Backend::Cuda => BackendKind::Cuda,
-            Backend::Metal => BackendKind::Metal,
         }
     }
 }

@@ -23,7 +23,7 @@ use super::FileAccess;
 /// The environment variable naming the backend cluster plans are placed for.
 pub const CLUSTER_BACKEND_ENV: &str = "OXIDE_CLUSTER_BACKEND";
 
-/// The backend cluster plans are placed for: `OXIDE_CLUSTER_BACKEND=cpu|cuda|metal`
+/// The backend cluster plans are placed for: `OXIDE_CLUSTER_BACKEND=cpu|cuda`
 /// (default cpu: no rewrites). Executors still pick their real backend at execute time.
 pub fn cluster_backend_from_env() -> Result<BackendKind, String> {
     match std::env::var(CLUSTER_BACKEND_ENV) {
@@ -31,7 +31,6 @@ pub fn cluster_backend_from_env() -> Result<BackendKind, String> {
         Ok(v) => match v.parse::<PlacementTarget>()? {
             PlacementTarget::Cpu | PlacementTarget::Auto => Ok(BackendKind::CpuSimd),
             PlacementTarget::Cuda => Ok(BackendKind::Cuda),
-            PlacementTarget::Metal => Ok(BackendKind::Metal),
         },
     }
 }

@@ -18,8 +18,6 @@ pub(crate) fn backend_of(line: &str) -> BackendKind {
     };
     if head.ends_with("[cuda]") {
         BackendKind::Cuda
-    } else if head.ends_with("[metal]") {
-        BackendKind::Metal
     } else {
         BackendKind::CpuSimd
     }
@@ -95,10 +93,6 @@ mod tests {
         assert_eq!(
             backend_of("GpuFilterExec[cuda]: predicate=a < 1"),
             BackendKind::Cuda
-        );
-        assert_eq!(
-            backend_of("GpuPartialAggregateExec[metal]: mode=Partial, gby=[k]"),
-            BackendKind::Metal
         );
         assert_eq!(backend_of("FilterExec: a@0 < 1"), BackendKind::CpuSimd);
         assert_eq!(

@@ -7,16 +7,14 @@ use std::sync::Arc;
 use datafusion::common::JoinType;
 use datafusion::physical_plan::ExecutionPlan;
 use oxidelake_compute::ops::Predicate;
-use oxidelake_compute::{
-    BackendChoice, DeviceToHostExec, GpuFilterExec, GpuHashJoinExec, HostToDeviceExec,
-};
+use oxidelake_compute::{BackendChoice, GpuFilterExec, GpuHashJoinExec};
 use oxidelake_core::BackendKind;
-use oxidelake_device::CpuBackend;
 
 use super::{
     BATCH_ROWS, SCAN_ROWS, cuda, dated_filter, emu, emulator_missing, ledger_scan, metric, run,
     traced_ops,
 };
+use crate::compute::plans::{cpu, download, upload};
 use crate::compute::rows::assert_same_rows;
 
 /// `s LIKE '%3%'` over `ledger_scan`, keeping every column (`d` with NULLs, the string
@@ -58,14 +56,9 @@ async fn a_join_of_two_resident_inputs_builds_and_joins_on_the_device_and_downlo
         return;
     }
     let (build_batches, probe_batches) = (10, 40);
-    let backend = cuda();
-    let fixed = BackendChoice::Fixed(backend.clone());
-    let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
-        Arc::new(
-            HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
-                .with_backend(fixed.clone()),
-        )
-    };
+    let fixed = BackendChoice::Fixed(cuda());
+    let upload =
+        |batches: usize| -> Arc<dyn ExecutionPlan> { upload(ledger_scan(batches), &fixed) };
     let build = build_filter(upload(build_batches), fixed.clone());
     let probe = dated_filter(upload(probe_batches), fixed.clone());
     let joined = join(Arc::clone(&build), Arc::clone(&probe), fixed);
@@ -76,14 +69,11 @@ async fn a_join_of_two_resident_inputs_builds_and_joins_on_the_device_and_downlo
         joined_ref.gives_device_batches(),
         "both inputs are resident"
     );
-    let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-        Arc::clone(&joined),
-        BackendKind::Cuda,
-    ));
+    let d2h = download(&joined);
     emu::trace(true);
     let ours = run(Arc::clone(&d2h)).await;
     emu::trace(false);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock = run(join(
         build_filter(ledger_scan(build_batches), cpu.clone()),
         dated_filter(ledger_scan(probe_batches), cpu.clone()),
@@ -185,28 +175,20 @@ async fn a_join_on_two_integer_keys_combines_them_on_the_device_for_the_build_an
     let (build_batches, probe_batches) = (10, 40);
     let probe_gathered = (probe_batches * SCAN_ROWS).div_ceil(BATCH_ROWS);
     for join_type in [JoinType::Inner, JoinType::RightSemi] {
-        let backend = cuda();
-        let fixed = BackendChoice::Fixed(backend.clone());
-        let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
-            Arc::new(
-                HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
-                    .with_backend(fixed.clone()),
-            )
-        };
+        let fixed = BackendChoice::Fixed(cuda());
+        let upload =
+            |batches: usize| -> Arc<dyn ExecutionPlan> { upload(ledger_scan(batches), &fixed) };
         let joined = two_key_join(
             build_filter(upload(build_batches), fixed.clone()),
             dated_filter(upload(probe_batches), fixed.clone()),
             join_type,
             fixed.clone(),
         );
-        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-            Arc::clone(&joined),
-            BackendKind::Cuda,
-        ));
+        let d2h = download(&joined);
         emu::trace(true);
         let ours = run(Arc::clone(&d2h)).await;
         emu::trace(false);
-        let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+        let cpu = cpu();
         let stock = run(two_key_join(
             build_filter(ledger_scan(build_batches), cpu.clone()),
             dated_filter(ledger_scan(probe_batches), cpu.clone()),
@@ -236,7 +218,7 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
     }
     let (build_batches, probe_batches) = (10, 40);
     let probe_gathered = (probe_batches * SCAN_ROWS).div_ceil(BATCH_ROWS);
-    let cpu = BackendChoice::Fixed(Arc::new(CpuBackend::new()));
+    let cpu = cpu();
     let stock = run(join(
         build_filter(ledger_scan(build_batches), cpu.clone()),
         dated_filter(ledger_scan(probe_batches), cpu.clone()),
@@ -255,14 +237,9 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
     }
     // (device limit, build sides kept on the host, probe batches refused in place)
     for (limit, on_host, refused) in [(64 << 10, 1, probe_gathered), (256 << 20, 0, 0)] {
-        let backend = cuda();
-        let fixed = BackendChoice::Fixed(backend.clone());
-        let upload = |batches: usize| -> Arc<dyn ExecutionPlan> {
-            Arc::new(
-                HostToDeviceExec::new(ledger_scan(batches), BackendKind::Cuda)
-                    .with_backend(fixed.clone()),
-            )
-        };
+        let fixed = BackendChoice::Fixed(cuda());
+        let upload =
+            |batches: usize| -> Arc<dyn ExecutionPlan> { upload(ledger_scan(batches), &fixed) };
         let joined: Arc<dyn ExecutionPlan> = Arc::new(
             GpuHashJoinExec::try_new(
                 build_filter(upload(build_batches), fixed.clone()),
@@ -277,10 +254,7 @@ async fn a_build_side_past_the_device_limit_stays_on_the_host_and_the_join_still
             .unwrap()
             .with_device_limit(Some(limit)),
         );
-        let d2h: Arc<dyn ExecutionPlan> = Arc::new(DeviceToHostExec::new(
-            Arc::clone(&joined),
-            BackendKind::Cuda,
-        ));
+        let d2h = download(&joined);
         let ours = run(Arc::clone(&d2h)).await;
         assert_same_rows(&format!("device limit {limit}"), &ours, &stock, 0.0);
         assert_eq!(
